@@ -1,0 +1,268 @@
+"""Reading text corpora as documents of sentences.
+
+The corpus formats (the contract every data_prep binary shares):
+
+- ``.txt``: a line is a sentence or paragraph; a blank line ends a document (fairseq's format).
+- ``.jsonl``: one JSON object a line is a document; its ``text_field`` (default ``text``) holds
+  the text, whose newlines separate sentences.
+- either one gzip-compressed (``.gz``).
+- an input spec is a comma list of files, globs and directories (searched recursively for the
+  formats above), or ``stdlib``: the documentation of the running Python (module, class and
+  function docstrings of the standard library, parsed with ``ast`` without importing anything,
+  plus pydoc's topic texts), so a demo needs no download.
+
+Invalid UTF-8 is replaced with U+FFFD, one per invalid byte sequence (Python's ``errors="replace"``)
+and counted in ``CorpusStats.invalid_utf8``. Over-long lines are split near ``max_line_bytes``
+at a whitespace (or character) boundary and counted in ``CorpusStats.split_lines``.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import dataclasses
+import glob
+import gzip
+import inspect
+import json
+import os
+import sysconfig
+from collections.abc import Iterator
+
+STDLIB = "stdlib"
+_FORMATS = (".txt", ".jsonl", ".txt.gz", ".jsonl.gz")
+# Larger lines are split before tokenization: bounded work per line, and memory that does not
+# depend on the longest line in the corpus.
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+
+
+class CorpusError(ValueError):
+  """A corpus input that cannot be read; the message names the file."""
+
+
+@dataclasses.dataclass
+class CorpusStats:
+  """Counters a reader fills while it reads (for progress and the final report)."""
+  files: int = 0
+  documents: int = 0
+  sentences: int = 0
+  bytes_read: int = 0       # bytes consumed from the files (compressed bytes for .gz)
+  total_bytes: int = 0      # sum of the input file sizes (compressed for .gz): ETA's denominator
+  invalid_utf8: int = 0     # invalid byte sequences replaced with U+FFFD
+  split_lines: int = 0      # lines longer than max_line_bytes that were split
+
+
+def resolve_inputs(spec: str) -> list[str]:
+  """Expands a comma list of files, globs and directories into a sorted file list.
+
+  ``stdlib`` stays as the single entry ``["stdlib"]``. Raises CorpusError naming any part that
+  matches nothing, or a file of an unknown format.
+  """
+  parts = [p.strip() for p in spec.split(",") if p.strip()]
+  if not parts:
+    raise CorpusError("--input is empty: give files, globs, directories or 'stdlib'")
+  if parts == [STDLIB]:
+    return [STDLIB]
+  files: list[str] = []
+  for part in parts:
+    if part == STDLIB:
+      raise CorpusError("'stdlib' cannot be combined with other inputs")
+    if os.path.isdir(part):
+      found = sorted(
+          os.path.join(root, name)
+          for root, _, names in os.walk(part) for name in names if name.endswith(_FORMATS))
+      if not found:
+        raise CorpusError(f"directory {part!r} holds no {'/'.join(_FORMATS)} files")
+      files.extend(found)
+    elif any(c in part for c in "*?["):
+      found = sorted(p for p in glob.glob(part, recursive=True) if os.path.isfile(p))
+      if not found:
+        raise CorpusError(f"glob {part!r} matches no file")
+      files.extend(found)
+    else:
+      if not os.path.exists(part):
+        raise CorpusError(f"input file {part!r} does not exist")
+      if not os.path.isfile(part):
+        raise CorpusError(f"input {part!r} is not a regular file")
+      files.append(part)
+  for f in files:
+    if not f.endswith(_FORMATS):
+      raise CorpusError(f"input file {f!r}: unknown format (expected one of {', '.join(_FORMATS)})")
+    if not os.access(f, os.R_OK):
+      raise CorpusError(f"input file {f!r} is not readable")
+  return list(dict.fromkeys(files))  # dedupe, keep order
+
+
+class _CountingReplace:
+  """A codecs error handler that replaces like 'replace' and counts the replacements."""
+
+  def __init__(self):
+    self.count = 0
+
+  def __call__(self, err: UnicodeDecodeError):
+    self.count += 1
+    return "\ufffd", err.end
+
+
+_counter = _CountingReplace()
+codecs.register_error("roberta_tf_count_replace", _counter)
+
+
+def _decode(raw: bytes, stats: CorpusStats) -> str:
+  before = _counter.count
+  text = raw.decode("utf-8", errors="roberta_tf_count_replace")
+  stats.invalid_utf8 += _counter.count - before
+  return text
+
+
+def split_long_line(line: str, max_bytes: int) -> list[str]:
+  """Splits ``line`` into pieces of at most ~``max_bytes`` UTF-8 bytes, at whitespace if any.
+
+  The pieces concatenated equal ``line``. A piece ends after the last whitespace within its
+  budget, or at a character boundary when there is none.
+  """
+  if len(line.encode("utf-8")) <= max_bytes:
+    return [line]
+  max_chars = max(1, max_bytes // 4)  # 4 bytes per char at worst: a safe piece length in chars
+  pieces = []
+  start = 0
+  while start < len(line):
+    end = min(len(line), start + max_chars)
+    if end < len(line):
+      cut = max(line.rfind(" ", start, end), line.rfind("\n", start, end))
+      if cut > start:
+        end = cut + 1
+    pieces.append(line[start:end])
+    start = end
+  return pieces
+
+
+def _open_binary(path: str):
+  try:
+    raw = open(path, "rb")
+  except OSError as e:
+    raise CorpusError(f"cannot open input file {path!r}: {e.strerror}") from e
+  if path.endswith(".gz"):
+    return raw, gzip.GzipFile(fileobj=raw, mode="rb")
+  return raw, raw
+
+
+def _iter_file(path: str, text_field: str, stats: CorpusStats, max_line_bytes: int,
+               bytes_before: int) -> Iterator[list[str]]:
+  is_jsonl = path.endswith((".jsonl", ".jsonl.gz"))
+  raw, stream = _open_binary(path)
+  doc: list[str] = []
+  with raw, stream:
+    try:
+      for lineno, line_bytes in enumerate(stream, 1):
+        stats.bytes_read = bytes_before + raw.tell()
+        line = _decode(line_bytes, stats).rstrip("\r\n")
+        if is_jsonl:
+          if not line.strip():
+            continue
+          try:
+            obj = json.loads(line)
+          except json.JSONDecodeError as e:
+            raise CorpusError(f"{path}:{lineno}: not a JSON object ({e.msg})") from e
+          if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+            raise CorpusError(f"{path}:{lineno}: no string field {text_field!r} "
+                              "(set --text_field)")
+          sentences = [s for s in obj[text_field].split("\n") if s.strip()]
+          if sentences:
+            yield _split_sentences(sentences, max_line_bytes, stats)
+        elif line.strip():
+          doc.append(line)
+        elif doc:
+          yield _split_sentences(doc, max_line_bytes, stats)
+          doc = []
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+      raise CorpusError(f"input file {path!r} is corrupt or unreadable: {e}") from e
+  if doc:
+    yield _split_sentences(doc, max_line_bytes, stats)
+
+
+def _split_sentences(sentences: list[str], max_line_bytes: int, stats: CorpusStats) -> list[str]:
+  out = []
+  for s in sentences:
+    pieces = split_long_line(s, max_line_bytes)
+    stats.split_lines += len(pieces) > 1
+    out.extend(pieces)
+  return out
+
+
+def stdlib_documents() -> list[list[str]]:
+  """The running Python's documentation as documents (deterministic for one Python build).
+
+  One document per standard-library module (its module, class and function docstrings, in
+  source order) and one per pydoc topic. Test suites, IDLE, tkinter demos and site-packages
+  are left out. Nothing is imported except pydoc's topic table.
+  """
+  root = sysconfig.get_paths()["stdlib"]
+  skip_dirs = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3",
+               "turtledemo", "__pycache__", "ensurepip", "config-3"}
+  docs = []
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames[:] = sorted(d for d in dirnames
+                         if d not in skip_dirs and not d.startswith(("config-", "test")))
+    for name in sorted(filenames):
+      if not name.endswith(".py") or name.startswith("test_"):
+        continue
+      try:
+        with open(os.path.join(dirpath, name), "rb") as f:
+          tree = ast.parse(f.read())
+      except (SyntaxError, ValueError, OSError):
+        continue
+      doc = []
+      for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+          text = ast.get_docstring(node, clean=True)
+          if text:
+            doc.extend(line for line in text.split("\n") if line.strip())
+      if doc:
+        docs.append(doc)
+  try:
+    from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    topics = {}
+  for key in sorted(topics):
+    doc = [line for line in inspect.cleandoc(topics[key]).split("\n") if line.strip()]
+    if doc:
+      docs.append(doc)
+  return docs
+
+
+def iter_documents(files: list[str], text_field: str = "text",
+                   stats: CorpusStats | None = None,
+                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[list[str]]:
+  """Yields documents (lists of non-empty sentences, no trailing newlines) from ``files``.
+
+  Args:
+    files: the output of ``resolve_inputs``.
+    text_field: the JSON field that holds a .jsonl document's text.
+    stats: counters to fill while reading (optional).
+    max_line_bytes: longer lines are split (see ``split_long_line``).
+  Raises:
+    CorpusError naming the file on unreadable or malformed input.
+  """
+  stats = stats if stats is not None else CorpusStats()
+  if files == [STDLIB]:
+    docs = stdlib_documents()
+    stats.files = 1
+    stats.total_bytes = sum(len(s.encode("utf-8")) + 1 for d in docs for s in d)
+    for doc in docs:
+      doc = _split_sentences(doc, max_line_bytes, stats)
+      stats.bytes_read += sum(len(s.encode("utf-8")) + 1 for s in doc)
+      stats.documents += 1
+      stats.sentences += len(doc)
+      yield doc
+    return
+  stats.total_bytes = sum(os.path.getsize(f) for f in files)
+  done = 0
+  for path in files:
+    stats.files += 1
+    for doc in _iter_file(path, text_field, stats, max_line_bytes, done):
+      stats.documents += 1
+      stats.sentences += len(doc)
+      yield doc
+    done += os.path.getsize(path)
+    stats.bytes_read = done

@@ -1,0 +1,226 @@
+"""Encoding sentences to token ids in parallel, for shard building.
+
+An *encoder* is a callable ``list[str] -> (values, row_splits)``: the ids of every sentence
+concatenated (``values``, int32 [N]) and the offsets where each sentence starts (``row_splits``,
+int64 [B + 1], ``row_splits[0] == 0``), i.e. a ragged [B, None] batch as numpy. No special tokens
+are added around a sentence; special-token strings written in the text (``<mask>``, ``</s>``...)
+become their ids, as RoBERTa's tokenizer does.
+
+Two encoders give the same ids for the same vocabulary:
+- ``TfEncoder``: the project's TF-native tokenizer (``roberta_tf.tokenizer.BytePairTokenizer``),
+  the default, so shards are encoded by the same code that serves the model.
+- ``HfEncoder``: Hugging Face ``tokenizers`` set up like ``RobertaTokenizerFast`` (byte-level
+  pre-tokenizer without a prefix space, BPE, the special tokens added, ``<mask>`` absorbing the
+  space before it). It is the benchmark's peer and a cross-check.
+
+Each sentence is encoded on its own, as fairseq encodes each line of RoBERTa's corpus: a sentence
+never starts with a space token, whatever precedes it in the document.
+
+``encode_batches`` runs an encoder over a stream of batches with a few worker threads. Both
+encoders release the GIL while they work (TF ops run in C++; ``tokenizers`` runs in Rust), so
+while the workers encode, the main thread reads the corpus and packs/writes the previous batches:
+the machine's cores are all busy without a process pool.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from roberta_tf.data import dataset_info
+
+VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+# The RoBERTa special tokens, by the names dataset_info.json uses.
+SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+
+Encoded = tuple[np.ndarray, np.ndarray]  # (values int32 [N], row_splits int64 [B + 1])
+Encoder = Callable[[list[str]], Encoded]
+
+
+class VocabError(ValueError):
+  """The vocabulary directory is missing a file or holds a malformed one; names the file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocab:
+  """What shard building needs to know about a vocabulary directory."""
+  vocab_dir: str
+  vocab_path: str
+  merges_path: str
+  size: int
+  special_ids: dict[str, int]
+  sha256: str
+  merges_sha256: str
+
+
+def load_vocab(vocab_dir: str) -> Vocab:
+  """Checks ``vocab_dir`` holds a GPT-2/RoBERTa vocab.json + merges.txt; raises VocabError."""
+  if not os.path.isdir(vocab_dir):
+    raise VocabError(f"--vocab_dir {vocab_dir!r} is not a directory")
+  paths = {}
+  for name in (VOCAB_FILE, MERGES_FILE):
+    path = os.path.join(vocab_dir, name)
+    if not os.path.isfile(path):
+      raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
+                       f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
+    paths[name] = path
+  try:
+    with open(paths[VOCAB_FILE], encoding="utf-8") as f:
+      vocab = json.load(f)
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise VocabError(f"{paths[VOCAB_FILE]} is not a readable JSON file: {e}") from e
+  if not isinstance(vocab, dict) or not vocab:
+    raise VocabError(f"{paths[VOCAB_FILE]} is not a JSON object mapping tokens to ids")
+  missing = [tok for tok in SPECIAL_TOKENS.values() if tok not in vocab]
+  if missing:
+    raise VocabError(f"{paths[VOCAB_FILE]} lacks the special tokens {missing}")
+  ids = sorted(vocab.values())
+  if ids != list(range(len(ids))):
+    raise VocabError(f"{paths[VOCAB_FILE]}: ids are not exactly 0..{len(ids) - 1}")
+  return Vocab(vocab_dir=vocab_dir, vocab_path=paths[VOCAB_FILE], merges_path=paths[MERGES_FILE],
+               size=len(vocab),
+               special_ids={name: int(vocab[tok]) for name, tok in SPECIAL_TOKENS.items()},
+               sha256=dataset_info.file_sha256(paths[VOCAB_FILE]),
+               merges_sha256=dataset_info.file_sha256(paths[MERGES_FILE]))
+
+
+class HfEncoder:
+  """Hugging Face ``tokenizers`` byte-level BPE, configured like ``RobertaTokenizerFast``."""
+
+  name = "hf_tokenizers"
+
+  def __init__(self, vocab: Vocab):
+    import tokenizers  # pylint: disable=import-outside-toplevel
+    from tokenizers import models, pre_tokenizers  # pylint: disable=import-outside-toplevel
+    try:
+      tok = tokenizers.Tokenizer(models.BPE.from_file(vocab.vocab_path, vocab.merges_path))
+    except Exception as e:  # tokenizers raises plain Exception on a malformed file
+      raise VocabError(f"{vocab.vocab_dir}: tokenizers cannot load {VOCAB_FILE}/{MERGES_FILE}: "
+                       f"{e}") from e
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # As in roberta-base: special-token strings in the text map to their ids, and <mask> takes
+    # the space before it ("is <mask>." -> "Ġis", "<mask>", ".").
+    tok.add_special_tokens([tokenizers.AddedToken(t, lstrip=(name == "mask"))
+                            for name, t in SPECIAL_TOKENS.items()])
+    self._tok = tok
+
+  def __call__(self, sentences: list[str]) -> Encoded:
+    encodings = self._tok.encode_batch_fast(sentences, add_special_tokens=False)
+    lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
+    row_splits = np.zeros(len(encodings) + 1, np.int64)
+    np.cumsum(lengths, out=row_splits[1:])
+    values = np.fromiter((i for e in encodings for i in e.ids), np.int32, int(row_splits[-1]))
+    return values, row_splits
+
+
+class TfEncoder:
+  """The project's TF-native tokenizer (``roberta_tf.tokenizer.BytePairTokenizer``)."""
+
+  name = "roberta_tf_tokenizer"
+
+  def __init__(self, vocab: Vocab):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
+    self._tf = tf
+    self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)
+    tok = self._tok
+
+    # One traced graph for any batch size; a graph call runs its ops in C++ without the GIL.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode(sentences):
+      ragged = tok(sentences)
+      return ragged.flat_values, ragged.row_splits
+
+    self._encode = encode
+
+  def __call__(self, sentences: list[str]) -> Encoded:
+    values, row_splits = self._encode(self._tf.constant(sentences, self._tf.string))
+    return values.numpy().astype(np.int32, copy=False), row_splits.numpy().astype(np.int64)
+
+
+ENCODERS = {"tf": TfEncoder, "hf": HfEncoder}
+
+
+def make_encoder(kind: str, vocab: Vocab) -> Encoder:
+  """``kind``: ``tf`` (the project's tokenizer) or ``hf`` (Hugging Face ``tokenizers``)."""
+  if kind not in ENCODERS:
+    raise ValueError(f"unknown encoder {kind!r}; expected one of {sorted(ENCODERS)}")
+  return ENCODERS[kind](vocab)
+
+
+def from_lists(fn: Callable[[list[str]], list[list[int]]]) -> Encoder:
+  """Adapts a ``list[str] -> list[list[int]]`` callable to the encoder interface."""
+  def encode(sentences: list[str]) -> Encoded:
+    ids = fn(sentences)
+    row_splits = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum([len(x) for x in ids], out=row_splits[1:])
+    values = np.fromiter((i for x in ids for i in x), np.int32, int(row_splits[-1]))
+    return values, row_splits
+  return encode
+
+
+@dataclasses.dataclass
+class Batch:
+  """Sentences to encode together, and which document each belongs to.
+
+  ``segments`` is a list of ``(key, num_sentences, ends_document)``: consecutive runs of the
+  batch's sentences from one document, ``key`` being the caller's label of that document (the
+  split it goes to). A document spans several batches when it is long.
+  """
+  sentences: list[str]
+  segments: list[tuple[Any, int, bool]]
+
+
+def batch_documents(documents: Iterable[tuple[Any, list[str]]], max_sentences: int = 1024,
+                    max_bytes: int = 1 << 20) -> Iterator[Batch]:
+  """Groups ``(key, sentences)`` documents into batches of about ``max_sentences`` sentences.
+
+  A batch also closes once it holds ``max_bytes`` characters, so that one huge line does not
+  make a huge batch (memory stays bounded by the batch size times the workers in flight).
+  """
+  sentences: list[str] = []
+  segments: list[tuple[Any, int, bool]] = []
+  size = 0
+  for key, doc in documents:
+    start = len(sentences)
+    for s in doc:
+      sentences.append(s)
+      size += len(s)
+      if len(sentences) >= max_sentences or size >= max_bytes:
+        segments.append((key, len(sentences) - start, False))
+        yield Batch(sentences, segments)
+        sentences, segments, size, start = [], [], 0, 0
+    segments.append((key, len(sentences) - start, True))
+  if sentences or segments:
+    yield Batch(sentences, segments)
+
+
+def encode_batches(batches: Iterable[Batch], encoder: Encoder, num_workers: int | None = None
+                   ) -> Iterator[tuple[Batch, np.ndarray, np.ndarray]]:
+  """Yields ``(batch, values, row_splits)`` in input order, encoding on worker threads.
+
+  At most ``2 * num_workers`` batches are in flight, so memory does not grow with the corpus.
+  """
+  num_workers = num_workers or os.cpu_count() or 1
+  pending: collections.deque = collections.deque()
+  with concurrent.futures.ThreadPoolExecutor(num_workers, "encode") as pool:
+    try:
+      for batch in batches:
+        pending.append((batch, pool.submit(encoder, batch.sentences)))
+        while len(pending) > 2 * num_workers or (pending and pending[0][1].done()):
+          batch_done, future = pending.popleft()
+          yield (batch_done, *future.result())
+      while pending:
+        batch_done, future = pending.popleft()
+        yield (batch_done, *future.result())
+    finally:
+      for _, future in pending:
+        future.cancel()

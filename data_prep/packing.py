@@ -1,0 +1,128 @@
+"""Packing encoded sentences into RoBERTa input blocks (FULL-SENTENCES / DOC-SENTENCES).
+
+A block is ``<s> ids </s>`` with at most ``max_seq_len`` ids in all, so it holds up to
+``capacity = max_seq_len - 2`` content ids. Sentences are added in corpus order:
+
+- A sentence that fits in the current block is appended to it.
+- A sentence that does not fit, but fits in an empty block, closes the current block and starts
+  the next one: sentences are never cut when they could be kept whole (fairseq's
+  ``--sample-break-mode complete``, which RoBERTa used).
+- A sentence longer than a whole block is the only thing ever cut: it fills the current block's
+  remaining room and runs on into as many following blocks as it needs (fairseq would instead
+  emit an over-long block, which a fixed-size position table cannot hold).
+- FULL-SENTENCES (``full_sentences``, the default): blocks run across documents; between two
+  documents in one block sits an extra ``</s>`` (the paper's separator). A block never begins or
+  ends with that separator: where a document ends at a block boundary the boundary separates.
+- DOC-SENTENCES (``doc_sentences``): a document's end closes the block, so no block mixes
+  documents (the last block of each document is usually short).
+
+Nothing is lost or repeated: the blocks' content ids with the separators removed, concatenated,
+are the documents' ids concatenated (tests/test_packing.py checks this exactly).
+Memory is one block: blocks are emitted as soon as they are complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+FULL_SENTENCES = "full_sentences"
+DOC_SENTENCES = "doc_sentences"
+PACKINGS = (FULL_SENTENCES, DOC_SENTENCES)
+
+
+class Packer:
+  """Streams sentences (id arrays) in, emits complete blocks (int64 [<= max_seq_len]) out.
+
+  Call ``add_sentence`` for each sentence of a document in order, ``end_document`` after its
+  last sentence, and ``finish`` after the last document; every complete block is passed to
+  ``emit`` at once.
+  """
+
+  def __init__(self, max_seq_len: int, packing: str, bos_id: int, eos_id: int,
+               emit: Callable[[np.ndarray], None]):
+    if packing not in PACKINGS:
+      raise ValueError(f"packing={packing!r}; expected one of {', '.join(PACKINGS)}")
+    if max_seq_len < 3:
+      raise ValueError(f"max_seq_len={max_seq_len}: a block needs <s>, >= 1 id and </s>")
+    self.capacity = max_seq_len - 2
+    self._cross_documents = packing == FULL_SENTENCES
+    self._bos = np.array([bos_id], np.int64)
+    self._eos = np.array([eos_id], np.int64)
+    self._emit = emit
+    self._pieces: list[np.ndarray] = []  # the open block's content, in order
+    self._len = 0                         # content ids in the open block
+    self._separate = False                # a document ended; the next sentence is a new one
+
+  def add_sentence(self, ids: Sequence[int] | np.ndarray) -> None:
+    """Adds one sentence's ids (no special tokens around them)."""
+    ids = np.asarray(ids, np.int64)
+    n = len(ids)
+    if n == 0:
+      return
+    separate = self._separate and self._len > 0
+    self._separate = False
+    room = self.capacity - self._len
+    if n + separate <= room:
+      if separate:
+        self._append(self._eos)
+      self._append(ids)
+      return
+    if n <= self.capacity:  # whole in a fresh block; its boundary separates the documents
+      self._close()
+      self._append(ids)
+      return
+    # Longer than a block: cut it, starting in the open block if there is room for a token of it
+    # (after the separator, if one is due).
+    if separate and room >= 2:
+      self._append(self._eos)
+    elif separate or room == 0:
+      self._close()
+    start = 0
+    while start < n:
+      take = min(self.capacity - self._len, n - start)
+      self._append(ids[start:start + take])
+      start += take
+      if self._len == self.capacity:
+        self._close()
+
+  def end_document(self) -> None:
+    """Marks the end of the current document."""
+    if self._cross_documents:
+      self._separate = True
+    else:
+      self._close()
+
+  def finish(self) -> None:
+    """Emits the last, partial block."""
+    self._close()
+    self._separate = False
+
+  def _append(self, ids: np.ndarray) -> None:
+    self._pieces.append(ids)
+    self._len += len(ids)
+
+  def _close(self) -> None:
+    if self._len:
+      self._emit(np.concatenate([self._bos, *self._pieces, self._eos]))
+    self._pieces = []
+    self._len = 0
+
+
+def pack_documents(documents: Iterable[Iterable[Sequence[int]]], max_seq_len: int,
+                   packing: str = FULL_SENTENCES, bos_id: int = 0, eos_id: int = 2
+                   ) -> Iterator[np.ndarray]:
+  """Packs documents (each an iterable of sentence id lists); yields blocks as they complete."""
+  ready: list[np.ndarray] = []
+  packer = Packer(max_seq_len, packing, bos_id, eos_id, ready.append)
+  for doc in documents:
+    for sentence in doc:
+      packer.add_sentence(sentence)
+      yield from ready
+      ready.clear()
+    packer.end_document()
+    yield from ready
+    ready.clear()
+  packer.finish()
+  yield from ready

@@ -1,0 +1,126 @@
+"""The `dataset_info.json` contract between data_prep (writer) and the input pipeline (reader).
+
+It sits beside the shards and records what a reader must agree with:
+
+```
+{
+  "format_version": 1,
+  "vocab": {"sha256": "<of vocab.json>", "merges_sha256": "<of merges.txt>", "size": 8000},
+  "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 7999},
+  "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
+  "packing": "full_sentences",        # or "doc_sentences"
+  "compression": "none",              # or "gzip" (the TFRecord compression of every shard)
+  "splits": {
+    "train": {"num_sequences": N, "num_tokens": T, "packing_efficiency": 0.97,
+              "shards": [{"file": "train-00000-of-00016.tfrecord", "num_sequences": n,
+                          "num_tokens": t}, ...]},
+    "validation": {...}
+  },
+  "source": {...}                     # free-form: inputs, seed, counters (informational)
+}
+```
+`num_tokens` counts real ids (special tokens included, no padding); packing efficiency is
+num_tokens / (num_sequences * max_seq_len).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+FILENAME = "dataset_info.json"
+FORMAT_VERSION = 1
+SPECIAL_NAMES = ("bos", "pad", "eos", "unk", "mask")
+
+
+class DatasetInfoError(ValueError):
+  """dataset_info.json is missing, malformed, or disagrees with the tokenizer or model."""
+
+
+def file_sha256(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      h.update(chunk)
+  return h.hexdigest()
+
+
+def write(output_dir: str, info: dict[str, Any]) -> str:
+  """Writes ``info`` atomically (temp file + rename) and returns the path."""
+  path = os.path.join(output_dir, FILENAME)
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, path)
+  return path
+
+
+def read(data_dir: str) -> dict[str, Any]:
+  """Reads and sanity-checks ``data_dir/dataset_info.json``."""
+  path = os.path.join(data_dir, FILENAME)
+  if not os.path.isfile(path):
+    raise DatasetInfoError(
+        f"{path} not found: is {data_dir!r} a directory written by data_prep.build_shards?")
+  try:
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise DatasetInfoError(f"{path} is not valid JSON: {e}") from e
+  for key in ("format_version", "vocab", "special_ids", "max_seq_len", "packing", "splits"):
+    if key not in info:
+      raise DatasetInfoError(f"{path} lacks the field {key!r}")
+  if info["format_version"] != FORMAT_VERSION:
+    raise DatasetInfoError(
+        f"{path} has format_version {info['format_version']}, this code reads {FORMAT_VERSION}")
+  return info
+
+
+def split_files(data_dir: str, info: dict[str, Any], split: str) -> list[str]:
+  """The shard paths of ``split``; raises if the split is absent or a shard file is missing."""
+  if split not in info["splits"]:
+    raise DatasetInfoError(f"{data_dir}/{FILENAME} has no {split!r} split "
+                           f"(it has: {', '.join(sorted(info['splits']))})")
+  files = [os.path.join(data_dir, s["file"]) for s in info["splits"][split]["shards"]]
+  missing = [f for f in files if not os.path.isfile(f)]
+  if missing:
+    raise DatasetInfoError(f"shard {missing[0]} listed in {data_dir}/{FILENAME} is missing")
+  return files
+
+
+def check_compatible(info: dict[str, Any], *, vocab_size: int | None = None,
+                     special_ids: dict[str, int] | None = None,
+                     vocab_sha256: str | None = None,
+                     max_positions: int | None = None,
+                     max_seq_len: int | None = None, where: str = "") -> None:
+  """Fails with one clear message per disagreement between the shards and tokenizer/model.
+
+  Args:
+    info: the parsed dataset_info.json.
+    vocab_size / special_ids / vocab_sha256: the tokenizer's (or model config's) values.
+    max_positions: the model's position table size; shards need max_seq_len + 2 <= it.
+    max_seq_len: the sequence length the pipeline pads to; shards need their max <= it.
+    where: the data directory, for the message.
+  """
+  problems = []
+  if vocab_size is not None and info["vocab"]["size"] != vocab_size:
+    problems.append(f"vocab size {info['vocab']['size']} in the shards, {vocab_size} in the "
+                    "tokenizer/model")
+  if vocab_sha256 is not None and info["vocab"]["sha256"] != vocab_sha256:
+    problems.append("vocab.json sha256 differs: the shards were encoded with another vocabulary")
+  if special_ids is not None:
+    for name, value in special_ids.items():
+      got = info["special_ids"].get(name)
+      if got is not None and got != value:
+        problems.append(f"special id {name}={got} in the shards, {value} in the tokenizer/model")
+  if max_positions is not None and info["max_seq_len"] + 2 > max_positions:
+    problems.append(f"shards hold sequences of up to {info['max_seq_len']} tokens; the model's "
+                    f"position table has {max_positions} rows (max_seq_len + 2 needed)")
+  if max_seq_len is not None and info["max_seq_len"] > max_seq_len:
+    problems.append(f"shards hold sequences of up to {info['max_seq_len']} tokens, longer than "
+                    f"--max_seq_len={max_seq_len}")
+  if problems:
+    raise DatasetInfoError(f"{where or 'dataset'}/{FILENAME} does not match: "
+                           + "; ".join(problems))

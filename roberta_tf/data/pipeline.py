@@ -1,0 +1,252 @@
+"""Shards → dynamically masked, statically shaped batches (the pretraining input pipeline).
+
+    epochs ─ per epoch: shard files in a stateless per-epoch order, split across input pipelines
+      ─ interleave(read shard: parse + validate + pad to S in chunks, index records, check the
+        count) ─ shuffle ─ batch [B, S] ─ map(Masker) ─ prefetch
+
+Every record carries (epoch, shard index, record index), so its mask is a pure function of the
+seed and that position (see masking.py), independent of batching, shuffling and parallelism.
+The position in the stream is checkpointable: `tf.train.Checkpoint(iterator=iter(dataset))`
+saves the shuffle buffer and reader offsets, and a rebuilt-and-restored iterator continues with
+exactly the batch an uninterrupted one would have produced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import tensorflow as tf
+
+from roberta_tf.data import dataset_info, example_spec
+from roberta_tf.data.masking import Masker, MaskingConfig, shard_key
+from roberta_tf.data.vocab_info import VocabInfo
+
+_COMPRESSION = {"none": "", "gzip": "GZIP"}
+# Records parsed and validated per op. In skip mode a damaged shard is used up to the start of
+# the chunk holding the damage, so up to _CHUNK - 1 good records before it are lost too.
+_CHUNK = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class InputConfig:
+  """How to read and batch one split.
+
+  Attributes:
+    batch_size: sequences per batch of THIS input pipeline, i.e. the per-replica batch; under a
+      tf.distribute strategy the caller passes
+      `input_context.get_per_replica_batch_size(global_batch_size)`.
+    max_seq_len: S, the padded length; must be >= dataset_info's max_seq_len.
+    seed: the data seed: the per-epoch shard order, the shuffle and every mask derive from it.
+    shuffle_buffer: sequences in the shuffle buffer; 0: no shuffling at all (evaluation): the
+      shards in listed order, interleaved record by record.
+    repeat: True: epochs forever, drop the last partial batch of the stream (training).
+      False: one pass (epoch 0); the last partial batch is padded with empty rows (no real
+      tokens, all mask_weights 0), so every batch is [B, S] and each sequence is seen once.
+    cycle_length: shards read concurrently by the interleave.
+    skip_corrupt_shards: False: a truncated/corrupt shard, an unparsable record or a record that
+      breaks the format (length, ids, <s>/</s>) raises an error naming the shard once the
+      reader reaches the shard's end. True: the shard's readable records before the damage
+      (up to its 64-record chunk) are used, the rest is skipped, a warning
+      naming the shard goes to stderr and `skipped_shards` (if given) is incremented (each
+      epoch that reads the shard).
+  """
+  batch_size: int
+  max_seq_len: int
+  seed: int = 0
+  shuffle_buffer: int = 10_000
+  repeat: bool = True
+  cycle_length: int = 8
+  skip_corrupt_shards: bool = False
+
+  def __post_init__(self):
+    if self.batch_size < 1 or self.max_seq_len < 2:
+      raise ValueError(f"batch_size={self.batch_size} must be >= 1 and max_seq_len="
+                       f"{self.max_seq_len} >= 2")
+    if self.shuffle_buffer < 0 or self.cycle_length < 1:
+      raise ValueError(f"shuffle_buffer={self.shuffle_buffer} must be >= 0 and cycle_length="
+                       f"{self.cycle_length} >= 1")
+
+  def for_eval(self) -> "InputConfig":
+    """The same reader for evaluation: no shuffling, one pass, padded last batch."""
+    return dataclasses.replace(self, shuffle_buffer=0, repeat=False)
+
+
+def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
+                              config: InputConfig, masking: MaskingConfig | None = None, *,
+                              max_positions: int | None = None,
+                              input_context: tf.distribute.InputContext | None = None,
+                              skipped_shards: tf.Variable | None = None) -> tf.data.Dataset:
+  """The masked-LM dataset of one split of a shard directory.
+
+  Args:
+    data_dir: directory with dataset_info.json and the TFRecord shards.
+    split: "train", "validation", ... (a key of dataset_info's splits).
+    vocab: the tokenizer's vocabulary facts; its size, special ids and sha256 (when known)
+      must match dataset_info.json.
+    config: reading and batching options.
+    masking: masking options (default MaskingConfig()).
+    max_positions: the model's position table size, checked against the shards' max_seq_len.
+    input_context: from `strategy.distribute_datasets_from_function`; the shards are split
+      across its input pipelines by file when every pipeline gets at least one, else by record
+      (pipelines may then differ by a few sequences per epoch; with repeat=False, by a batch).
+    skipped_shards: int64 scalar variable counting damaged shards (skip mode only).
+
+  Returns:
+    A dataset of dicts (see Masker.__call__): `input_ids`, `padding_mask` int32 [B, S],
+    `mask_positions`, `mask_ids` int32 [B, P], `mask_weights` float32 [B, P].
+
+  Raises:
+    dataset_info.DatasetInfoError: dataset_info.json is missing, disagrees with the vocabulary
+      or model, or lists a missing shard.
+  """
+  masking = masking or MaskingConfig()
+  info = dataset_info.read(data_dir)
+  dataset_info.check_compatible(
+      info, vocab_size=vocab.vocab_size, special_ids=vocab.special_ids,
+      vocab_sha256=vocab.sha256, max_positions=max_positions, max_seq_len=config.max_seq_len,
+      where=data_dir)
+  files = dataset_info.split_files(data_dir, info, split)
+  counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
+  compression = _COMPRESSION.get(info.get("compression", "none"))
+  if compression is None:
+    raise dataset_info.DatasetInfoError(
+        f"{data_dir}/{dataset_info.FILENAME}: unknown compression {info['compression']!r}")
+
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+  by_file = len(files) >= num_pipelines
+  s = config.max_seq_len
+  files_t = tf.constant(files)
+  counts_t = tf.constant(counts, tf.int64)
+
+  def read_shard(shard_index, epoch):
+    """The shard's valid records as {input_ids [S], seed [2]}; fails or warns on damage."""
+    path = files_t[shard_index]
+    expected = counts_t[shard_index]
+    key = shard_key(config.seed, masking.mask_copy(epoch), shard_index)
+
+    def parse_chunk(serialized):
+      ids = example_spec.parse_batch(serialized)
+      ok = tf.reduce_all(example_spec.is_valid(
+          ids, max_seq_len=s, vocab_size=vocab.vocab_size,
+          bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"]))
+      return ids.to_tensor(default_value=vocab.pad_id, shape=[None, s]), ok
+
+    # Records are parsed and checked _CHUNK at a time (one op each, not one per record).
+    # Damage (a read or parse error, or an invalid record) ends the shard before its chunk;
+    # the records counted then fall short of dataset_info's count for the shard.
+    chunks = tf.data.TFRecordDataset(path, compression_type=compression).batch(_CHUNK)
+    chunks = chunks.map(parse_chunk).ignore_errors().take_while(lambda ids, ok: ok)
+    chunks = chunks.map(lambda ids, ok: (ids, tf.constant(False)))
+    end = tf.data.Dataset.from_tensors((tf.zeros([0, s], tf.int32), tf.constant(True)))
+
+    def count(offset, chunk):
+      ids, is_end = chunk
+      return offset + tf.shape(ids, out_type=tf.int64)[0], (offset, ids, is_end)
+
+    def check(offset, ids, is_end):
+      damaged = tf.logical_and(is_end, tf.logical_and(expected >= 0, offset != expected))
+      message = ["shard", path, "is truncated or corrupt:", offset,
+                 "records readable and valid where dataset_info.json lists", expected,
+                 "(valid: <s> first, </s> last, at most", s, "ids in [0,", vocab.vocab_size,
+                 ")); rebuild it, or pass skip_corrupt_shards"]
+      if config.skip_corrupt_shards:
+        def note():
+          tf.print("WARNING: skipped the damaged part of", *message[1:6],
+                   output_stream=sys.stderr)
+          if skipped_shards is not None:
+            skipped_shards.assign_add(1)
+          return tf.constant(True)
+        tf.cond(damaged, note, lambda: tf.constant(False))
+      else:
+        tf.debugging.Assert(tf.logical_not(damaged), message, summarize=1)
+      n = tf.shape(ids, out_type=tf.int64)[0]
+      seeds = tf.stack([tf.fill([n], key), offset + tf.range(n, dtype=tf.int64)], axis=1)
+      return {"input_ids": ids, "seed": seeds}, is_end
+
+    indexed = chunks.concatenate(end).scan(tf.constant(0, tf.int64), count).map(check)
+    return indexed.filter(lambda x, is_end: tf.logical_not(is_end)).map(
+        lambda x, is_end: x).unbatch()
+
+  def one_epoch(epoch):
+    n = len(files)
+    if config.shuffle_buffer:
+      order = tf.argsort(tf.random.stateless_uniform(
+          [n], seed=tf.stack([tf.constant(config.seed, tf.int64), epoch])))
+    else:
+      order = tf.range(n)
+    if by_file:
+      order = order[pipeline_id::num_pipelines]
+    shards = tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64))
+    records = shards.interleave(
+        lambda i: read_shard(i, epoch), cycle_length=config.cycle_length, block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if not by_file:
+      records = records.shard(num_pipelines, pipeline_id)
+    return records
+
+  epochs = tf.data.Dataset.counter() if config.repeat else tf.data.Dataset.range(1)
+  ds = epochs.flat_map(one_epoch)
+  if config.shuffle_buffer:
+    ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
+  ds = ds.batch(config.batch_size, drop_remainder=config.repeat)
+  masker = Masker(vocab, masking, s)
+  b = config.batch_size
+
+  def mask(batch):
+    ids, seeds = batch["input_ids"], batch["seed"]
+    if not config.repeat:  # pad the last batch with empty rows: static [B, S] for XLA/TPU
+      missing = b - tf.shape(ids)[0]
+      ids = tf.pad(ids, [[0, missing], [0, 0]], constant_values=vocab.pad_id)
+      seeds = tf.pad(seeds, [[0, missing], [0, 0]])
+    out = masker(tf.ensure_shape(ids, [b, s]), tf.ensure_shape(seeds, [b, 2]))
+    return {k: tf.ensure_shape(v, [b, None]) for k, v in out.items()}
+
+  ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  ds = ds.prefetch(tf.data.AUTOTUNE)
+  options = tf.data.Options()
+  options.deterministic = True
+  if config.skip_corrupt_shards:
+    # The warning and the counter are side effects; they are not part of the saved position.
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE)
+  return ds.with_options(options)
+
+
+def build_dataset(data_dir: str, split: str, *, training: bool, batch_size: int,
+                  max_seq_len: int, masking: MaskingConfig | None = None,
+                  model_config=None, seed: int = 0, shuffle_buffer: int = 10_000,
+                  skip_corrupt_shards: bool = False,
+                  input_context: tf.distribute.InputContext | None = None,
+                  vocab: VocabInfo | None = None, vocab_dir: str | None = None,
+                  skipped_shards: tf.Variable | None = None) -> tf.data.Dataset:
+  """`build_pretraining_dataset` for the training loop: train (repeat, shuffle) or eval.
+
+  Args:
+    training: True: shuffled, repeated forever; False: one pass, unshuffled, the last batch
+      padded with empty rows.
+    model_config: a RobertaConfig (or None); its vocab_size, pad/bos/eos ids and position table
+      are checked against the shards.
+    vocab / vocab_dir: the vocabulary; default `VocabInfo.for_dataset` (the vocab_dir recorded
+      by data_prep, else dataset_info.json's ids, which rules out whole-word masking).
+    Others: see InputConfig and build_pretraining_dataset.
+  """
+  info = dataset_info.read(data_dir)
+  max_positions = None
+  if model_config is not None:
+    dataset_info.check_compatible(
+        info, vocab_size=model_config.vocab_size,
+        special_ids={"pad": model_config.pad_id, "bos": model_config.bos_id,
+                     "eos": model_config.eos_id},
+        where=data_dir)
+    max_positions = model_config.max_positions
+  vocab = vocab or VocabInfo.for_dataset(data_dir, info, vocab_dir)
+  config = InputConfig(batch_size=batch_size, max_seq_len=max_seq_len, seed=seed,
+                       shuffle_buffer=shuffle_buffer, repeat=True,
+                       skip_corrupt_shards=skip_corrupt_shards)
+  if not training:
+    config = config.for_eval()
+  return build_pretraining_dataset(data_dir, split, vocab, config, masking,
+                                   max_positions=max_positions, input_context=input_context,
+                                   skipped_shards=skipped_shards)

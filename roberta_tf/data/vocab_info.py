@@ -1,0 +1,120 @@
+"""What masking needs to know about the vocabulary: its size, special ids, word-start pieces.
+
+Read straight from a GPT-2/RoBERTa `vocab.json` (piece → id), so the pipeline does not need
+the tokenizer itself. A piece starts a word when it begins with "Ġ" (U+0120), the byte-level
+BPE stand-in for the space before a word; whole-word masking also treats the piece right after a
+special token as a word start (see masking.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from roberta_tf.data import dataset_info
+
+SPACE_MARKER = "\u0120"  # "Ġ": byte-level BPE's picture of b" ".
+# The RoBERTa layout's special pieces by their dataset_info.json names.
+SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+
+
+class VocabError(ValueError):
+  """vocab.json is missing, malformed, or lacks a special token."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VocabInfo:
+  """The vocabulary facts the input pipeline uses.
+
+  Attributes:
+    vocab_size: number of ids (max id + 1).
+    special_ids: {"bos", "pad", "eos", "unk", "mask"} → id. None of them is ever selected for
+      masking or drawn as a random replacement.
+    word_start: bool [vocab_size], True where the piece begins with "Ġ". None when unknown
+      (built from ids only); whole-word masking then refuses to run.
+    sha256: sha256 hex of vocab.json, or None; checked against dataset_info.json.
+  """
+  vocab_size: int
+  special_ids: dict[str, int]
+  word_start: np.ndarray | None = None
+  sha256: str | None = None
+
+  def __post_init__(self):
+    missing = [n for n in SPECIAL_TOKENS if n not in self.special_ids]
+    if missing:
+      raise VocabError(f"special ids lack {missing}")
+    bad = {n: i for n, i in self.special_ids.items() if not 0 <= i < self.vocab_size}
+    if bad:
+      raise VocabError(f"special ids {bad} are outside [0, {self.vocab_size})")
+    if self.word_start is not None and self.word_start.shape != (self.vocab_size,):
+      raise VocabError(f"word_start has shape {self.word_start.shape}, want ({self.vocab_size},)")
+
+  @property
+  def pad_id(self) -> int:
+    return self.special_ids["pad"]
+
+  @property
+  def mask_id(self) -> int:
+    return self.special_ids["mask"]
+
+  def special_flags(self) -> np.ndarray:
+    """bool [vocab_size]: True at the special ids."""
+    flags = np.zeros([self.vocab_size], bool)
+    flags[list(self.special_ids.values())] = True
+    return flags
+
+  @classmethod
+  def from_vocab_json(cls, path: str) -> "VocabInfo":
+    """Reads a GPT-2/RoBERTa vocab.json; ids must be dense 0..V-1."""
+    try:
+      with open(path, encoding="utf-8") as f:
+        vocab = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+      raise VocabError(f"cannot read vocabulary {path}: {e}") from e
+    if not isinstance(vocab, dict) or not vocab:
+      raise VocabError(f"{path} is not a JSON object mapping pieces to ids")
+    size = max(vocab.values()) + 1
+    if size != len(vocab):
+      raise VocabError(f"{path}: ids are not dense (max id {size - 1}, {len(vocab)} pieces)")
+    missing = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
+    if missing:
+      raise VocabError(f"{path} lacks the special tokens {missing}")
+    word_start = np.zeros([size], bool)
+    for piece, i in vocab.items():
+      word_start[i] = piece.startswith(SPACE_MARKER)
+    return cls(vocab_size=size,
+               special_ids={n: vocab[t] for n, t in SPECIAL_TOKENS.items()},
+               word_start=word_start, sha256=dataset_info.file_sha256(path))
+
+  @classmethod
+  def from_dir(cls, vocab_dir: str) -> "VocabInfo":
+    """Reads `vocab_dir/vocab.json` (the directory the tokenizer is built from)."""
+    return cls.from_vocab_json(os.path.join(vocab_dir, "vocab.json"))
+
+  @classmethod
+  def from_dataset_info(cls, info: dict) -> "VocabInfo":
+    """Size and special ids as the shards recorded them (no word starts: no whole-word masking)."""
+    return cls(vocab_size=int(info["vocab"]["size"]),
+               special_ids={n: int(info["special_ids"][n]) for n in SPECIAL_TOKENS},
+               word_start=None, sha256=info["vocab"].get("sha256"))
+
+  @classmethod
+  def for_dataset(cls, data_dir: str, info: dict, vocab_dir: str | None = None) -> "VocabInfo":
+    """The vocabulary of a shard directory.
+
+    `vocab_dir` if given; else the vocab_dir data_prep recorded in dataset_info.json's source
+    when its vocab.json is still the one the shards were encoded with (same sha256); else the
+    size and special ids recorded in dataset_info.json (no word starts).
+    """
+    if vocab_dir:
+      return cls.from_dir(vocab_dir)
+    recorded = (info.get("source") or {}).get("vocab_dir")
+    if recorded:
+      for candidate in (recorded, os.path.join(data_dir, recorded)):
+        path = os.path.join(candidate, "vocab.json")
+        if os.path.isfile(path) and dataset_info.file_sha256(path) == info["vocab"]["sha256"]:
+          return cls.from_vocab_json(path)
+    return cls.from_dataset_info(info)

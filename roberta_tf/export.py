@@ -1,0 +1,46 @@
+"""Exports a model dir's checkpoint as a SavedModel that takes raw strings.
+
+  python -m roberta_tf.export --model_dir=DIR --export_dir=DIR [--checkpoint=PATH] [--top_k=5]
+
+Signatures: fill_mask, encode, mlm_logits, tokenize (see roberta_tf/serving.py and README).
+The export is float32 whatever precision the model was trained in.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).")
+flags.DEFINE_string("export_dir", None, "SavedModel directory to write.")
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix to export instead of the latest.")
+flags.DEFINE_string("vocab_dir", None, "vocab.json/merges.txt directory if not in --model_dir.")
+flags.DEFINE_integer("top_k", 5, "Predictions per <mask> returned by fill_mask.")
+flags.DEFINE_integer("max_seq_len", None, "Truncation length (default: the model's maximum).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
+flags.mark_flags_as_required(["model_dir", "export_dir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  from roberta_tf import serving  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import ModelDirError  # pylint: disable=import-outside-toplevel
+  try:
+    path = serving.export_saved_model(
+        FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,
+        top_k=FLAGS.top_k, max_seq_len=FLAGS.max_seq_len, overwrite=FLAGS.overwrite)
+  except (serving.ExportError, ModelDirError, OSError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  print(f"exported SavedModel to {path} (signatures: fill_mask, encode, mlm_logits, tokenize)")
+  return 0
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,234 @@
+r"""Shows what the model will see: decoded masked sequences and masking statistics.
+
+    python -m roberta_tf.inspect_data --data=shards/ [--split=train] [--num_batches=10] \
+        [--batch_size=8] [--seed=0] [--max_seq_len=N] [--whole_word] [--json] [--vocab_dir=DIR]
+
+The batches come from the training pipeline itself (roberta_tf/data/pipeline.py), so the
+statistics are those of training: the selection rate over maskable tokens, the
+`<mask>`/random/unchanged split of the selected ones, tokens per sequence, padding fraction.
+Text is decoded with roberta_tf.tokenizer when it is importable, else from vocab.json's pieces
+(GPT-2 byte-level); special tokens are shown literally, so `<mask>` reads as `<mask>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+from absl import app, flags
+
+from roberta_tf.data import dataset_info
+from roberta_tf.data.masking import MaskingConfig
+from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
+from roberta_tf.data.vocab_info import SPECIAL_TOKENS, VocabInfo
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+  """GPT-2's reversible byte → printable character table."""
+  keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
+  table, extra = {}, 0
+  for b in range(256):
+    if b in keep:
+      table[b] = chr(b)
+    else:
+      table[b] = chr(256 + extra)
+      extra += 1
+  return table
+
+
+class Decoder:
+  """ids → text; special ids are written as their token strings (`<mask>`, `</s>`, ...)."""
+
+  def __init__(self, vocab_json: str, special_ids: dict[str, int]):
+    with open(vocab_json, encoding="utf-8") as f:
+      self.pieces = {i: p for p, i in json.load(f).items()}
+    self.special = {i: SPECIAL_TOKENS[n] for n, i in special_ids.items()}
+    self._bytes = {c: b for b, c in _bytes_to_unicode().items()}
+    self.name = "vocab.json"
+    self._tokenizer = None
+    try:
+      from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
+      self._tokenizer = tokenizer.BytePairTokenizer.from_dir(os.path.dirname(vocab_json))
+      self.name = "roberta_tf.tokenizer"
+    except ImportError:
+      pass
+
+  def _decode_run(self, ids: list[int]) -> str:
+    if self._tokenizer is not None:
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      text = self._tokenizer.detokenize(tf.ragged.constant([ids], dtype=tf.int32))
+      return text.numpy()[0].decode("utf-8", "replace")
+    data = bytes(self._bytes.get(c, ord("?")) for i in ids for c in self.pieces.get(i, "?"))
+    return data.decode("utf-8", "replace")
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """Runs of ordinary ids are decoded together; special ids are inserted literally."""
+    out, run = [], []
+    for i in ids:
+      if i in self.special:
+        if run:
+          out.append(self._decode_run(run))
+          run = []
+        out.append(self.special[i])
+      else:
+        run.append(int(i))
+    if run:
+      out.append(self._decode_run(run))
+    return "".join(out)
+
+  def piece(self, i: int) -> str:
+    return self.pieces.get(int(i), f"<id {int(i)}>")
+
+
+def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
+                 batch_size: int = 8, seed: int = 0, max_seq_len: int | None = None,
+                 masking: MaskingConfig | None = None, vocab_dir: str | None = None,
+                 num_examples: int = 3) -> dict[str, Any]:
+  """Reads `num_batches` training batches and measures them.
+
+  Returns:
+    A JSON-able dict: the settings, `statistics` (selection_rate, mask/random/keep fractions
+    of the selected tokens, tokens_per_sequence, padding_fraction, predictions_per_sequence,
+    max_predictions_used) and `examples` (decoded masked/original text and the predictions,
+    when a vocab.json is known).
+  """
+  masking = masking or MaskingConfig()
+  info = dataset_info.read(data_dir)
+  vocab = VocabInfo.for_dataset(data_dir, info, vocab_dir)
+  s = max_seq_len or info["max_seq_len"]
+  config = InputConfig(batch_size=batch_size, max_seq_len=s, seed=seed,
+                       shuffle_buffer=min(10_000, info["splits"].get(split, {}).get(
+                           "num_sequences", 10_000)))
+  ds = build_pretraining_dataset(data_dir, split, vocab, config, masking)
+  special = vocab.special_flags()
+  vocab_json = _vocab_json(data_dir, info, vocab_dir, vocab)
+  decoder = Decoder(vocab_json, vocab.special_ids) if vocab_json else None
+
+  totals = dict(rows=0, real=0, slots=0, maskable=0, selected=0, mask=0, random=0, keep=0)
+  max_used, examples = 0, []
+  for _, batch in zip(range(num_batches), ds):
+    b = {k: v.numpy() for k, v in batch.items()}
+    w = b["mask_weights"] > 0
+    original = b["input_ids"].copy()
+    rr, cc = np.nonzero(w)
+    original[rr, b["mask_positions"][rr, cc]] = b["mask_ids"][rr, cc]
+    shown = np.take_along_axis(b["input_ids"], b["mask_positions"], 1)[w]
+    real = b["padding_mask"] == 1
+    totals["rows"] += int(real.any(1).sum())
+    totals["real"] += int(real.sum())
+    totals["slots"] += int(real.any(1).sum()) * s
+    totals["maskable"] += int((real & ~special[original]).sum())
+    totals["selected"] += int(w.sum())
+    totals["mask"] += int((shown == vocab.mask_id).sum())
+    totals["keep"] += int((shown == b["mask_ids"][w]).sum())
+    max_used = max(max_used, int(w.sum(1).max()))
+    for r in range(len(w)):
+      if decoder and len(examples) < num_examples and real[r].any():
+        n = int(real[r].sum())
+        examples.append({
+            "masked": decoder.decode(b["input_ids"][r][:n]),
+            "original": decoder.decode(original[r][:n]),
+            "predictions": [
+                {"position": int(p), "original": decoder.piece(o), "input": decoder.piece(i)}
+                for p, o, i in zip(b["mask_positions"][r][w[r]], b["mask_ids"][r][w[r]],
+                                   b["input_ids"][r][b["mask_positions"][r][w[r]]])]})
+  totals["random"] = totals["selected"] - totals["mask"] - totals["keep"]
+  sel = max(totals["selected"], 1)
+  rows = max(totals["rows"], 1)
+  return {
+      "data": data_dir, "split": split, "batches": num_batches, "batch_size": batch_size,
+      "max_seq_len": s, "seed": seed, "masking": dataclasses.asdict(masking),
+      "max_predictions_per_seq": masking.resolved_max_predictions(s),
+      "decoder": decoder.name if decoder else None,
+      "statistics": {
+          "sequences": totals["rows"],
+          "tokens": totals["real"],
+          "selection_rate": totals["selected"] / max(totals["maskable"], 1),
+          "mask_fraction": totals["mask"] / sel,
+          "random_fraction": totals["random"] / sel,
+          "keep_fraction": totals["keep"] / sel,
+          "tokens_per_sequence": totals["real"] / rows,
+          "padding_fraction": 1 - totals["real"] / max(totals["slots"], 1),
+          "predictions_per_sequence": totals["selected"] / rows,
+          "max_predictions_used": max_used,
+      },
+      "examples": examples,
+  }
+
+
+def _vocab_json(data_dir, info, vocab_dir, vocab) -> str | None:
+  """The vocab.json to decode with: --vocab_dir, else data_prep's recorded one if it matches."""
+  if vocab_dir:
+    return os.path.join(vocab_dir, "vocab.json")
+  recorded = (info.get("source") or {}).get("vocab_dir")
+  if recorded and vocab.word_start is not None:  # for_dataset found and verified it
+    for candidate in (recorded, os.path.join(data_dir, recorded)):
+      if os.path.isfile(os.path.join(candidate, "vocab.json")):
+        return os.path.join(candidate, "vocab.json")
+  return None
+
+
+def format_report(report: dict[str, Any]) -> str:
+  st = report["statistics"]
+  lines = [f"{report['data']} [{report['split']}]: {st['sequences']} sequences in "
+           f"{report['batches']} batches of {report['batch_size']} x {report['max_seq_len']}, "
+           f"P={report['max_predictions_per_seq']}",
+           f"  selection rate {st['selection_rate']:.4f} of maskable tokens; of the selected: "
+           f"<mask> {st['mask_fraction']:.4f}, random {st['random_fraction']:.4f}, "
+           f"unchanged {st['keep_fraction']:.4f}",
+           f"  tokens/sequence {st['tokens_per_sequence']:.1f}, padding "
+           f"{st['padding_fraction']:.4f}, predictions/sequence "
+           f"{st['predictions_per_sequence']:.2f} (max {st['max_predictions_used']})"]
+  if report["decoder"] is None:
+    lines.append("  (no vocab.json known: pass --vocab_dir to see text)")
+  for i, ex in enumerate(report["examples"]):
+    lines += [f"\n--- example {i} (decoded with {report['decoder']})",
+              f"masked:   {ex['masked']!r}", f"original: {ex['original']!r}",
+              "predict:  " + ", ".join(f"{p['position']}:{p['original']}→{p['input']}"
+                                       for p in ex["predictions"])]
+  return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defined on demand, so importing the library defines no flags (no clash with others)."""
+  flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json).")
+  flags.DEFINE_string("split", "train", "Split to read.")
+  flags.DEFINE_integer("num_batches", 10, "Batches to measure.")
+  flags.DEFINE_integer("batch_size", 8, "Sequences per batch.")
+  flags.DEFINE_integer("seed", 0, "Data seed (file order, shuffle, masks).")
+  flags.DEFINE_integer("max_seq_len", None, "Padded length; default: the shards' max_seq_len.")
+  flags.DEFINE_integer("num_examples", 3, "Decoded sequences to show.")
+  flags.DEFINE_bool("whole_word", False, "Whole-word masking.")
+  flags.DEFINE_bool("json", False, "Print the report as JSON.")
+  flags.DEFINE_string("vocab_dir", None, "Directory with vocab.json (+ merges.txt) to decode "
+                      "with; default: the one recorded in dataset_info.json.")
+
+
+def main(argv):
+  del argv
+  if not FLAGS.data:
+    sys.exit("--data is required: a directory written by data_prep.build_shards")
+  if FLAGS.num_batches < 1 or FLAGS.batch_size < 1:
+    sys.exit(f"--num_batches={FLAGS.num_batches} and --batch_size={FLAGS.batch_size} must be >= 1")
+  try:
+    report = inspect_data(FLAGS.data, split=FLAGS.split, num_batches=FLAGS.num_batches,
+                          batch_size=FLAGS.batch_size, seed=FLAGS.seed,
+                          max_seq_len=FLAGS.max_seq_len,
+                          masking=MaskingConfig(whole_word=FLAGS.whole_word),
+                          vocab_dir=FLAGS.vocab_dir, num_examples=FLAGS.num_examples)
+  except (ValueError, OSError) as e:  # DatasetInfoError, VocabError are ValueErrors
+    sys.exit(f"error: {e}")
+  print(json.dumps(report, indent=2, ensure_ascii=False) if FLAGS.json else format_report(report))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

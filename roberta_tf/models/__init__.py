@@ -1,0 +1,17 @@
+"""RoBERTa models: config, functional encoder, tied MLM head, pretrainer, model directories.
+
+Checkpoint converters (Hugging Face safetensors, keras-hub RobertaBackbone) live in
+`hf_weights` and `keras_hub_weights`; import them explicitly.
+"""
+
+from roberta_tf.models.config import PRESET_NAMES, ConfigError, RobertaConfig, preset
+from roberta_tf.models.encoder import build_encoder
+from roberta_tf.models.mlm_head import MaskedLMHead, build_mlm_head
+from roberta_tf.models.model_dir import ModelDirError, load, read_config, save
+from roberta_tf.models.pretrainer import RobertaPretrainer
+
+__all__ = [
+    "PRESET_NAMES", "ConfigError", "MaskedLMHead", "ModelDirError", "RobertaConfig",
+    "RobertaPretrainer", "build_encoder", "build_mlm_head", "load", "preset", "read_config",
+    "save",
+]

@@ -1,0 +1,105 @@
+"""`RobertaEmbeddings`: token + RoBERTa-offset position embeddings, LayerNorm, dropout."""
+
+from __future__ import annotations
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
+  """A fresh initializer per weight (sharing one instance would reuse its seed)."""
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def roberta_position_ids(padding_mask: tf.Tensor, pad_id: int) -> tf.Tensor:
+  """RoBERTa's position ids (fairseq `make_positions`, HF `create_position_ids_from_input_ids`).
+
+  Real tokens count up from `pad_id + 1` in order; pads get `pad_id`. Counting along the mask
+  (not 0..S-1) makes the ids independent of left padding.
+
+  Args:
+    padding_mask: int or bool [B, S], 1 for real tokens, 0 for pads.
+    pad_id: the padding token id (1 in RoBERTa).
+
+  Returns:
+    int32 [B, S].
+  """
+  mask = tf.cast(padding_mask, tf.int32)
+  return tf.cumsum(mask, axis=1) * mask + pad_id
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class RobertaEmbeddings(keras.layers.Layer):
+  """Maps (input_ids, padding_mask) [B, S] to LayerNorm(token + position) [B, S, H] float32.
+
+  There is no token-type embedding: RoBERTa uses a single segment. (HF checkpoints carry a 1-row
+  token-type table; the importer folds it into the position table, which every token also adds.)
+
+  Sublayers (their names are checkpoint keys): `token_embedding` (a keras-hub
+  ReversibleEmbedding, [V, H], which the MLM head calls in reverse as its tied decoder),
+  `position_embedding` ([max_positions, H]), `layer_norm`, `dropout`.
+
+  Precision: the tables and their sum stay float32 whatever the policy (as under PyTorch
+  autocast), because the LayerNorm right after them runs in float32; only the tied decoder's
+  matmul runs in the policy's compute dtype (`reverse_dtype`).
+  """
+
+  def __init__(self, vocab_size, hidden_size, max_positions, pad_id, dropout=0.0,
+               layer_norm_eps=1e-5, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.max_positions = max_positions
+    self.pad_id = pad_id
+    self.dropout_rate = dropout
+    self.layer_norm_eps = layer_norm_eps
+    self.initializer_range = initializer_range
+    self.token_embedding = keras_hub.layers.ReversibleEmbedding(
+        vocab_size, hidden_size, tie_weights=True,
+        embeddings_initializer=truncated_normal(initializer_range),
+        reverse_dtype=self.dtype_policy.compute_dtype, dtype="float32", name="token_embedding")
+    self.position_embedding = keras.layers.Embedding(
+        max_positions, hidden_size, embeddings_initializer=truncated_normal(initializer_range),
+        dtype="float32", name="position_embedding")
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_eps, dtype="float32", name="layer_norm")
+    self.dropout = keras.layers.Dropout(dropout, dtype="float32", name="dropout")
+
+  def build(self, input_ids_shape, padding_mask_shape=None):
+    self.token_embedding.build(input_ids_shape)
+    self.position_embedding.build(input_ids_shape)
+    self.layer_norm.build(tuple(input_ids_shape) + (self.hidden_size,))
+    self.built = True
+
+  def call(self, input_ids, padding_mask, training=None):
+    """input_ids, padding_mask: int [B, S]. Returns float32 [B, S, H].
+
+    Raises:
+      ValueError: S (when static) exceeds max_positions - pad_id - 1. A dynamic S is not
+        checked here (an assert would break XLA): on CPU the lookup then fails, on GPU it
+        would read zeros, so the input pipeline must respect config.max_seq_len.
+    """
+    seq_len = input_ids.shape[1]
+    if seq_len is not None and seq_len > self.max_positions - self.pad_id - 1:
+      raise ValueError(f"sequence length {seq_len} exceeds max_seq_len = "
+                       f"{self.max_positions - self.pad_id - 1} (max_positions="
+                       f"{self.max_positions}, positions start at pad_id + 1)")
+    positions = roberta_position_ids(padding_mask, self.pad_id)
+    x = self.token_embedding(input_ids) + self.position_embedding(positions)
+    x = self.layer_norm(x)
+    return self.dropout(x, training=training)
+
+  def compute_output_shape(self, input_ids_shape, padding_mask_shape=None):
+    return tuple(input_ids_shape) + (self.hidden_size,)
+
+  def compute_output_spec(self, input_ids, padding_mask, training=None):
+    return keras.KerasTensor(tuple(input_ids.shape) + (self.hidden_size,), dtype="float32")
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                  max_positions=self.max_positions, pad_id=self.pad_id,
+                  dropout=self.dropout_rate, layer_norm_eps=self.layer_norm_eps,
+                  initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,55 @@
+"""`build_encoder`: the RoBERTa encoder as a Keras functional model."""
+
+from __future__ import annotations
+
+import keras
+
+from roberta_tf.models.config import RobertaConfig
+from roberta_tf.models.embeddings import RobertaEmbeddings
+from roberta_tf.models.transformer_layer import TransformerLayer
+
+ENCODER_NAME = "roberta_encoder"
+EMBEDDINGS_NAME = "embeddings"
+
+
+def layer_name(index: int) -> str:
+  """The (checkpoint-key) name of Transformer layer `index`."""
+  return f"transformer_layer_{index}"
+
+
+def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
+  """Builds the RoBERTa encoder.
+
+  Args:
+    config: the architecture.
+    dtype: a Keras dtype policy or its name ("float32", "mixed_bfloat16", "mixed_float16");
+      None uses the global policy (`keras.config.dtype_policy()`). Whatever the policy, the
+      embedding sum, LayerNorms, softmax and the outputs are float32; matmuls run in the
+      policy's compute dtype and all variables are float32.
+
+  Returns:
+    A functional keras.Model named "roberta_encoder" with
+      inputs  {"input_ids": int32 [B, S], "padding_mask": int32 [B, S] (1 real, 0 pad)},
+      outputs {"sequence_output": float32 [B, S, H],
+               "pooled_output": float32 [B, H] = sequence_output[:, 0], the <s> vector}.
+    S is dynamic, up to config.max_seq_len. `pooled_output` has no dense+tanh "pooler": HF's
+    RobertaForMaskedLM has none (RobertaModel's pooler is only trained by fine-tuning heads), so
+    a classification head puts its own dense on top of it. Layers: "embeddings"
+    (RobertaEmbeddings) and "transformer_layer_{i}" (TransformerLayer), i = 0..L-1.
+  """
+  input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
+  padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+  x = RobertaEmbeddings(
+      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+      max_positions=config.max_positions, pad_id=config.pad_id, dropout=config.dropout,
+      layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+      dtype=dtype, name=EMBEDDINGS_NAME)(input_ids, padding_mask)
+  for i in range(config.num_layers):
+    x = TransformerLayer(
+        num_heads=config.num_heads, intermediate_size=config.intermediate_size,
+        dropout=config.dropout, attention_dropout=config.attention_dropout,
+        layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+        dtype=dtype, name=layer_name(i))(x, padding_mask=padding_mask)
+  outputs = {"sequence_output": x, "pooled_output": x[:, 0, :]}
+  return keras.Model(inputs={"input_ids": input_ids, "padding_mask": padding_mask},
+                     outputs=outputs, name=ENCODER_NAME, dtype=dtype)

@@ -1,0 +1,134 @@
+"""Weights between a `keras_hub.models.RobertaBackbone` and our encoder (`build_encoder`).
+
+The layers correspond one to one (keras-hub's TransformerEncoder is the same post-LN layer):
+
+| keras-hub (layer i)                                  | ours                                    |
+|------------------------------------------------------|-----------------------------------------|
+| embeddings/token_embedding [V, H]                    | embeddings/token_embedding              |
+| embeddings/position_embedding [max_seq_len, H]       | embeddings/position_embedding rows 2..  |
+| embeddings_layer_norm                                | embeddings/layer_norm                   |
+| self_attention_layer/{query,key,value} [H, A, H/A]   | {query,key,value} [H, H] (reshaped)     |
+| self_attention_layer/attention_output [A, H/A, H]    | attention_output [H, H] (reshaped)      |
+| self_attention_layer_norm, feedforward_layer_norm    | attention_layer_norm, output_layer_norm |
+| feedforward_intermediate_dense, _output_dense        | intermediate_dense, output_dense        |
+
+Positions: keras-hub numbers tokens 0..S-1 from the left, RoBERTa numbers real tokens from
+pad_id + 1 = 2, so keras-hub's row j is our row j + 2 (keras-hub's own HF converter drops the
+same two rows). Outputs agree at real tokens for right-padded inputs (the usual layout); with
+left padding keras-hub's positions shift and they do not. Rows 0 and 1, which no real token
+reads, are zeroed on import. keras-hub has a single dropout rate and a fixed eps of 1e-5.
+"""
+
+from __future__ import annotations
+
+import keras
+import keras_hub
+import numpy as np
+
+from roberta_tf.models.config import RobertaConfig
+from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
+
+
+class KerasHubWeightsError(ValueError):
+  """The backbone and the encoder disagree on a weight's shape or the architecture."""
+
+
+def build_backbone(config: RobertaConfig, dtype=None) -> keras_hub.models.RobertaBackbone:
+  """A keras-hub RobertaBackbone with `config`'s dimensions (dropout = config.dropout)."""
+  if config.layer_norm_eps != 1e-5:
+    raise KerasHubWeightsError(f"keras-hub RobertaBackbone fixes layer_norm_eps at 1e-5, the "
+                               f"config has {config.layer_norm_eps}")
+  return keras_hub.models.RobertaBackbone(
+      vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+      num_heads=config.num_heads, hidden_dim=config.hidden_size,
+      intermediate_dim=config.intermediate_size, dropout=config.dropout,
+      max_sequence_length=config.max_seq_len, dtype=dtype)
+
+
+def config_from_backbone(backbone: keras_hub.models.RobertaBackbone) -> RobertaConfig:
+  """The RobertaConfig of a keras-hub backbone (special ids: RoBERTa's defaults)."""
+  return RobertaConfig(
+      vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
+      num_layers=backbone.num_layers, num_heads=backbone.num_heads,
+      intermediate_size=backbone.intermediate_dim,
+      max_positions=backbone.max_sequence_length + RobertaConfig.pad_id + 1,
+      dropout=backbone.dropout, attention_dropout=backbone.dropout)
+
+
+def _pairs(backbone, encoder):
+  """[(name, our variable, keras-hub variable)] for every weight except the position table."""
+  ours = encoder.get_layer(EMBEDDINGS_NAME)
+  theirs = backbone.get_layer("embeddings")
+  norm = backbone.get_layer("embeddings_layer_norm")
+  pairs = [("token_embedding", ours.token_embedding.embeddings,
+            theirs.token_embedding.embeddings),
+           ("embeddings/layer_norm/gamma", ours.layer_norm.gamma, norm.gamma),
+           ("embeddings/layer_norm/beta", ours.layer_norm.beta, norm.beta)]
+  num_layers = len([l for l in backbone.layers if l.name.startswith("transformer_layer_")])
+  ours_layers = len([l for l in encoder.layers if l.name.startswith("transformer_layer_")])
+  if num_layers != ours_layers:
+    raise KerasHubWeightsError(f"the backbone has {num_layers} Transformer layers, the encoder "
+                               f"{ours_layers}")
+  for i in range(num_layers):
+    mine = encoder.get_layer(layer_name(i))
+    kh = backbone.get_layer(f"transformer_layer_{i}")
+    attention = kh._self_attention_layer
+    sublayers = [
+        ("query", mine.query, attention._query_dense),
+        ("key", mine.key, attention._key_dense),
+        ("value", mine.value, attention._value_dense),
+        ("attention_output", mine.attention_output, attention._output_dense),
+        ("intermediate_dense", mine.intermediate_dense, kh._feedforward_intermediate_dense),
+        ("output_dense", mine.output_dense, kh._feedforward_output_dense),
+    ]
+    for name, a, b in sublayers:
+      pairs.append((f"{layer_name(i)}/{name}/kernel", a.kernel, b.kernel))
+      pairs.append((f"{layer_name(i)}/{name}/bias", a.bias, b.bias))
+    for name, a, b in [("attention_layer_norm", mine.attention_layer_norm,
+                        kh._self_attention_layer_norm),
+                       ("output_layer_norm", mine.output_layer_norm, kh._feedforward_layer_norm)]:
+      pairs.append((f"{layer_name(i)}/{name}/gamma", a.gamma, b.gamma))
+      pairs.append((f"{layer_name(i)}/{name}/beta", a.beta, b.beta))
+  return pairs
+
+
+def _positions(backbone, encoder):
+  ours = encoder.get_layer(EMBEDDINGS_NAME)
+  theirs = backbone.get_layer("embeddings").position_embedding.position_embeddings
+  offset = ours.pad_id + 1
+  if ours.position_embedding.embeddings.shape[0] != theirs.shape[0] + offset:
+    raise KerasHubWeightsError(
+        f"position tables disagree: ours has {ours.position_embedding.embeddings.shape[0]} rows, "
+        f"the backbone {theirs.shape[0]} (ours must have {offset} more)")
+  return ours.position_embedding.embeddings, theirs, offset
+
+
+def _copy(pairs, to_backbone: bool):
+  values = []
+  for name, ours, theirs in pairs:
+    src, dst = (ours, theirs) if to_backbone else (theirs, ours)
+    if int(np.prod(src.shape)) != int(np.prod(dst.shape)):
+      raise KerasHubWeightsError(f"{name}: shape {tuple(src.shape)} cannot become "
+                                 f"{tuple(dst.shape)}")
+    # Head splits are row-major reshapes: [H, H] ↔ [H, A, H/A], [H] ↔ [A, H/A], [A, H/A, H].
+    values.append((dst, np.reshape(src.numpy(), dst.shape)))
+  for dst, value in values:  # Assign only after every shape was checked.
+    dst.assign(value)
+
+
+def copy_to_backbone(encoder: keras.Model, backbone: keras_hub.models.RobertaBackbone) -> None:
+  """Copies our encoder's weights into a keras-hub RobertaBackbone of the same dimensions."""
+  pairs = _pairs(backbone, encoder)
+  ours, theirs, offset = _positions(backbone, encoder)
+  _copy(pairs, to_backbone=True)
+  theirs.assign(ours.numpy()[offset:])
+
+
+def copy_from_backbone(backbone: keras_hub.models.RobertaBackbone, encoder: keras.Model) -> None:
+  """Copies a keras-hub RobertaBackbone's weights into our encoder of the same dimensions."""
+  pairs = _pairs(backbone, encoder)
+  ours, theirs, offset = _positions(backbone, encoder)
+  _copy(pairs, to_backbone=False)
+  table = np.zeros(ours.shape, np.float32)
+  table[offset:] = theirs.numpy()
+  ours.assign(table)

@@ -1,0 +1,139 @@
+"""A model directory: `config.json` + TF checkpoints of `tf.train.Checkpoint(model=pretrainer)`.
+
+```
+model_dir/
+  config.json                      RobertaConfig.to_json(), or {"model": ..., "training": ...}
+  checkpoint                       the CheckpointManager index (latest_checkpoint reads it)
+  ckpt-N.index, ckpt-N.data-*      variables; the object key "model" is the RobertaPretrainer
+```
+Training writes more keys into the same checkpoints (optimizer, step, data position); `load`
+restores only "model" and ignores the rest.
+
+Checkpoint keys follow TF's object graph: `model/encoder/_operations/<i>/<sublayer>/...` (i is
+the layer's place in the functional graph: 2 = embeddings, 3.. = transformer layers, fixed by
+`build_encoder`) and `model/mlm_head/...`. Keras layer names ("embeddings",
+"transformer_layer_3/query", ...) are the `variable.path`s and what the converters look up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import tensorflow as tf
+
+from roberta_tf.models.config import ConfigError, RobertaConfig
+from roberta_tf.models.pretrainer import RobertaPretrainer
+
+CONFIG_FILE = "config.json"
+CHECKPOINT_NAME = "ckpt"
+
+
+class ModelDirError(ValueError):
+  """A model directory is missing files or its checkpoint does not fit its config."""
+
+
+def read_config(model_dir: str) -> RobertaConfig:
+  """The RobertaConfig in `model_dir/config.json`.
+
+  config.json is either a RobertaConfig object or a run's resolved config
+  `{"model": RobertaConfig, "training": ..., ...}` as training writes it.
+  """
+  path = os.path.join(model_dir, CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    raise ModelDirError(f"{path} not found: {model_dir!r} is not a model directory "
+                        f"(expected {CONFIG_FILE} and a TF checkpoint)")
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      values = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ModelDirError(f"{path} is not valid JSON: {e}") from e
+  if isinstance(values, dict) and isinstance(values.get("model"), dict):
+    values = values["model"]
+  try:
+    return RobertaConfig.from_dict(values)
+  except (ConfigError, TypeError) as e:
+    raise ModelDirError(f"{path}: {e}") from e
+
+
+def latest_checkpoint(model_dir: str) -> str:
+  """The prefix of the newest checkpoint in `model_dir`, or a clear error if there is none."""
+  prefix = tf.train.latest_checkpoint(model_dir)
+  if prefix is None:
+    raise ModelDirError(f"no TF checkpoint in {model_dir!r} (expected a 'checkpoint' index file "
+                        f"and {CHECKPOINT_NAME}-N.index, as tf.train.CheckpointManager writes)")
+  return prefix
+
+
+def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
+  """Restores the "model" key of a checkpoint into `pretrainer`; every model variable must match.
+
+  Raises:
+    ModelDirError: the checkpoint is unreadable, lacks some of the model's variables, or has
+      a variable of another shape (the TF message names both shapes).
+  """
+  try:
+    status = tf.train.Checkpoint(model=pretrainer).restore(checkpoint_prefix)
+    status.expect_partial()  # Optimizer, step and data state are the trainer's business.
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    # TF's message prints whole variable values; name the variables and shapes instead.
+    missing = re.findall(r"Variable path=([^,]+), shape=(\([^)]*\))", str(e))
+    listed = ", ".join(f"{name} {shape}" for name, shape in missing) or str(e)[:500]
+    raise ModelDirError(f"checkpoint {checkpoint_prefix} lacks variables of the model built from "
+                        f"its config ({pretrainer.config}): {listed}") from e
+  except (tf.errors.OpError, ValueError) as e:
+    raise ModelDirError(f"checkpoint {checkpoint_prefix} does not fit the model built from its "
+                        f"config ({pretrainer.config}): {e}") from e
+
+
+def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPretrainer:
+  """The pretrainer described by `model_dir`, with its weights.
+
+  Args:
+    model_dir: a directory written by `save`, the converter or training.
+    dtype: dtype policy to build with (weights are float32 either way).
+    checkpoint: a checkpoint prefix to read instead of the newest one in `model_dir`.
+
+  Returns:
+    A RobertaPretrainer built from config.json with the checkpoint's weights.
+  """
+  config = read_config(model_dir)
+  prefix = checkpoint or latest_checkpoint(model_dir)
+  pretrainer = RobertaPretrainer(config, dtype=dtype)
+  restore(pretrainer, prefix)
+  return pretrainer
+
+
+def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False) -> str:
+  """Writes `pretrainer` as a new model directory (config.json + one checkpoint).
+
+  The directory is assembled under a temporary name and renamed when complete, so an
+  interrupted save never leaves a directory that looks like a model.
+
+  Args:
+    model_dir: the directory to create (absent or empty unless `overwrite`).
+    pretrainer: the model; its `config` goes to config.json.
+    overwrite: replace an existing non-empty `model_dir`.
+
+  Returns:
+    The checkpoint prefix inside `model_dir`.
+  """
+  model_dir = os.path.normpath(model_dir)
+  if os.path.isdir(model_dir) and os.listdir(model_dir) and not overwrite:
+    raise ModelDirError(f"{model_dir!r} exists and is not empty; refusing to overwrite it")
+  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+    raise ModelDirError(f"{model_dir!r} exists and is not a directory")
+  tmp = f"{model_dir}.tmp-{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  pretrainer.config.save(os.path.join(tmp, CONFIG_FILE))
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
+                                       max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
+  prefix = manager.save(checkpoint_number=0)
+  if os.path.isdir(model_dir):
+    shutil.rmtree(model_dir)
+  os.replace(tmp, model_dir)
+  return os.path.join(model_dir, os.path.basename(prefix))

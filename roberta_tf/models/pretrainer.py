@@ -1,0 +1,79 @@
+"""`RobertaPretrainer`: the encoder plus the tied MLM head, the model that pretraining trains."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from roberta_tf.models.config import RobertaConfig
+from roberta_tf.models.encoder import EMBEDDINGS_NAME, build_encoder
+from roberta_tf.models.mlm_head import build_mlm_head
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class RobertaPretrainer(keras.Model):
+  """RoBERTa for masked-LM pretraining (HF `RobertaForMaskedLM`, without its unused pooler).
+
+  Attributes:
+    config: the RobertaConfig it was built from.
+    encoder: the functional encoder (`build_encoder`).
+    mlm_head: the MLM head (`build_mlm_head`), its decoder tied to the token embedding.
+
+  Built on construction (variables exist before any call), so a checkpoint can be restored
+  into it straight away. Checkpoint layout: `tf.train.Checkpoint(model=pretrainer)`.
+  """
+
+  def __init__(self, config: RobertaConfig, dtype=None, **kwargs):
+    """Args: config: the architecture; dtype: a dtype policy or its name (see build_encoder)."""
+    if isinstance(config, dict):  # from_config
+      config = RobertaConfig.from_dict(config)
+    kwargs.setdefault("name", "roberta_pretrainer")
+    super().__init__(dtype=dtype, **kwargs)
+    self.config = config
+    self.encoder = build_encoder(config, dtype=dtype)
+    token_embedding = self.encoder.get_layer(EMBEDDINGS_NAME).token_embedding
+    self.mlm_head = build_mlm_head(config, token_embedding, dtype=dtype)
+    self.built = True
+
+  def call(self, inputs, training=None):
+    """MLM logits at the masked positions only.
+
+    Args:
+      inputs: dict with "input_ids" int32 [B, S], "padding_mask" int32 [B, S] and
+        "mask_positions" int32 [B, P] (indices into S; empty slots may point anywhere valid,
+        e.g. 0, and are ignored by the loss via mask_weights).
+      training: enables dropout.
+
+    Returns:
+      float32 [B, P, V] logits.
+    """
+    encoded = self.encoder({"input_ids": inputs["input_ids"],
+                            "padding_mask": inputs["padding_mask"]}, training=training)
+    logits = self.mlm_head(encoded["sequence_output"], mask_positions=inputs["mask_positions"])
+    return tf.cast(logits, tf.float32)
+
+  def full_logits(self, input_ids, padding_mask, training=False):
+    """MLM logits at every position (inference, fill-mask, parity with HF).
+
+    Args:
+      input_ids, padding_mask: int32 [B, S].
+
+    Returns:
+      float32 [B, S, V].
+    """
+    input_ids = tf.convert_to_tensor(input_ids, tf.int32)
+    batch, seq = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+    positions = tf.broadcast_to(tf.range(seq)[None, :], [batch, seq])
+    return self({"input_ids": input_ids,
+                 "padding_mask": tf.convert_to_tensor(padding_mask, tf.int32),
+                 "mask_positions": positions}, training=training)
+
+  def get_config(self):
+    config = super().get_config()
+    config["config"] = self.config.to_dict()
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(RobertaConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,129 @@
+"""`TransformerLayer`: one post-LayerNorm BERT/RoBERTa encoder layer with float32 softmax and LN.
+
+Why not `keras_hub.layers.TransformerEncoder`: it has the same math and eps, but (1) it ties the
+attention-probability dropout to the hidden dropout (RoBERTa configs carry both), and (2) under a
+mixed policy its softmax, LayerNorm outputs and residual sums run in bfloat16/float16, while this
+project keeps the residual stream, LayerNorm and softmax in float32 (as PyTorch autocast does for
+the reference), so that mixed-precision training matches float32 closely. Weights map one to one
+(see keras_hub_weights.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from roberta_tf.models.embeddings import truncated_normal
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class TransformerLayer(keras.layers.Layer):
+  """x [B, S, H] float32, padding_mask [B, S] → [B, S, H] float32.
+
+  ```
+  a = LayerNorm(x + Dropout(attention_output(SelfAttention(x))))
+  y = LayerNorm(a + Dropout(output_dense(gelu(intermediate_dense(a)))))
+  ```
+  GELU is the exact (erf) form, HF's "gelu". Pads are masked as keys only, so outputs at real
+  positions do not depend on what sits at pad positions.
+
+  Sublayers (checkpoint keys): `query`, `key`, `value`, `attention_output` (Dense H→H, kernels
+  [H, H] with heads laid out as [H, A, H/A] blocks), `attention_layer_norm`,
+  `intermediate_dense` (Dense H→F), `output_dense` (Dense F→H), `output_layer_norm`.
+  """
+
+  def __init__(self, num_heads, intermediate_size, dropout=0.0, attention_dropout=0.0,
+               layer_norm_eps=1e-5, initializer_range=0.02, **kwargs):
+    # autocast=False: the float32 residual stream must reach the LayerNorms unrounded; the Dense
+    # sublayers cast their own inputs to the compute dtype.
+    super().__init__(autocast=False, **kwargs)
+    self.num_heads = num_heads
+    self.intermediate_size = intermediate_size
+    self.dropout_rate = dropout
+    self.attention_dropout_rate = attention_dropout
+    self.layer_norm_eps = layer_norm_eps
+    self.initializer_range = initializer_range
+    self.supports_masking = False
+
+  def _dense(self, units, name, activation=None):
+    return keras.layers.Dense(units, activation=activation,
+                              kernel_initializer=truncated_normal(self.initializer_range),
+                              dtype=self.dtype_policy, name=name)
+
+  def build(self, x_shape, padding_mask_shape=None):
+    hidden = x_shape[-1]
+    if hidden % self.num_heads:
+      raise ValueError(f"hidden size {hidden} is not divisible by num_heads={self.num_heads}")
+    self.head_size = hidden // self.num_heads
+    inner_shape = tuple(x_shape[:-1]) + (self.intermediate_size,)
+    self.query = self._dense(hidden, "query")
+    self.key = self._dense(hidden, "key")
+    self.value = self._dense(hidden, "value")
+    self.attention_output = self._dense(hidden, "attention_output")
+    # Keras' "gelu" is the exact erf form (approximate=False), as HF's "gelu".
+    self.intermediate_dense = self._dense(self.intermediate_size, "intermediate_dense",
+                                          activation="gelu")
+    self.output_dense = self._dense(hidden, "output_dense")
+    for dense in (self.query, self.key, self.value, self.attention_output,
+                  self.intermediate_dense):
+      dense.build(x_shape)
+    self.output_dense.build(inner_shape)
+    self.attention_layer_norm = keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_eps, dtype="float32", name="attention_layer_norm")
+    self.output_layer_norm = keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_eps, dtype="float32", name="output_layer_norm")
+    self.attention_layer_norm.build(x_shape)
+    self.output_layer_norm.build(x_shape)
+    self.attention_probs_dropout = keras.layers.Dropout(
+        self.attention_dropout_rate, dtype=self.dtype_policy, name="attention_probs_dropout")
+    self.attention_output_dropout = keras.layers.Dropout(
+        self.dropout_rate, dtype=self.dtype_policy, name="attention_output_dropout")
+    self.output_dropout = keras.layers.Dropout(
+        self.dropout_rate, dtype=self.dtype_policy, name="output_dropout")
+    self.built = True
+
+  def _self_attention(self, x, padding_mask, training):
+    """x float32 [B, S, H] → [B, S, H] in the compute dtype (before the output projection)."""
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+
+    def split_heads(t):  # [B, S, H] → [B, A, S, H/A]
+      t = tf.reshape(t, [batch, seq, self.num_heads, self.head_size])
+      return tf.transpose(t, [0, 2, 1, 3])
+
+    # Scaling q before the matmul (not the scores after) keeps float16 scores in range.
+    q = split_heads(self.query(x) * tf.cast(1.0 / math.sqrt(self.head_size),
+                                            self.compute_dtype))
+    k = split_heads(self.key(x))
+    v = split_heads(self.value(x))
+    scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, A, S, S]
+    # Additive mask on keys: -1e9 underflows exp() to exactly 0 in float32.
+    key_is_pad = 1.0 - tf.cast(padding_mask, tf.float32)[:, None, None, :]
+    probs = tf.nn.softmax(scores - 1e9 * key_is_pad, axis=-1)
+    probs = self.attention_probs_dropout(tf.cast(probs, self.compute_dtype), training=training)
+    context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, S, A, H/A]
+    return tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
+
+  def call(self, x, padding_mask, training=None):
+    """x: float32 [B, S, H]; padding_mask: int [B, S] (1 real, 0 pad). Returns float32 [B, S, H]."""
+    x = tf.cast(x, tf.float32)
+    h = self.attention_output(self._self_attention(x, padding_mask, training))
+    h = self.attention_output_dropout(h, training=training)
+    x = self.attention_layer_norm(x + tf.cast(h, tf.float32))
+    h = self.output_dense(self.intermediate_dense(x))
+    h = self.output_dropout(h, training=training)
+    return self.output_layer_norm(x + tf.cast(h, tf.float32))
+
+  def compute_output_shape(self, x_shape, padding_mask_shape=None):
+    return tuple(x_shape)
+
+  def compute_output_spec(self, x, padding_mask, training=None):
+    return keras.KerasTensor(tuple(x.shape), dtype="float32")
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_heads=self.num_heads, intermediate_size=self.intermediate_size,
+                  dropout=self.dropout_rate, attention_dropout=self.attention_dropout_rate,
+                  layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,160 @@
+"""The SavedModel's serving module: raw strings in (the TF-native tokenizer is inside).
+
+Signatures (B texts; S = the batch's longest tokenized text, at most max_seq_len; V the vocab):
+
+- ``tokenize(text: string [B])`` → ``input_ids`` int32 [B,S] (``<s> … </s>``, right-padded
+  with <pad>), ``padding_mask`` int32 [B,S].
+- ``encode(text: string [B])`` → ``sequence_output`` float32 [B,S,H], ``pooled_output``
+  float32 [B,H] (the ``<s>`` vector), ``padding_mask`` int32 [B,S].
+- ``mlm_logits(input_ids: int32 [B,S], padding_mask: int32 [B,S])`` → ``logits`` float32 [B,S,V].
+- ``fill_mask(text: string [B])`` → for each ``<mask>`` (M = the most masks in one text, at
+  least 1): ``mask_positions`` int32 [B,M] (token positions, -1 for an empty slot),
+  ``top_ids`` int32 [B,M,k], ``top_probs`` float32 [B,M,k], ``top_tokens`` string [B,M,k] (the
+  decoded token, e.g. " Paris"), ``num_masks`` int32 [B]. Texts without ``<mask>`` have
+  num_masks 0 and only empty slots.
+
+Truncation: a text longer than max_seq_len - 2 tokens keeps its first max_seq_len - 2 tokens,
+then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.tokenizer import BytePairTokenizer
+
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
+_IDS = tf.TensorSpec([None, None], tf.int32, name="input_ids")
+_MASK = tf.TensorSpec([None, None], tf.int32, name="padding_mask")
+
+
+class ServingModule(tf.Module):
+  """Holds the float32 pretrainer and the tokenizer; its tf.functions become the signatures.
+
+  Args:
+    pretrainer: a RobertaPretrainer (float32 policy for serving).
+    tokenizer: the BytePairTokenizer (a tf.Module: its tables are saved with the model).
+    max_seq_len: the longest tokenized input, ``<s>`` and ``</s>`` included.
+    top_k: predictions per ``<mask>`` in ``fill_mask``.
+  """
+
+  def __init__(self, pretrainer, tokenizer, max_seq_len: int, top_k: int = 5):
+    super().__init__(name="roberta_serving")
+    self.pretrainer = pretrainer
+    self.tokenizer = tokenizer
+    self.max_seq_len = int(max_seq_len)
+    self.top_k = int(top_k)
+    self._bos, self._eos = tokenizer.bos_id, tokenizer.eos_id
+    self._pad, self._mask = tokenizer.pad_id, tokenizer.mask_id
+
+  def _ids(self, text):
+    ids = self.tokenizer.tokenize(text)[:, : self.max_seq_len - 2]
+    batch = ids.nrows()
+    bos = tf.fill([batch, 1], self._bos)
+    eos = tf.fill([batch, 1], self._eos)
+    ids = tf.concat([bos, ids, eos], axis=1)
+    input_ids = ids.to_tensor(default_value=self._pad)
+    padding_mask = tf.ones_like(ids).to_tensor(default_value=0)
+    return input_ids, padding_mask
+
+  @tf.function(input_signature=[_TEXT])
+  def tokenize(self, text):
+    input_ids, padding_mask = self._ids(text)
+    return {"input_ids": input_ids, "padding_mask": padding_mask}
+
+  @tf.function(input_signature=[_TEXT])
+  def encode(self, text):
+    input_ids, padding_mask = self._ids(text)
+    out = self.pretrainer.encoder({"input_ids": input_ids, "padding_mask": padding_mask},
+                                  training=False)
+    return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+            "pooled_output": tf.cast(out["pooled_output"], tf.float32),
+            "padding_mask": padding_mask}
+
+  @tf.function(input_signature=[_IDS, _MASK])
+  def mlm_logits(self, input_ids, padding_mask):
+    return {"logits": self.pretrainer.full_logits(input_ids, padding_mask)}
+
+  @tf.function(input_signature=[_TEXT])
+  def fill_mask(self, text):
+    input_ids, padding_mask = self._ids(text)
+    is_mask = tf.logical_and(tf.equal(input_ids, self._mask), padding_mask > 0)
+    where = tf.cast(tf.where(is_mask), tf.int32)              # [N, 2] (row, position)
+    batch = tf.shape(input_ids)[0]
+    counts = tf.math.bincount(where[:, 0], minlength=batch, maxlength=batch, dtype=tf.int32)
+    positions = tf.RaggedTensor.from_value_rowids(where[:, 1], where[:, 0], nrows=batch)
+    slots = positions.to_tensor(default_value=-1)                         # [B, M] (M may be 0)
+    slots = tf.pad(slots, [[0, 0], [0, tf.maximum(1 - tf.shape(slots)[1], 0)]],
+                   constant_values=-1)                                    # M >= 1
+    logits = self.pretrainer({"input_ids": input_ids, "padding_mask": padding_mask,
+                              "mask_positions": tf.maximum(slots, 0)}, training=False)
+    probs = tf.nn.softmax(logits, axis=-1)
+    top_probs, top_ids = tf.math.top_k(probs, k=self.top_k)
+    empty = tf.less(slots, 0)[:, :, None]
+    top_ids = tf.where(empty, -1, top_ids)
+    top_probs = tf.where(empty, 0.0, top_probs)
+    flat = tf.reshape(tf.maximum(top_ids, 0), [-1, 1])
+    tokens = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(top_ids))
+    tokens = tf.where(empty, "", tokens)
+    return {"mask_positions": slots, "top_ids": top_ids, "top_probs": top_probs,
+            "top_tokens": tokens, "num_masks": counts}
+
+  def signatures(self) -> dict:
+    return {"fill_mask": self.fill_mask, "encode": self.encode, "mlm_logits": self.mlm_logits,
+            "tokenize": self.tokenize, "serving_default": self.fill_mask}
+
+
+class ExportError(ValueError):
+  """The model dir cannot be exported (no vocab files, vocab does not fit the model, ...)."""
+
+
+def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | None = None,
+                       vocab_dir: str | None = None, top_k: int = 5,
+                       max_seq_len: int | None = None, overwrite: bool = False) -> str:
+  """Restores a model dir's checkpoint in float32 and writes the serving SavedModel.
+
+  Args:
+    model_dir: config.json + checkpoints (+ vocab.json/merges.txt, which training and the
+      converter copy there).
+    export_dir: the SavedModel directory to create (written under a temporary name, renamed
+      when complete).
+    checkpoint: a checkpoint prefix instead of the latest.
+    vocab_dir: where vocab.json/merges.txt are, when not in model_dir.
+    top_k: predictions per <mask> in fill_mask.
+    max_seq_len: truncation length (default: the model's position table allows).
+    overwrite: replace an existing export_dir.
+  Returns:
+    export_dir.
+  """
+  if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+    raise ExportError(f"{export_dir!r} exists and is not empty; pass --overwrite to replace it")
+  config = models.read_config(model_dir)
+  vocab_dir = vocab_dir or model_dir
+  if not os.path.isfile(os.path.join(vocab_dir, "vocab.json")):
+    raise ExportError(f"no vocab.json in {vocab_dir!r}: pass --vocab_dir (the directory "
+                      "data_prep.train_tokenizer wrote)")
+  tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  if tokenizer.vocab_size != config.vocab_size:
+    raise ExportError(f"vocab in {vocab_dir!r} has {tokenizer.vocab_size} ids, the model "
+                      f"{config.vocab_size}: wrong --vocab_dir?")
+  pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
+  max_seq_len = max_seq_len or config.max_seq_len
+  if max_seq_len > config.max_seq_len:
+    raise ExportError(f"--max_seq_len={max_seq_len} exceeds the model's {config.max_seq_len}")
+  module = ServingModule(pretrainer, tokenizer, max_seq_len=max_seq_len, top_k=top_k)
+  export_dir = os.path.normpath(export_dir)
+  tmp = f"{export_dir}.tmp-{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  try:
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if os.path.isdir(export_dir):
+    shutil.rmtree(export_dir)
+  os.replace(tmp, export_dir)
+  return export_dir

@@ -1,0 +1,307 @@
+"""RoBERTa's byte-level BPE tokenizer in TF ops: the one tokenizer of the project.
+
+`BytePairTokenizer` reads GPT-2/RoBERTa `vocab.json` + `merges.txt` (roberta-base's or the
+ones `data_prep.train_tokenizer` writes) and gives the same ids as Hugging Face `tokenizers`
+(what `RobertaTokenizerFast` runs, without the added <s> ... </s>). It is a `tf.Module` of TF
+ops only (plus tensorflow-text), so it runs eagerly, in `tf.function`, in `tf.data` maps with
+parallel calls, and inside a SavedModel (its tables are tracked and saved).
+
+Pipeline of `tokenizer(texts)`:
+1. Special tokens: the strings `<s>`, `<pad>`, `</s>`, `<unk>`, `<mask>` written in the text
+   become their ids, as HF's AddedVocabulary does. `<mask>` absorbs the whitespace before it
+   (lstrip, as in roberta-base); the others do not. The text between them ("segments") is
+   pre-tokenized independently.
+2. Pre-tokenization with GPT-2's regex semantics (`roberta_tf.pretokenize`).
+3. Each word's bytes -> ids: a table holds the BPE of every vocabulary entry (computed at load
+   time, keyed by raw bytes); other words go through the vectorized merge loop
+   (`roberta_tf.bpe_merge`).
+
+Bad input: invalid UTF-8 becomes U+FFFD, one per maximal invalid subsequence (Python's
+`errors="replace"`), so the ids are HF's ids of `raw.decode("utf-8", "replace")`. NUL is an
+ordinary character. An empty string gives an empty row.
+
+Round trip: `detokenize(tokenizer(x)) == x` for valid UTF-8, except that whitespace before a
+`<mask>` string is absorbed into the mask and does not come back.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from roberta_tf import bpe_merge
+from roberta_tf import pretokenize
+
+BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
+SPECIAL_TOKENS = (BOS, PAD, EOS, UNK, MASK)
+VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+
+# As in roberta-base's tokenizer: only <mask> absorbs the whitespace before it.
+_SPECIALS = tuple(pretokenize.Special(t.encode("ascii"), lstrip=(t == MASK))
+                  for t in SPECIAL_TOKENS)
+
+
+class TokenizerFileError(ValueError):
+  """vocab.json / merges.txt that cannot be used; the message names the file and the problem."""
+
+
+@functools.lru_cache(maxsize=None)
+def bytes_to_unicode() -> dict[int, str]:
+  """GPT-2's reversible byte -> printable character map (byte-level BPE alphabet)."""
+  printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
+               list(range(ord("®"), ord("ÿ") + 1)))
+  chars = printable[:]
+  extra = 0
+  for b in range(256):
+    if b not in printable:
+      printable.append(b)
+      chars.append(256 + extra)
+      extra += 1
+  return {b: chr(c) for b, c in zip(printable, chars)}
+
+
+def _token_bytes(token: str, unicode_to_byte: Mapping[str, int]) -> bytes | None:
+  """The raw bytes a byte-level token stands for, or None if it is not a byte-level token."""
+  try:
+    return bytes(unicode_to_byte[c] for c in token)
+  except KeyError:
+    return None
+
+
+def read_vocab(path: str) -> dict[str, int]:
+  """Reads a vocab.json (token -> id); raises TokenizerFileError naming the file."""
+  try:
+    with open(path, "rb") as f:
+      vocab = json.loads(f.read().decode("utf-8"))
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise TokenizerFileError(f"cannot read vocab file {path!r}: {e}") from e
+  if not isinstance(vocab, dict) or not vocab or not all(
+      isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+      for k, v in vocab.items()):
+    raise TokenizerFileError(f"vocab file {path!r} is not a JSON object of token -> id >= 0")
+  if len(set(vocab.values())) != len(vocab):
+    raise TokenizerFileError(f"vocab file {path!r} gives two tokens the same id")
+  return vocab
+
+
+def read_merges(path: str) -> list[tuple[str, str]]:
+  """Reads a merges.txt (`#version` line, then "left right" a line), as HF `tokenizers` does."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      lines = f.read().split("\n")
+  except (OSError, UnicodeDecodeError) as e:
+    raise TokenizerFileError(f"cannot read merges file {path!r}: {e}") from e
+  merges = []
+  for lineno, line in enumerate(lines, 1):
+    if line.startswith("#version") or not line:
+      continue
+    parts = line.split(" ")
+    if len(parts) != 2 or not parts[0] or not parts[1]:
+      raise TokenizerFileError(f"{path}:{lineno}: expected 'left right', got {line!r}")
+    merges.append((parts[0], parts[1]))
+  return merges
+
+
+class BytePairTokenizer(tf.Module):
+  """GPT-2/RoBERTa byte-level BPE: tf.string [B] -> int32 ids tf.RaggedTensor [B, None].
+
+  Attributes:
+    vocab_size: one more than the largest id.
+    bos_id, pad_id, eos_id, unk_id, mask_id: ids of <s>, <pad>, </s>, <unk>, <mask>.
+    vocab_sha256: sha256 (hex) of vocab.json's bytes (None when built from a dict).
+  """
+
+  def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]],
+               vocab_sha256: str | None = None, vocab_path: str = "vocab",
+               merges_path: str = "merges", name: str | None = "byte_pair_tokenizer"):
+    """Builds the tables.
+
+    Args:
+      vocab: token -> id (byte-level tokens, GPT-2 alphabet, plus the five special tokens).
+      merges: (left, right) pairs in rank order.
+      vocab_sha256: recorded as `vocab_sha256`.
+      vocab_path, merges_path: names used in error messages.
+      name: the tf.Module name.
+    Raises:
+      TokenizerFileError: a special token or a byte is missing, or a merge names a token
+        that is not in the vocabulary.
+    """
+    super().__init__(name=name)
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+      raise TokenizerFileError(f"{vocab_path}: special token(s) {missing} missing "
+                               "(a RoBERTa vocabulary has <s>, <pad>, </s>, <unk>, <mask>)")
+    self._vocab = dict(vocab)
+    self._inverse = {i: t for t, i in self._vocab.items()}
+    self.vocab_size = max(self._vocab.values()) + 1
+    self.vocab_sha256 = vocab_sha256
+    self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
+        self._vocab[t] for t in SPECIAL_TOKENS)
+    byte_to_unicode = bytes_to_unicode()
+    unicode_to_byte = {c: b for b, c in byte_to_unicode.items()}
+    absent = [b for b, c in byte_to_unicode.items() if c not in self._vocab]
+    if absent:
+      raise TokenizerFileError(f"{vocab_path}: not a byte-level BPE vocabulary: "
+                               f"{len(absent)} of the 256 byte symbols are missing")
+    byte_ids = np.array([self._vocab[byte_to_unicode[b]] for b in range(256)], np.int32)
+
+    # Merges: a later duplicate of a pair overrides an earlier one, as in HF's merge map.
+    pair_rank: dict[tuple[int, int], int] = {}
+    merged = np.zeros(len(merges), np.int32)
+    for rank, (left, right) in enumerate(merges):
+      for token in (left, right, left + right):
+        if token not in self._vocab:
+          raise TokenizerFileError(f"{merges_path}: merge {rank + 1} ({left!r} {right!r}) uses "
+                                   f"{token!r}, which is not in {vocab_path}")
+      pair_rank[(self._vocab[left], self._vocab[right])] = rank
+      merged[rank] = self._vocab[left + right]
+    self.all_occurrences = self._consistent(pair_rank, merged)
+    keys = np.array([a * self.vocab_size + b for a, b in pair_rank], np.int64)
+    ranks = np.array(list(pair_rank.values()), np.int32)
+
+    self._byte_ids = tf.constant(byte_ids)
+    self._merged_ids = tf.constant(merged)
+    self._class_table = tf.constant(pretokenize.codepoint_classes())
+    self._pair_ranks = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), default_value=-1)
+    self._special_id_list = tf.constant([self._vocab[t] for t in SPECIAL_TOKENS], tf.int32)
+
+    # Detokenization: id -> raw bytes (special and non-byte-level tokens: their UTF-8 text).
+    id_bytes = [b""] * self.vocab_size
+    for token, i in self._vocab.items():
+      raw = None if token in SPECIAL_TOKENS else _token_bytes(token, unicode_to_byte)
+      id_bytes[i] = raw if raw is not None else token.encode("utf-8")
+    self._id_bytes = tf.constant(id_bytes, tf.string)
+
+    # Word cache: the BPE of every byte-level vocabulary entry, keyed by its raw bytes. The
+    # merge loop computes it (an entry's BPE need not be the entry itself).
+    words = sorted({_token_bytes(t, unicode_to_byte) for t in self._vocab
+                    if t not in SPECIAL_TOKENS} - {None})
+    lengths = np.array([len(w) for w in words], np.int64)
+    symbols = byte_ids[np.frombuffer(b"".join(words), np.uint8)]
+    cache = bpe_merge.merge_words(
+        tf.constant(symbols), tf.constant(np.concatenate([[0], np.cumsum(lengths)])),
+        self._pair_ranks, self._merged_ids, self.vocab_size, self.all_occurrences)
+    self._cache_ids = cache.flat_values
+    self._cache_splits = cache.row_splits
+    self._cache_index = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(words, tf.string), tf.range(len(words), dtype=tf.int64)),
+        default_value=-1)
+
+  @staticmethod
+  def _consistent(pair_rank: Mapping[tuple[int, int], int], merged: np.ndarray) -> bool:
+    """Whether every token is produced (by any merge) before it is used (by any merge)."""
+    produced_last: dict[int, int] = {}
+    used_first: dict[int, int] = {}
+    for (a, b), rank in pair_rank.items():
+      t = int(merged[rank])
+      produced_last[t] = max(produced_last.get(t, -1), rank)
+      for part in (a, b):
+        used_first[part] = min(used_first.get(part, rank), rank)
+    return all(produced_last.get(t, -1) < r for t, r in used_first.items())
+
+  @classmethod
+  def from_files(cls, vocab_json: str, merges_txt: str) -> "BytePairTokenizer":
+    """Loads GPT-2/RoBERTa format files (roberta-base's load as they are)."""
+    vocab = read_vocab(vocab_json)
+    merges = read_merges(merges_txt)
+    with open(vocab_json, "rb") as f:
+      sha = hashlib.sha256(f.read()).hexdigest()
+    return cls(vocab, merges, vocab_sha256=sha, vocab_path=vocab_json, merges_path=merges_txt)
+
+  @classmethod
+  def from_dir(cls, directory: str) -> "BytePairTokenizer":
+    """Loads `directory`/vocab.json and `directory`/merges.txt."""
+    return cls.from_files(os.path.join(directory, VOCAB_FILE),
+                          os.path.join(directory, MERGES_FILE))
+
+  def id_to_token(self, i: int) -> str:
+    """The vocabulary string of id `i` (byte-level alphabet, e.g. 'Ġhello'); KeyError if none."""
+    return self._inverse[int(i)]
+
+  def token_to_id(self, token: str) -> int:
+    """The id of a vocabulary string (e.g. 'Ġhello', '<mask>'); KeyError if absent."""
+    return self._vocab[token]
+
+  def get_vocabulary(self) -> dict[str, int]:
+    """A copy of token -> id."""
+    return dict(self._vocab)
+
+  def __call__(self, texts) -> tf.RaggedTensor:
+    """Tokenizes text (no special tokens added).
+
+    Args:
+      texts: tf.string [B] (or a scalar, or anything `tf.convert_to_tensor` takes).
+    Returns:
+      tf.RaggedTensor int32 [B, None] (a scalar input gives an int32 [None] tensor).
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank == 0:
+      return self.tokenize(texts[None]).flat_values
+    return self.tokenize(texts)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """tf.string [B] -> int32 tf.RaggedTensor [B, None]; see `__call__`."""
+    words = pretokenize.split_words(texts, self._class_table, _SPECIALS)
+    strings = tf.strings.substr(words.buffer, words.starts, words.lengths)
+    is_special = words.special >= 0
+    row = tf.where(is_special, tf.constant(-1, tf.int64), self._cache_index.lookup(strings))
+    hit = row >= 0
+    miss = ~hit & ~is_special
+    # Words the cache does not hold: BPE once per distinct word.
+    unique, inverse = tf.unique(tf.boolean_mask(strings, miss), out_idx=tf.int64)
+    num_unique = tf.size(unique, out_type=tf.int64)
+    first = tf.math.unsorted_segment_min(tf.range(tf.size(inverse, out_type=tf.int64)),
+                                         inverse, num_unique)
+    starts = tf.gather(tf.boolean_mask(words.starts, miss), first)
+    lengths = tf.gather(tf.boolean_mask(words.lengths, miss), first)
+    positions = tf.ragged.range(starts, starts + lengths)
+    symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(words.data, positions.flat_values),
+                                                tf.int32))
+    miss_ids = bpe_merge.merge_words(symbols, positions.row_splits, self._pair_ranks,
+                                     self._merged_ids, self.vocab_size, self.all_occurrences)
+    # Every word's ids are a slice of [cache ids | miss ids | special ids].
+    num_cached = tf.size(self._cache_ids, out_type=tf.int64)
+    num_missed = tf.size(miss_ids.flat_values, out_type=tf.int64)
+    values = tf.concat([self._cache_ids, miss_ids.flat_values,
+                        tf.gather(self._special_id_list, tf.maximum(words.special, 0))], axis=0)
+    safe_row = tf.maximum(row, 0)
+    miss_splits = tf.concat([miss_ids.row_splits, [0]], 0)  # index 1 exists when nothing missed
+    unique_of = tf.scatter_nd(tf.where(miss), inverse, tf.shape(row, out_type=tf.int64))
+    begin = tf.where(
+        hit, tf.gather(self._cache_splits, safe_row),
+        tf.where(miss, num_cached + tf.gather(miss_splits, unique_of),
+                 num_cached + num_missed + tf.range(tf.size(row, out_type=tf.int64))))
+    size = tf.where(
+        hit, tf.gather(self._cache_splits, safe_row + 1),
+        tf.where(miss, num_cached + tf.gather(miss_splits, unique_of + 1), begin + 1)
+    ) - begin
+    ids = tf.gather(values, tf.ragged.range(begin, begin + size).flat_values)
+    id_splits = tf.concat([[0], tf.cumsum(size)], axis=0)
+    return tf.RaggedTensor.from_row_splits(ids, tf.gather(id_splits, words.row_splits),
+                                           validate=False)
+
+  def detokenize(self, ids) -> tf.Tensor:
+    """Ids -> text.
+
+    Args:
+      ids: int RaggedTensor [B, None] or dense [B, L] (every entry is used: strip padding
+        first), or a 1-D sequence for one text.
+    Returns:
+      tf.string [B] (a scalar for 1-D input). Byte sequences that are not valid UTF-8 (ids
+      cut in the middle of a character) become U+FFFD, as HF's ByteLevel decoder does.
+    """
+    if not isinstance(ids, tf.RaggedTensor):
+      ids = tf.convert_to_tensor(ids)
+    pieces = tf.gather(self._id_bytes, tf.cast(ids, tf.int32))
+    return pretokenize.repair_utf8(tf.strings.reduce_join(pieces, axis=-1))

@@ -1,0 +1,71 @@
+"""Checkpoints that resume exactly: model, optimizer, step counters and the data position.
+
+Only the chief writes into ``model_dir``; in multi-worker training the other workers save into a
+private temporary directory (every worker must take part in a save) that is deleted afterwards.
+A checkpoint is never written while a weight is non-finite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+
+class NonFiniteWeightsError(RuntimeError):
+  """Raised instead of saving a checkpoint that would hold NaN or Inf weights."""
+
+
+def weights_finite(model) -> bool:
+  """True when every variable of ``model`` is finite (checked on the host)."""
+  for v in model.variables:
+    value = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+      return False
+  return True
+
+
+class Checkpointer:
+  """tf.train.CheckpointManager with the chief/worker split and the finite-weights check.
+
+  Args:
+    model_dir: where the chief's checkpoints live (``ckpt-<step>`` files).
+    items: trackables to save, by key; ``model`` must be the pretrainer (models.load reads it).
+    keep: how many checkpoints to keep.
+    is_chief: False on non-chief multi-worker workers.
+  """
+
+  def __init__(self, model_dir: str, items: dict, keep: int = 3, is_chief: bool = True):
+    self.model = items["model"]
+    self.checkpoint = tf.train.Checkpoint(**items)
+    self.is_chief = is_chief
+    self.directory = model_dir if is_chief else tempfile.mkdtemp(prefix="roberta_tf_worker_ckpt_")
+    self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
+                                              checkpoint_name="ckpt")
+
+  @property
+  def latest(self) -> str | None:
+    return tf.train.latest_checkpoint(self.directory) if self.is_chief else None
+
+  def restore_latest(self, chief_dir: str | None = None) -> str | None:
+    """Restores the newest checkpoint of the chief's directory; returns its path or None."""
+    path = tf.train.latest_checkpoint(chief_dir or self.directory)
+    if path:
+      self.checkpoint.restore(path).assert_existing_objects_matched()
+    return path
+
+  def restore(self, path: str) -> None:
+    self.checkpoint.restore(path).assert_existing_objects_matched()
+
+  def save(self, step: int) -> str:
+    """Saves as ``ckpt-<step>``; raises NonFiniteWeightsError if any weight is NaN/Inf."""
+    if not weights_finite(self.model):
+      raise NonFiniteWeightsError(f"refusing to save step {step}: the model has non-finite weights")
+    path = self.manager.save(checkpoint_number=step)
+    if not self.is_chief:
+      shutil.rmtree(self.directory, ignore_errors=True)
+      os.makedirs(self.directory, exist_ok=True)
+    return path

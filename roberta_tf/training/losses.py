@@ -1,0 +1,24 @@
+"""Masked-LM loss and accuracy as sums, so any batch split normalizes the same way."""
+
+import tensorflow as tf
+
+
+def mlm_sums(logits, mask_ids, mask_weights):
+  """Sums of the MLM cross-entropy, of the weights and of the correct predictions.
+
+  Args:
+    logits: float [B, P, V] at the masked positions (cast to float32 here).
+    mask_ids: int32 [B, P] the original ids.
+    mask_weights: float32 [B, P], 1 for a real prediction, 0 for an empty slot.
+  Returns:
+    (loss_sum, weight_sum, correct_sum), float32 scalars. The mean loss over a global batch is
+    the sum over all replicas and micro-batches of loss_sum divided by the sum of weight_sum:
+    that is what makes 1 replica x 4 accumulation steps equal 4 replicas x 1.
+  """
+  logits = tf.cast(logits, tf.float32)
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=mask_ids, logits=logits)
+  weights = tf.cast(mask_weights, tf.float32)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), mask_ids),
+                    tf.float32)
+  return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
+          tf.reduce_sum(correct * weights))

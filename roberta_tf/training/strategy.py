@@ -1,0 +1,59 @@
+"""Choosing the tf.distribute strategy (--strategy)."""
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+
+
+def split_cpu(num_devices: int) -> None:
+  """Splits the host CPU into ``num_devices`` logical devices (testing MirroredStrategy on CPU).
+
+  Must run before TensorFlow initializes its devices (before the first op).
+  """
+  if num_devices > 1:
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
+
+
+def make_strategy(name: str, tpu_address: str = "") -> tf.distribute.Strategy:
+  """Builds the strategy. ``auto``: mirrored when there is more than one GPU, else default.
+
+  ``mirrored`` uses every GPU, or every logical CPU device when there is no GPU;
+  ``multi_worker`` reads the cluster from the TF_CONFIG environment variable.
+  """
+  if name not in STRATEGIES:
+    raise ValueError(f"--strategy={name!r}: expected one of {', '.join(STRATEGIES)}")
+  gpus = tf.config.list_logical_devices("GPU")
+  if name == "auto":
+    name = "mirrored" if len(gpus) > 1 else "default"
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
+  if name == "multi_worker":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable "
+                       "(cluster spec and this worker's task), see README")
+    try:
+      json.loads(os.environ["TF_CONFIG"])
+    except json.JSONDecodeError as e:
+      raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from e
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+  tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """True on the worker that writes checkpoints and summaries (always true off multi-worker)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  return task_type in (None, "chief") or (task_type == "worker" and task_id == 0)

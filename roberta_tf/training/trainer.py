@@ -1,0 +1,248 @@
+"""The distributed MLM train and eval steps: accumulation, clipping, loss scaling, NaN guard.
+
+One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
+the global batch is per-replica batch x replicas x grad_accum_steps sequences. Every micro-batch
+contributes the gradient of its loss *sum*; after the all-reduce the gradient is divided by the
+global number of masked tokens. So the update is the gradient of the mean loss over the whole
+global batch, whatever the split into replicas and micro-batches (1 x 4 equals 4 x 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import tensorflow as tf
+
+from roberta_tf.training.losses import mlm_sums
+
+_SUM = tf.distribute.ReduceOp.SUM
+_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+  """What the train step needs besides the model and optimizer.
+
+  Attributes:
+    grad_accum_steps: micro-batches per optimizer update on each replica.
+    clip_norm: global-norm clipping of the averaged gradient; 0 disables it.
+    precision: float32 | mixed_bfloat16 | mixed_float16 (fp16 turns on dynamic loss scaling).
+    norm_per_micro_batch: a constant the per-micro-batch loss sum is divided by before the
+      backward pass (per-replica batch x max predictions) so gradient magnitudes look like a
+      mean loss's (matters for fp16 range); it cancels out exactly in the final gradient.
+    loss_scale_initial / loss_scale_period: fp16 dynamic loss scaling (start, and the number of
+      finite steps after which the scale doubles; an overflow halves it and skips the step).
+  """
+  grad_accum_steps: int = 1
+  clip_norm: float = 0.0
+  precision: str = "float32"
+  norm_per_micro_batch: float = 1.0
+  loss_scale_initial: float = 2.0**15
+  loss_scale_period: int = 2000
+
+
+class Trainer:
+  """Owns the step counters, accumulators and the compiled distributed steps.
+
+  Create it under nothing in particular: it enters ``strategy.scope()`` itself. The model and
+  optimizer must have been created under the same strategy's scope.
+  """
+
+  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, config: StepConfig):
+    self.strategy = strategy
+    self.model = model
+    self.optimizer = optimizer
+    self.config = config
+    self.fp16 = config.precision == "mixed_float16"
+    with strategy.scope():
+      var = lambda v, dtype, name: tf.Variable(v, dtype=dtype, trainable=False, name=name,
+                                               aggregation=_FIRST)
+      self.step = var(0, tf.int64, "step")                 # updates attempted (incl. skipped)
+      self.data_batches = var(0, tf.int64, "data_batches")  # micro-batches read per pipeline
+      self.bad_steps_in_row = var(0, tf.int64, "bad_steps_in_row")
+      self.skipped_steps = var(0, tf.int64, "skipped_steps")    # non-finite loss/grad, skipped
+      self.overflow_steps = var(0, tf.int64, "overflow_steps")  # fp16 overflows, skipped
+      self.loss_scale = var(config.loss_scale_initial if self.fp16 else 1.0, tf.float32,
+                            "loss_scale")
+      self.good_steps = var(0, tf.int64, "good_steps_since_scale_change")
+      self.optimizer.build(self.model.trainable_variables)
+      self.accumulators = []
+      if config.grad_accum_steps > 1:
+        # One copy per replica (sync on read): each replica accumulates its own micro-batches.
+        self.accumulators = [
+            tf.Variable(tf.zeros_like(v), trainable=False,
+                        synchronization=tf.VariableSynchronization.ON_READ,
+                        aggregation=tf.VariableAggregation.SUM, name="grad_accum")
+            for v in self.model.trainable_variables]
+        self.sum_accumulators = [
+            tf.Variable(0.0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                        aggregation=tf.VariableAggregation.SUM, name=f"{n}_accum")
+            for n in ("loss", "count", "correct", "tokens")]
+    self._fused = tf.function(self._fused_step)
+    self._accumulate = tf.function(self._accumulate_step)
+    self._apply_accumulated = tf.function(self._apply_accumulated_step)
+    self._eval = tf.function(self._eval_step)
+
+  def checkpoint_items(self) -> dict:
+    """Trackables a checkpoint must hold to resume exactly (besides model and optimizer)."""
+    return {"step": self.step, "data_batches": self.data_batches,
+            "bad_steps_in_row": self.bad_steps_in_row, "skipped_steps": self.skipped_steps,
+            "overflow_steps": self.overflow_steps, "loss_scale": self.loss_scale,
+            "good_steps": self.good_steps}
+
+  # ---- replica functions -------------------------------------------------------------------
+  def _grads(self, batch):
+    inputs = {k: batch[k] for k in ("input_ids", "padding_mask", "mask_positions")}
+    with tf.GradientTape() as tape:
+      logits = self.model(inputs, training=True)
+      loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+      tokens = tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))
+      scaled = loss_sum * (self.loss_scale / self.config.norm_per_micro_batch)
+    grads = tape.gradient(scaled, self.model.trainable_variables)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+    return grads, (loss_sum, count, correct, tokens)
+
+  def _apply(self, grads, sums):
+    """All-reduce, normalize, clip, check, and apply or skip. Runs in a replica context."""
+    ctx = tf.distribute.get_replica_context()
+    grads = ctx.all_reduce(_SUM, grads)
+    loss_sum, count, correct, tokens = ctx.all_reduce(_SUM, list(sums))
+    count = tf.maximum(count, 1.0)
+    factor = self.config.norm_per_micro_batch / (self.loss_scale * count)
+    grads = [g * factor for g in grads]
+    grad_norm = tf.linalg.global_norm(grads)
+    loss = loss_sum / count
+    grads_finite = tf.math.is_finite(grad_norm)
+    loss_finite = tf.math.is_finite(loss)
+    ok = tf.logical_and(grads_finite, loss_finite)
+    if self.config.clip_norm > 0:
+      # use_norm avoids a second norm pass; a non-finite norm is never applied anyway.
+      safe_norm = tf.where(grads_finite, grad_norm, 1.0)
+      grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=safe_norm)
+    lr = self._current_lr()
+    self._apply_if(ok, grads)
+    self._update_counters(ok, loss_finite)
+    return {"loss": loss, "accuracy": correct / count, "grad_norm": grad_norm,
+            "masked_tokens": count, "tokens": tokens, "learning_rate": lr, "applied": tf.cast(ok, tf.float32),
+            "loss_scale": self.loss_scale.read_value()}
+
+  def _current_lr(self):
+    lr = self.optimizer.learning_rate
+    return tf.cast(lr, tf.float32)
+
+  def _apply_if(self, ok, grads):
+    """optimizer.apply(grads) when ``ok`` (the same on every replica), else nothing.
+
+    Strategies that need merge_call cannot branch around it in a replica context, so the branch
+    is taken in the cross-replica context (the pattern of keras' LossScaleOptimizer).
+    """
+    variables = self.model.trainable_variables
+    apply_fn = lambda g: self.optimizer.apply(g, variables)
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+      tf.cond(ok, lambda: apply_fn(grads) or tf.no_op(), tf.no_op)
+      return
+
+    def cross_replica(distribution, ok, grads):
+      ok = distribution.experimental_local_results(ok)[0]
+      tf.cond(ok,
+              lambda: distribution.extended.call_for_each_replica(apply_fn, args=(grads,))
+              or tf.no_op(),
+              tf.no_op)
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(ok, grads))
+
+  def _update_counters(self, ok, loss_finite):
+    self.step.assign_add(1)
+    self.data_batches.assign_add(self.config.grad_accum_steps)
+    one = tf.constant(1, tf.int64)
+    zero = tf.constant(0, tf.int64)
+    if self.fp16:
+      # A finite loss with non-finite gradients is an fp16 overflow: normal, halve the scale.
+      overflow = tf.logical_and(tf.logical_not(ok), loss_finite)
+      bad = tf.logical_not(loss_finite)
+      self.overflow_steps.assign_add(tf.where(overflow, one, zero))
+      grow = tf.logical_and(ok, self.good_steps + 1 >= self.config.loss_scale_period)
+      new_scale = tf.where(ok, tf.where(grow, self.loss_scale * 2.0, self.loss_scale),
+                           tf.maximum(self.loss_scale / 2.0, 1.0))
+      self.loss_scale.assign(new_scale)
+      self.good_steps.assign(tf.where(tf.logical_and(ok, tf.logical_not(grow)),
+                                      self.good_steps + 1, zero))
+    else:
+      bad = tf.logical_not(ok)
+    self.skipped_steps.assign_add(tf.where(bad, one, zero))
+    self.bad_steps_in_row.assign(tf.where(bad, self.bad_steps_in_row + 1, zero))
+
+  def _fused_step(self, batch):
+    def replica(batch):
+      grads, sums = self._grads(batch)
+      return self._apply(grads, sums)
+    out = self.strategy.run(replica, args=(batch,))
+    return {k: self.strategy.experimental_local_results(v)[0] for k, v in out.items()}
+
+  def _accumulate_step(self, batch):
+    def replica(batch):
+      grads, sums = self._grads(batch)
+      for acc, g in zip(self.accumulators, grads):
+        acc.assign_add(g)
+      for acc, s in zip(self.sum_accumulators, sums):
+        acc.assign_add(s)
+    self.strategy.run(replica, args=(batch,))
+
+  def _apply_accumulated_step(self):
+    def replica():
+      grads = [acc.read_value() for acc in self.accumulators]
+      sums = [acc.read_value() for acc in self.sum_accumulators]
+      out = self._apply(grads, sums)
+      with tf.control_dependencies(list(out.values())):
+        for acc in self.accumulators + self.sum_accumulators:
+          acc.assign(tf.zeros_like(acc))
+      return out
+    out = self.strategy.run(replica)
+    return {k: self.strategy.experimental_local_results(v)[0] for k, v in out.items()}
+
+  def _eval_step(self, batch):
+    def replica(batch):
+      inputs = {k: batch[k] for k in ("input_ids", "padding_mask", "mask_positions")}
+      logits = self.model(inputs, training=False)
+      return mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+    sums = self.strategy.run(replica, args=(batch,))
+    return [self.strategy.reduce(_SUM, s, axis=None) for s in sums]
+
+  # ---- host-side API -----------------------------------------------------------------------
+  def train_step(self, next_batch) -> dict:
+    """Runs one optimizer update; ``next_batch()`` returns the next distributed micro-batch.
+
+    Returns the step's metrics as numpy values, plus ``input_wait_s`` (time spent waiting for
+    the input pipeline).
+    """
+    wait = 0.0
+    if self.config.grad_accum_steps == 1:
+      t = time.perf_counter()
+      batch = next_batch()
+      wait += time.perf_counter() - t
+      out = self._fused(batch)
+    else:
+      for _ in range(self.config.grad_accum_steps):
+        t = time.perf_counter()
+        batch = next_batch()
+        wait += time.perf_counter() - t
+        self._accumulate(batch)
+      out = self._apply_accumulated()
+    result = {k: float(v.numpy()) for k, v in out.items()}
+    result["input_wait_s"] = wait
+    return result
+
+  def evaluate(self, dataset, max_batches: int = 0) -> dict:
+    """MLM loss, perplexity and masked-token accuracy over a distributed eval dataset."""
+    loss_sum = count = correct = 0.0
+    for i, batch in enumerate(dataset):
+      if max_batches and i >= max_batches:
+        break
+      l, c, a = (float(x.numpy()) for x in self._eval(batch))
+      loss_sum, count, correct = loss_sum + l, count + c, correct + a
+    if count == 0:
+      raise ValueError("evaluation saw no masked tokens: is the eval split empty?")
+    loss = loss_sum / count
+    return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+            "mlm_accuracy": correct / count, "masked_tokens": count}

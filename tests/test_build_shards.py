@@ -1,0 +1,261 @@
+"""Tests for data_prep/build_shards.py: the shard + dataset_info.json contract, end to end."""
+
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import build_shards as bs
+from data_prep import corpus
+from data_prep import encoding
+from roberta_tf.data import dataset_info
+from tests.conftest import REPO, TESTDATA
+
+SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
+VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
+BOS, EOS = 0, 2
+# The cheap encoder for most tests; test_tf_tokenizer_gives_the_same_shards ties it to "tf".
+ENCODER = "hf"
+
+
+def _build(out, input_spec=SMALL, **kwargs):
+  kwargs = {"max_seq_len": 64, "num_shards": 4, "encoder": ENCODER, **kwargs}
+  return bs.build_shards(input_spec, VOCAB, str(out), **kwargs)
+
+
+def _records(path, compression="none"):
+  ds = tf.data.TFRecordDataset(path, compression_type=bs.shard_writer.COMPRESSIONS[compression])
+  return [list(tf.train.Example.FromString(r.numpy()).features.feature["input_ids"].int64_list
+               .value) for r in ds]
+
+
+def _split_records(out, split, compression="none"):
+  info = dataset_info.read(str(out))
+  return [_records(f, compression) for f in dataset_info.split_files(str(out), info, split)]
+
+
+def _round_robin(shards):
+  """The write order back from shards filled round-robin (shuffle_buffer=1)."""
+  order = []
+  for k in range(max(len(s) for s in shards)):
+    order.extend(s[k] for s in shards if k < len(s))
+  return order
+
+
+def _files(out):
+  return {name: open(os.path.join(out, name), "rb").read() for name in sorted(os.listdir(out))}
+
+
+@pytest.fixture(scope="module")
+def small_docs():
+  """The small corpus's documents, each a list of sentence id lists (the HF peer's ids)."""
+  encode = encoding.HfEncoder(encoding.load_vocab(VOCAB))
+  docs = []
+  for doc in corpus.iter_documents(corpus.resolve_inputs(SMALL)):
+    values, splits = encode(doc)
+    docs.append([values[splits[i]:splits[i + 1]].tolist() for i in range(len(doc))])
+  return docs
+
+
+def test_contract_and_dataset_info(tmp_path):
+  info = _build(tmp_path, validation_fraction=0.2, seed=1)
+  assert dataset_info.read(str(tmp_path)) == {
+      k: v for k, v in info.items() if k not in ("elapsed_s", "cpu_s")}
+  assert info["vocab"] == {"sha256": dataset_info.file_sha256(os.path.join(VOCAB, "vocab.json")),
+                           "merges_sha256": dataset_info.file_sha256(
+                               os.path.join(VOCAB, "merges.txt")), "size": 8000}
+  assert info["special_ids"] == {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}
+  assert (info["max_seq_len"], info["packing"], info["compression"]) == (
+      64, "full_sentences", "none")
+  assert info["source"]["vocab_file"] == "vocab.json" and info["source"]["vocab_dir"] == VOCAB
+  docs = info["source"]["documents"]
+  assert docs["train"] > 0 and docs["validation"] > 0 and docs["train"] + docs["validation"] == 20
+  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "train-00000-of-00004.tfrecord",
+                                          "train-00001-of-00004.tfrecord",
+                                          "train-00002-of-00004.tfrecord",
+                                          "train-00003-of-00004.tfrecord",
+                                          "validation-00000-of-00001.tfrecord"]
+  for split, split_info in info["splits"].items():
+    shards = _split_records(tmp_path, split)
+    sizes = [len(s) for s in shards]
+    assert max(sizes) - min(sizes) <= 1  # round-robin: balanced
+    for records, shard in zip(shards, split_info["shards"]):
+      assert shard["num_sequences"] == len(records)
+      assert shard["num_tokens"] == sum(len(r) for r in records)
+      for r in records:
+        assert 3 <= len(r) <= 64 and r[0] == BOS and r[-1] == EOS
+    n = sum(sizes)
+    t = sum(len(r) for s in shards for r in s)
+    assert (split_info["num_sequences"], split_info["num_tokens"]) == (n, t)
+    assert split_info["packing_efficiency"] == pytest.approx(t / (n * 64), abs=1e-6)
+  assert info["splits"]["train"]["packing_efficiency"] > 0.8  # whole sentences, 62-id blocks
+  dataset_info.check_compatible(info, vocab_size=8000, max_positions=66, where=str(tmp_path))
+
+
+@pytest.mark.parametrize("packing", ["full_sentences", "doc_sentences"])
+def test_nothing_lost_or_repeated_and_validation_takes_whole_documents(
+    tmp_path, small_docs, packing):
+  info = _build(tmp_path, packing=packing, validation_fraction=0.3, seed=3, shuffle_buffer=1,
+                num_shards=3, num_validation_shards=2)
+  # Precondition: no special id inside the text, so stripping them strips only separators.
+  assert not {BOS, EOS} & {i for d in small_docs for s in d for i in s}
+  content = {}
+  for split in ("train", "validation"):
+    blocks = _round_robin(_split_records(tmp_path, split))
+    if packing == "doc_sentences":
+      assert all(EOS not in b[1:-1] for b in blocks)
+    content[split] = [i for b in blocks for i in b[1:-1] if i != EOS]
+  # Each document, in corpus order, is the next run of ids of exactly one split's content.
+  at = {"train": 0, "validation": 0}
+  counts = collections.Counter()
+  for doc in small_docs:
+    ids = [i for s in doc for i in s]
+    split = next(s for s in at if content[s][at[s]:at[s] + len(ids)] == ids)
+    at[split] += len(ids)
+    counts[split] += 1
+  assert at == {s: len(c) for s, c in content.items()}
+  assert dict(counts) == info["source"]["documents"]
+  assert counts["validation"] > 0
+
+
+def test_shuffle_is_deterministic_and_only_reorders(tmp_path):
+  plain = _build(tmp_path / "plain", shuffle_buffer=1, validation_fraction=0)
+  a = _build(tmp_path / "a", shuffle_buffer=16, validation_fraction=0)
+  _build(tmp_path / "b", shuffle_buffer=16, validation_fraction=0)
+  assert _files(tmp_path / "a") == _files(tmp_path / "b")  # dataset_info.json included
+  assert "validation" not in a["splits"]
+  ordered = _round_robin(_split_records(tmp_path / "plain", "train"))
+  shuffled = _round_robin(_split_records(tmp_path / "a", "train"))
+  assert ordered != shuffled
+  assert sorted(ordered) == sorted(shuffled)
+  assert plain["splits"]["train"]["num_tokens"] == a["splits"]["train"]["num_tokens"]
+  _build(tmp_path / "c", shuffle_buffer=16, validation_fraction=0, seed=7)
+  assert _round_robin(_split_records(tmp_path / "c", "train")) != shuffled
+
+
+def test_gzip_compression_holds_the_same_records(tmp_path):
+  _build(tmp_path / "none")
+  info = _build(tmp_path / "gz", compression="gzip")
+  assert info["compression"] == "gzip"
+  assert _split_records(tmp_path / "gz", "train", "gzip") == _split_records(
+      tmp_path / "none", "train")
+
+
+def test_input_forms_txt_jsonl_dir_glob_list(tmp_path):
+  docs = [["First sentence of doc one.", "Second one."], ["Doc two, only line."],
+          ["Third <mask> doc.", "ends here"]]
+  src = tmp_path / "src"
+  (src / "sub").mkdir(parents=True)
+  (src / "a.txt").write_text("\n\n".join("\n".join(d) for d in docs[:2]) + "\n")
+  with gzip.open(src / "sub" / "b.jsonl.gz", "wt") as f:
+    f.write(json.dumps({"body": "\n".join(docs[2])}) + "\n")
+  kw = {"validation_fraction": 0, "text_field": "body", "shuffle_buffer": 1, "num_shards": 1}
+  by_list = _build(tmp_path / "l", f"{src}/a.txt,{src}/sub/b.jsonl.gz", **kw)
+  _build(tmp_path / "d", str(src), **kw)
+  _build(tmp_path / "g", f"{src}/**/*.*", **kw)
+  assert by_list["source"]["documents"]["train"] == 3
+  assert _files(tmp_path / "l")["train-00000-of-00001.tfrecord"] == _files(
+      tmp_path / "d")["train-00000-of-00001.tfrecord"] == _files(
+          tmp_path / "g")["train-00000-of-00001.tfrecord"]
+  [[block]] = _split_records(tmp_path / "l", "train")
+  assert block.count(EOS) == 3 and 4 in block  # two document separators + final </s>; <mask>
+
+
+def test_stdlib_input(tmp_path):
+  info = _build(tmp_path, "stdlib", max_seq_len=512, num_shards=2)
+  assert info["source"]["documents"]["train"] > 100
+  assert info["splits"]["train"]["num_tokens"] > 100_000
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path):
+  path = tmp_path / "bad.txt"
+  path.write_bytes(b"caf\xe9 ok\nnext \xff\xfe line\n\nsecond doc\n")
+  info = _build(tmp_path / "out", str(path), validation_fraction=0, num_shards=1)
+  assert info["source"]["invalid_utf8"] == 3  # \xe9, \xff, \xfe
+  assert "invalid UTF-8: 3" in bs.summary(info, "out")
+  [[block]] = _split_records(tmp_path / "out", "train")
+  hf = encoding.HfEncoder(encoding.load_vocab(VOCAB))
+  assert block[1:4] == hf(["caf\ufffd ok"])[0].tolist()[:3]
+
+
+@pytest.mark.timeout(60)
+def test_ten_megabyte_line_is_split_and_finishes(tmp_path):
+  words = " ".join(f"word{i % 997}" for i in range(1_300_000))[:10_000_000]
+  path = tmp_path / "huge.txt"
+  path.write_text("short line\n" + words + "\n")
+  info = _build(tmp_path / "out", str(path), max_seq_len=512, validation_fraction=0)
+  assert info["source"]["split_lines"] == 1
+  assert info["splits"]["train"]["num_tokens"] > 2_000_000
+  assert info["splits"]["train"]["packing_efficiency"] > 0.99
+
+
+def test_overwrite_refused_then_replaces_stale_shards(tmp_path):
+  _build(tmp_path, num_shards=4)
+  with pytest.raises(bs.BuildError, match="not empty; pass --overwrite"):
+    _build(tmp_path, num_shards=2)
+  _build(tmp_path, num_shards=2, overwrite=True)
+  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "train-00000-of-00002.tfrecord",
+                                          "train-00001-of-00002.tfrecord",
+                                          "validation-00000-of-00001.tfrecord"]
+
+
+def test_failure_midway_leaves_nothing_that_looks_complete(tmp_path):
+  bad = tmp_path / "z_corrupt.jsonl.gz"
+  bad.write_bytes(gzip.compress(b'{"text": "fine"}\n' * 1000)[:-40] + b"garbage" * 10)
+  spec = f"{SMALL},{bad}"
+  with pytest.raises(corpus.CorpusError, match="z_corrupt.jsonl.gz"):
+    _build(tmp_path / "new", spec)
+  assert not (tmp_path / "new").exists()  # created by the run, removed with its temp files
+  _build(tmp_path / "old")
+  with pytest.raises(corpus.CorpusError):
+    _build(tmp_path / "old", spec, overwrite=True)
+  names = os.listdir(tmp_path / "old")
+  assert "dataset_info.json" not in names and not any(n.endswith(".tmp") for n in names)
+
+
+def test_tf_tokenizer_gives_the_same_shards(tmp_path):
+  pytest.importorskip("roberta_tf.tokenizer")
+  _build(tmp_path / "hf", encoder="hf", validation_fraction=0.2)
+  _build(tmp_path / "tf", encoder="tf", validation_fraction=0.2)
+  assert _files(tmp_path / "hf") == _files(tmp_path / "tf")
+
+
+def _run_binary(*args):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
+  return subprocess.run([sys.executable, "-m", "data_prep.build_shards", *args], cwd=REPO,
+                        env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_binary_success_and_bad_inputs(tmp_path):
+  out = tmp_path / "out"
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n\n  \n")
+  (tmp_path / "novocab").mkdir()
+  common = [f"--vocab_dir={VOCAB}", f"--encoder={ENCODER}", "--max_seq_len=128"]
+  ok = _run_binary(f"--input={SMALL}", f"--output_dir={out}", "--num_shards=2", *common)
+  assert ok.returncode == 0, ok.stderr
+  assert "train:" in ok.stdout and "packing efficiency" in ok.stdout
+  assert "MB/s" in ok.stderr and "sequences" in ok.stderr  # the progress line
+  assert dataset_info.read(str(out))["splits"]["train"]["num_sequences"] > 0
+  cases = [
+      ([f"--input={tmp_path}/missing.jsonl", f"--output_dir={tmp_path}/o1", *common],
+       "missing.jsonl' does not exist"),
+      ([f"--input={SMALL}", f"--output_dir={tmp_path}/o2", f"--vocab_dir={tmp_path}/novocab"],
+       "novocab' has no vocab.json"),
+      ([f"--input={empty}", f"--output_dir={tmp_path}/o3", *common], "holds no text"),
+      ([f"--input={SMALL}", f"--output_dir={out}", *common], "not empty; pass --overwrite"),
+  ]
+  for args, message in cases:
+    r = _run_binary(*args)
+    assert r.returncode == 1 and message in r.stderr, (args, r.stderr)
+  assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
+  assert np.array_equal(sorted(os.listdir(out)), ["dataset_info.json",
+                                                  "train-00000-of-00002.tfrecord",
+                                                  "train-00001-of-00002.tfrecord",
+                                                  "validation-00000-of-00001.tfrecord"])

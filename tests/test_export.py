@@ -1,0 +1,126 @@
+"""SavedModel export: every signature, reloaded in a fresh process with TF + tf-text only."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf import serving
+from roberta_tf.convert_checkpoint import copy_tokenizer_files
+from roberta_tf.models import hf_weights
+from roberta_tf.tokenizer import BytePairTokenizer
+
+TEXTS = ["The capital of France is <mask>.", "no mask in this one",
+         "Two <mask> in <mask> text.", ""]
+
+# Runs in a fresh interpreter: imports only tensorflow and tensorflow_text, calls each signature.
+_RELOAD = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer uses)
+loaded = tf.saved_model.load(sys.argv[1])
+texts = tf.constant(json.loads(sys.argv[2]))
+out = {}
+for name in ("fill_mask", "encode", "tokenize"):
+  for k, v in loaded.signatures[name](text=texts).items():
+    a = v.numpy()
+    out[f"{name}/{k}"] = a.astype("S") if a.dtype == object else a  # npz: no pickled objects
+tok = loaded.signatures["tokenize"](text=texts)
+for k, v in loaded.signatures["mlm_logits"](input_ids=tok["input_ids"],
+                                            padding_mask=tok["padding_mask"]).items():
+  out[f"mlm_logits/{k}"] = v.numpy()
+np.savez(sys.argv[3], **out)
+print("modules:", sorted(m for m in sys.modules if m.split(".")[0] == "roberta_tf"))
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, hf_tiny_dir):
+  root = tmp_path_factory.mktemp("export")
+  model_dir = str(root / "model")
+  models.save(model_dir, hf_weights.load_hf(hf_tiny_dir))
+  copy_tokenizer_files(hf_tiny_dir, model_dir)
+  export_dir = str(root / "saved_model")
+  serving.export_saved_model(model_dir, export_dir, top_k=3)
+  return model_dir, export_dir
+
+
+def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
+  model_dir, export_dir = exported
+  out_path = str(tmp_path / "out.npz")
+  proc = subprocess.run([sys.executable, "-c", _RELOAD, export_dir, json.dumps(TEXTS), out_path],
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "modules: []" in proc.stdout
+  got = dict(np.load(out_path))
+
+  module = serving.ServingModule(models.load(model_dir, dtype="float32"),
+                                 BytePairTokenizer.from_dir(model_dir),
+                                 max_seq_len=models.read_config(model_dir).max_seq_len, top_k=3)
+  texts = tf.constant(TEXTS)
+  want = {}
+  for name in ("fill_mask", "encode", "tokenize"):
+    for k, v in getattr(module, name)(texts).items():
+      want[f"{name}/{k}"] = v.numpy()
+  tok = module.tokenize(texts)
+  want["mlm_logits/logits"] = module.mlm_logits(tok["input_ids"], tok["padding_mask"])[
+      "logits"].numpy()
+  assert sorted(got) == sorted(want)
+  for key, value in want.items():
+    if value.dtype == object:
+      value = value.astype("S")
+    if value.dtype.kind in "fc":
+      np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=key)
+    else:
+      np.testing.assert_array_equal(got[key], value, err_msg=key)
+  # Shapes and the <mask> bookkeeping: 1, 0, 2, 0 masks; 3 predictions each.
+  np.testing.assert_array_equal(got["fill_mask/num_masks"], [1, 0, 2, 0])
+  assert got["fill_mask/top_ids"].shape == (4, 2, 3)
+  assert (got["fill_mask/top_ids"][1] == -1).all()
+  probs = got["fill_mask/top_probs"][0, 0]
+  assert (np.diff(probs) <= 0).all() and probs[0] > 0
+
+
+def test_tokenize_adds_specials_and_truncates_keeping_eos(exported):
+  model_dir, _ = exported
+  tok = BytePairTokenizer.from_dir(model_dir)
+  module = serving.ServingModule(models.load(model_dir), tok, max_seq_len=8)
+  out = module.tokenize(tf.constant(["a b c d e f g h i j k", "hi"]))
+  ids = out["input_ids"].numpy()
+  assert ids.shape == (2, 8)
+  assert ids[0, 0] == tok.bos_id and ids[0, -1] == tok.eos_id
+  np.testing.assert_array_equal(ids[0, 1:-1], tok(["a b c d e f g h i j k"])[0][:6].numpy())
+  np.testing.assert_array_equal(out["padding_mask"].numpy()[1], [1, 1, 1, 0, 0, 0, 0, 0])
+  assert ids[1, 2] == tok.eos_id and ids[1, 3] == tok.pad_id
+
+
+def test_hf_fixture_logits_through_the_export(exported, hf_tiny_dir):
+  """The exported mlm_logits reproduce the HF peer's logits on its own inputs."""
+  _, export_dir = exported
+  expected = np.load(os.path.join(hf_tiny_dir, "expected.npz"))
+  loaded = tf.saved_model.load(export_dir)
+  logits = loaded.signatures["mlm_logits"](
+      input_ids=tf.constant(expected["input_ids"], tf.int32),
+      padding_mask=tf.constant(expected["attention_mask"], tf.int32))["logits"].numpy()
+  real = expected["attention_mask"].astype(bool)
+  assert np.abs(logits[real] - expected["logits"][real]).max() < 1e-4
+
+
+def test_export_refuses_nonempty_dir_and_missing_vocab(exported, tmp_path):
+  model_dir, export_dir = exported
+  with pytest.raises(serving.ExportError, match="not empty"):
+    serving.export_saved_model(model_dir, export_dir)
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  for name in os.listdir(model_dir):
+    if name not in ("vocab.json", "merges.txt"):
+      (bare / name).write_bytes((open(os.path.join(model_dir, name), "rb")).read())
+  with pytest.raises(serving.ExportError, match="no vocab.json"):
+    serving.export_saved_model(str(bare), str(tmp_path / "out"))
+  assert not (tmp_path / "out").exists()

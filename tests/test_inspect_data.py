@@ -1,0 +1,75 @@
+"""roberta_tf.inspect_data: decoded masked sequences and masking statistics, library and CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+import tokenizers
+
+from data_prep.build_shards import build_shards
+from roberta_tf import inspect_data as inspect_lib
+from roberta_tf.data import dataset_info, example_spec
+from roberta_tf.data.masking import MaskingConfig
+from tests.conftest import HF_TINY, REPO, TESTDATA
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("shards"))
+  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out,
+               max_seq_len=64, num_shards=2, validation_fraction=0.0, encoder="hf",
+               overwrite=True)
+  return out
+
+
+def hf_decoded_records(data_dir):
+  """Every train record decoded by Hugging Face tokenizers (the peer), specials kept."""
+  hf = tokenizers.ByteLevelBPETokenizer(os.path.join(HF_TINY, "vocab.json"),
+                                        os.path.join(HF_TINY, "merges.txt"))
+  hf.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+  info = dataset_info.read(data_dir)
+  return {hf.decode(example_spec.parse(r).numpy().tolist(), skip_special_tokens=False)
+          for f in dataset_info.split_files(data_dir, info, "train")
+          for r in tf.data.TFRecordDataset(f)}
+
+
+def test_report_decodes_like_the_peer_and_measures_the_masking(shards):
+  report = inspect_lib.inspect_data(shards, num_batches=6, batch_size=8, seed=1,
+                                    masking=MaskingConfig(whole_word=True), num_examples=4)
+  st = report["statistics"]
+  assert st["sequences"] == 48 and report["max_predictions_per_seq"] == 16
+  assert 0.10 < st["selection_rate"] < 0.20
+  assert abs(st["mask_fraction"] + st["random_fraction"] + st["keep_fraction"] - 1) < 1e-9
+  assert 0 < st["padding_fraction"] < 0.5
+  assert st["tokens_per_sequence"] == pytest.approx(st["tokens"] / 48)
+  assert st["max_predictions_used"] <= 16
+  assert len(report["examples"]) == 4
+  originals = hf_decoded_records(shards)
+  for ex in report["examples"]:
+    assert ex["original"] in originals  # the vocab_dir recorded by data_prep was found
+    assert ex["masked"].startswith("<s>") and ex["masked"].endswith("</s>")
+    shown_as_mask = sum(p["input"] == "<mask>" for p in ex["predictions"])
+    assert ex["masked"].count("<mask>") == shown_as_mask
+  assert any("<mask>" in ex["masked"] for ex in report["examples"])
+
+
+def run_cli(*args):
+  return subprocess.run([sys.executable, "-m", "roberta_tf.inspect_data", *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=120,
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):
+  done = run_cli(f"--data={shards}", "--num_batches=3", "--seed=2", "--json",
+                 f"--vocab_dir={HF_TINY}", "--num_examples=1")
+  assert done.returncode == 0, done.stderr
+  report = json.loads(done.stdout)
+  assert report["batches"] == 3 and report["seed"] == 2
+  assert report["statistics"]["sequences"] == 24
+  assert len(report["examples"]) == 1
+  bad = run_cli(f"--data={tmp_path}")
+  assert bad.returncode != 0
+  assert f"{tmp_path}/dataset_info.json not found" in bad.stderr

@@ -1,0 +1,151 @@
+"""Hugging Face checkpoint import/export: parity with transformers' outputs, exact key layout."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+from roberta_tf import models
+from roberta_tf.models import hf_weights
+from roberta_tf.models.hf_weights import HFCheckpointError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def expected(hf_tiny_dir):
+  return dict(np.load(os.path.join(hf_tiny_dir, "expected.npz")))
+
+
+@pytest.fixture(scope="module")
+def fixture_tensors(hf_tiny_dir):
+  return load_file(os.path.join(hf_tiny_dir, "model.safetensors"))
+
+
+def _max_abs_on_real_tokens(pretrainer, expected):
+  ids = expected["input_ids"].astype(np.int32)
+  mask = expected["attention_mask"].astype(np.int32)
+  hidden = pretrainer.encoder({"input_ids": ids, "padding_mask": mask})["sequence_output"]
+  logits = pretrainer.full_logits(ids, mask)
+  real = mask.astype(bool)
+  return (np.abs(hidden.numpy() - expected["last_hidden_state"])[real].max(),
+          np.abs(logits.numpy() - expected["logits"])[real].max())
+
+
+def test_import_matches_transformers_outputs(hf_tiny_dir, expected):
+  pretrainer = hf_weights.load_hf(hf_tiny_dir)
+  assert pretrainer.config.max_seq_len == 64 and pretrainer.config.vocab_size == 8000
+  hidden_err, logits_err = _max_abs_on_real_tokens(pretrainer, expected)
+  print(f"parity max abs: last_hidden_state {hidden_err:.3g}, logits {logits_err:.3g}")
+  assert hidden_err < 1e-4 and logits_err < 1e-4
+
+
+def _run_cli(*args):
+  return subprocess.run([sys.executable, "-m", "roberta_tf.convert_checkpoint", *args],
+                        check=False, cwd=REPO, capture_output=True, text=True,
+                        timeout=120)
+
+
+def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
+  model_dir, hf_out = str(tmp_path / "model"), str(tmp_path / "hf")
+  result = _run_cli(f"--hf_dir={hf_tiny_dir}", f"--model_dir={model_dir}")
+  assert result.returncode == 0, result.stderr
+  assert {"config.json", "checkpoint", "vocab.json", "merges.txt"} <= set(os.listdir(model_dir))
+  # What the binaries read: load(model_dir) reproduces transformers' outputs.
+  hidden_err, logits_err = _max_abs_on_real_tokens(models.load(model_dir), expected)
+  assert hidden_err < 1e-4 and logits_err < 1e-4
+
+  result = _run_cli("--to_hf", f"--model_dir={model_dir}", f"--hf_dir={hf_out}")
+  assert result.returncode == 0, result.stderr
+  exported_path = os.path.join(hf_out, "model.safetensors")
+  exported = load_file(exported_path)
+  # Exactly the keys, shapes and dtypes that transformers' save_pretrained wrote.
+  assert {k: (v.shape, v.dtype) for k, v in exported.items()} == {
+      k: (v.shape, v.dtype) for k, v in fixture_tensors.items()}
+  with safe_open(exported_path, "np") as f:
+    assert f.metadata() == {"format": "pt"}  # transformers refuses files without it.
+  for key, value in fixture_tensors.items():
+    if key == hf_weights.POSITION_KEY:  # The token-type row is folded into the positions.
+      np.testing.assert_array_equal(
+          exported[key], value + fixture_tensors[hf_weights.TOKEN_TYPE_KEY][0])
+    elif key == hf_weights.TOKEN_TYPE_KEY:
+      np.testing.assert_array_equal(exported[key], np.zeros_like(value))
+    else:
+      np.testing.assert_array_equal(exported[key], value, err_msg=key)
+  with open(os.path.join(hf_out, "config.json")) as f:
+    exported_config = json.load(f)
+  with open(os.path.join(hf_tiny_dir, "config.json")) as f:
+    fixture_config = json.load(f)
+  assert set(exported_config) == set(fixture_config) - {"transformers_version"}
+  assert {k: v for k, v in exported_config.items() if k != "transformers_version"} == {
+      k: v for k, v in fixture_config.items() if k != "transformers_version"}
+  # Re-import gives identical weights.
+  original, reimported = models.load(model_dir), hf_weights.load_hf(hf_out)
+  for a, b in zip(original.weights, reimported.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_cli_errors_exit_non_zero(tmp_path):
+  result = _run_cli(f"--hf_dir={tmp_path}", f"--model_dir={tmp_path / 'out'}")
+  assert result.returncode != 0 and "config.json not found" in result.stderr
+  assert not os.path.exists(tmp_path / "out")
+  result = _run_cli(f"--hf_dir={tmp_path}")
+  assert result.returncode != 0 and "--model_dir is required" in result.stderr
+
+
+def _broken_copy(hf_tiny_dir, tmp_path, edit):
+  """A copy of the fixture checkpoint in tmp_path with `edit` applied to its tensors."""
+  tmp_path.mkdir(exist_ok=True)
+  tensors = load_file(os.path.join(hf_tiny_dir, "model.safetensors"))
+  edit(tensors)
+  save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+  with open(os.path.join(hf_tiny_dir, "config.json")) as src:
+    (tmp_path / "config.json").write_text(src.read())
+  return str(tmp_path)
+
+
+def test_missing_key_is_named(hf_tiny_dir, tmp_path):
+  path = _broken_copy(hf_tiny_dir, tmp_path, lambda t: t.pop(
+      "roberta.encoder.layer.1.output.dense.bias"))
+  with pytest.raises(HFCheckpointError, match=r"missing key 'roberta.encoder.layer.1.output."
+                                              r"dense.bias'"):
+    hf_weights.load_hf(path)
+
+
+def test_shape_mismatch_names_key_and_both_shapes(hf_tiny_dir, tmp_path):
+  def edit(tensors):
+    tensors["roberta.encoder.layer.0.intermediate.dense.weight"] = np.zeros((96, 64), np.float32)
+  path = _broken_copy(hf_tiny_dir, tmp_path, edit)
+  with pytest.raises(HFCheckpointError, match=r"'roberta.encoder.layer.0.intermediate.dense."
+                                              r"weight' has shape \(96, 64\), the model "
+                                              r"expects \(128, 64\)"):
+    hf_weights.load_hf(path)
+
+
+def test_unexpected_key_is_named_and_pooler_is_skipped(hf_tiny_dir, tmp_path, expected):
+  def edit(tensors):
+    tensors["roberta.pooler.dense.weight"] = np.ones((64, 64), np.float32)
+    tensors["lm_head.decoder.weight"] = tensors[hf_weights.WORD_KEY]
+  pretrainer = hf_weights.load_hf(_broken_copy(hf_tiny_dir, tmp_path / "a", edit))
+  assert max(_max_abs_on_real_tokens(pretrainer, expected)) < 1e-4
+  path = _broken_copy(hf_tiny_dir, tmp_path / "b",
+                      lambda t: t.update({"roberta.encoder.layer.2.output.dense.bias": t[
+                          "lm_head.bias"]}))
+  with pytest.raises(HFCheckpointError, match="unexpected key 'roberta.encoder.layer.2"):
+    hf_weights.load_hf(path)
+
+
+def test_config_checks(hf_tiny_dir):
+  with open(os.path.join(hf_tiny_dir, "config.json")) as f:
+    hf_config = json.load(f)
+  config = hf_weights.config_from_hf(hf_config)
+  assert hf_weights.config_from_hf(hf_weights.config_to_hf(config)) == config
+  with pytest.raises(HFCheckpointError, match="hidden_act 'gelu_new'"):
+    hf_weights.config_from_hf({**hf_config, "hidden_act": "gelu_new"})
+  with pytest.raises(HFCheckpointError, match="missing field 'hidden_size'"):
+    hf_weights.config_from_hf({k: v for k, v in hf_config.items() if k != "hidden_size"})

@@ -1,0 +1,47 @@
+"""Parameter counts: the built models match the config arithmetic and roberta-base/-large."""
+
+import json
+import os
+
+import pytest
+from safetensors.numpy import load_file
+
+from roberta_tf.models import hf_weights
+from roberta_tf.models.config import count_parameters, preset
+from roberta_tf.models.pretrainer import RobertaPretrainer
+
+
+def test_hf_count_is_ours_plus_the_token_type_row(hf_tiny_dir):
+  """What HF counts (the fixture's tensors; the decoder is tied, so not stored) vs. ours."""
+  with open(os.path.join(hf_tiny_dir, "config.json")) as f:
+    config = hf_weights.config_from_hf(json.load(f))
+  tensors = load_file(os.path.join(hf_tiny_dir, "model.safetensors"))
+  assert sum(t.size for t in tensors.values()) == count_parameters(config) + config.hidden_size
+
+
+def test_tiny_built_count_matches_formula():
+  config = preset("tiny", vocab_size=500, max_seq_len=30)
+  model = RobertaPretrainer(config)
+  assert model.count_params() == count_parameters(config)
+  assert model.encoder.count_params() == count_parameters(config, include_head=False)
+
+
+def test_base_is_roberta_base():
+  """roberta-base's RobertaForMaskedLM has 124,697,433 weights = ours + its 768-wide type row."""
+  config = preset("base")
+  model = RobertaPretrainer(config)  # ~2.5 s, 1.4 GB RSS on CPU.
+  assert model.count_params() == count_parameters(config) == 124_696_665
+  assert model.encoder.count_params() == 124_054_272
+  assert abs(model.count_params() - 124.6e6) <= 0.1e6
+
+
+def test_large_is_roberta_large():
+  """Arithmetic only (building 355M float32 weights takes ~3 GB); base checks the arithmetic."""
+  config = preset("large")
+  assert count_parameters(config) == 355_411_033
+  assert abs(count_parameters(config) - 355e6) <= 1e6
+
+
+@pytest.mark.parametrize("name,millions", [("tiny", 6.96), ("small", 16.28), ("medium", 45.23)])
+def test_small_presets(name, millions):
+  assert abs(count_parameters(preset(name)) / 1e6 - millions) < 0.01
