@@ -17,9 +17,9 @@ Each sentence is encoded on its own, as fairseq encodes each line of RoBERTa's c
 never starts with a space token, whatever precedes it in the document.
 
 ``encode_batches`` runs an encoder over a stream of batches with a few worker threads. Both
-encoders release the GIL while they work (TF ops run in C++; ``tokenizers`` runs in Rust), so
-while the workers encode, the main thread reads the corpus and packs/writes the previous batches:
-the machine's cores are all busy without a process pool.
+encoders release the GIL while they work (TF graph ops run in C++; ``tokenizers``' batch encode
+runs in Rust), so while workers encode, the main thread reads the corpus and packs/writes the
+previous batches: both cores are busy without a process pool (the benchmark reports how busy).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -95,8 +96,6 @@ def load_vocab(vocab_dir: str) -> Vocab:
 class HfEncoder:
   """Hugging Face ``tokenizers`` byte-level BPE, configured like ``RobertaTokenizerFast``."""
 
-  name = "hf_tokenizers"
-
   def __init__(self, vocab: Vocab):
     import tokenizers  # pylint: disable=import-outside-toplevel
     from tokenizers import models, pre_tokenizers  # pylint: disable=import-outside-toplevel
@@ -113,37 +112,33 @@ class HfEncoder:
     self._tok = tok
 
   def __call__(self, sentences: list[str]) -> Encoded:
-    encodings = self._tok.encode_batch_fast(sentences, add_special_tokens=False)
-    lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
-    row_splits = np.zeros(len(encodings) + 1, np.int64)
-    np.cumsum(lengths, out=row_splits[1:])
-    values = np.fromiter((i for e in encodings for i in e.ids), np.int32, int(row_splits[-1]))
+    ids = [e.ids for e in self._tok.encode_batch_fast(sentences, add_special_tokens=False)]
+    row_splits = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum([len(x) for x in ids], out=row_splits[1:])
+    values = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(row_splits[-1]))
     return values, row_splits
 
 
 class TfEncoder:
   """The project's TF-native tokenizer (``roberta_tf.tokenizer.BytePairTokenizer``)."""
 
-  name = "roberta_tf_tokenizer"
-
   def __init__(self, vocab: Vocab):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
     self._tf = tf
-    self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)
-    tok = self._tok
-
-    # One traced graph for any batch size; a graph call runs its ops in C++ without the GIL.
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def encode(sentences):
-      ragged = tok(sentences)
-      return ragged.flat_values, ragged.row_splits
-
-    self._encode = encode
+    try:
+      self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)
+    except tokenizer.TokenizerFileError as e:
+      raise VocabError(str(e)) from e
+    # Trace the tokenizer's graph now (seconds, once), not inside the first batch. Its
+    # `tokenize` is a tf.function over tf.string [None]: one graph for every batch size, whose
+    # ops run in C++ without the GIL.
+    self(["warm up"])
 
   def __call__(self, sentences: list[str]) -> Encoded:
-    values, row_splits = self._encode(self._tf.constant(sentences, self._tf.string))
-    return values.numpy().astype(np.int32, copy=False), row_splits.numpy().astype(np.int64)
+    ragged = self._tok.tokenize(self._tf.constant(sentences, self._tf.string))
+    return (ragged.flat_values.numpy().astype(np.int32, copy=False),
+            ragged.row_splits.numpy().astype(np.int64, copy=False))
 
 
 ENCODERS = {"tf": TfEncoder, "hf": HfEncoder}
@@ -162,7 +157,7 @@ def from_lists(fn: Callable[[list[str]], list[list[int]]]) -> Encoder:
     ids = fn(sentences)
     row_splits = np.zeros(len(ids) + 1, np.int64)
     np.cumsum([len(x) for x in ids], out=row_splits[1:])
-    values = np.fromiter((i for x in ids for i in x), np.int32, int(row_splits[-1]))
+    values = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(row_splits[-1]))
     return values, row_splits
   return encode
 
@@ -179,7 +174,7 @@ class Batch:
   segments: list[tuple[Any, int, bool]]
 
 
-def batch_documents(documents: Iterable[tuple[Any, list[str]]], max_sentences: int = 1024,
+def batch_documents(documents: Iterable[tuple[Any, list[str]]], max_sentences: int = 4096,
                     max_bytes: int = 1 << 20) -> Iterator[Batch]:
   """Groups ``(key, sentences)`` documents into batches of about ``max_sentences`` sentences.
 

@@ -16,9 +16,13 @@ class Progress:
   def __init__(self, stream: TextIO | None = None, interval: float = 1.0):
     self._stream = stream if stream is not None else sys.stderr
     self._interval = interval
-    self._start = self._last = time.monotonic()
     self._tty = hasattr(self._stream, "isatty") and self._stream.isatty()
     self._drawn = False
+    self.reset()
+
+  def reset(self):
+    """Restarts the clock (rates and ETA count from here, e.g. after a slow setup)."""
+    self._start = self._last = time.monotonic()
 
   def update(self, bytes_done: int, total_bytes: int, sequences: int, force: bool = False):
     now = time.monotonic()

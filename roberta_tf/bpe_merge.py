@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-_NO_RANK = np.iinfo(np.int32).max
+NO_RANK = np.iinfo(np.int32).max
 
 
 def pair_keys(left: tf.Tensor, right: tf.Tensor, vocab_size: int) -> tf.Tensor:
@@ -29,8 +29,23 @@ def pair_keys(left: tf.Tensor, right: tf.Tensor, vocab_size: int) -> tf.Tensor:
   return tf.cast(left, tf.int64) * vocab_size + tf.cast(right, tf.int64)
 
 
+def first_use_ranks(pairs: np.ndarray, ranks: np.ndarray, vocab_size: int):
+  """Per token, the lowest rank of a merge that takes it as the left / right part.
+
+  Args:
+    pairs: int [M, 2] (left id, right id) of each merge; ranks: int [M].
+  Returns:
+    (left_min, right_min), int32 [vocab_size] each; NO_RANK where a token is never that part.
+  """
+  left = np.full(vocab_size, NO_RANK, np.int32)
+  right = np.full(vocab_size, NO_RANK, np.int32)
+  np.minimum.at(left, pairs[:, 0], ranks.astype(np.int32))
+  np.minimum.at(right, pairs[:, 1], ranks.astype(np.int32))
+  return left, right
+
+
 def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup.StaticHashTable,
-                merged_ids: tf.Tensor, vocab_size: int,
+                merged_ids: tf.Tensor, vocab_size: int, left_min: tf.Tensor, right_min: tf.Tensor,
                 all_occurrences: bool = True) -> tf.RaggedTensor:
   """Applies BPE merges to a batch of words.
 
@@ -40,43 +55,154 @@ def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup
     pair_ranks: int64 pair key -> int32 rank (the merge's line in merges.txt), -1 if none.
     merged_ids: int32 [num_merges], the id a merge of rank r produces.
     vocab_size: the multiplier of the pair key.
+    left_min, right_min: int32 [vocab_size], from `first_use_ranks`.
     all_occurrences: see the module docstring.
   Returns:
     tf.RaggedTensor int32 [W, None], the ids of each word.
   """
   num_words = tf.size(row_splits, out_type=tf.int32) - 1
   word = tf.cast(tf.ragged.row_splits_to_segment_ids(row_splits), tf.int32)
+  # TF's gather costs ~5 ns an element on CPU, 20x an elementwise op: the loop is written to
+  # gather as few full-length arrays as it can (word and symbol travel packed in one int64).
 
-  def step(sym, word, _):
+  def lookup(sym, word, left, right):
+    """Ranks of the pairs (sym[left], sym[right]); NO_RANK across words, past the end, or
+    without a merge. left, right: int32 [K] (right may be out of range)."""
     n = tf.size(sym)
-    same_word = tf.equal(word[:-1], word[1:])
-    rank = pair_ranks.lookup(pair_keys(sym[:-1], sym[1:], vocab_size))
-    rank = tf.where(same_word & (rank >= 0), rank, _NO_RANK)
-    best = tf.math.unsorted_segment_min(rank, word[:-1], num_words)
-    cand = (rank < _NO_RANK) & tf.equal(rank, tf.gather(best, word[:-1]))
-    pos = tf.range(n - 1)
+    right_c = tf.minimum(right, n - 1)
+    rank = pair_ranks.lookup(pair_keys(tf.gather(sym, left), tf.gather(sym, right_c),
+                                       vocab_size))
+    same = tf.equal(tf.gather(word, left), tf.gather(word, right_c)) & (right < n)
+    return tf.where(same & (rank >= 0), rank, NO_RANK)
+
+  def retire(packed, rank, keep, done, k):
+    """Keeps the `keep` symbols of words that still have a mergeable pair; the other words'
+    symbols go to `done`."""
+    word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
+    mergeable = tf.cast(keep & (rank < NO_RANK), tf.int32)
+    live = tf.gather(tf.math.unsorted_segment_max(mergeable, word, num_words) > 0, word)
+    finished = tf.where(keep & ~live)[:, 0]
+    live = tf.where(keep & live)[:, 0]
+    return (tf.gather(packed, live), tf.gather(rank, live), done.write(k, tf.gather(packed, finished)),
+            k + 1)
+
+  def step(packed, rank, done, k):
+    n = tf.size(rank)
+    word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
+    sym = tf.cast(packed & 0xFFFFFFFF, tf.int32)
+    best = tf.math.unsorted_segment_min(rank, word, num_words)
+    cand = (rank < NO_RANK) & tf.equal(rank, tf.gather(best, word))
     if all_occurrences:
-      # Candidates of one word share one pair; they touch only for pairs (a, a). In a run of
-      # touching candidates take every other one from the run's start, as a left-to-right scan.
-      not_cand = tf.where(~cand)[:, 0]
-      before = tf.cumsum(tf.cast(~cand, tf.int32))     # non-candidates at or before i
-      last_break = tf.gather(tf.concat([[-1], tf.cast(not_cand, tf.int32)], 0), before)
-      chosen = cand & tf.equal((pos - last_break - 1) % 2, 0)
+      # Also merge now any pair that nothing can take apart before its turn (see
+      # `_untouchable`): fewer steps, the same result.
+      cand |= _untouchable(sym, word, rank, left_min, right_min)
+      # Candidates touch only in runs of one pair (a, a) (a pair that can be merged early has
+      # lower-ranked pairs on neither side): there take every other one from the run's start,
+      # as a left-to-right scan does.
+      touching = cand & _shift_right(cand)
+      chosen = tf.cond(tf.reduce_any(touching), lambda: _alternate(cand, touching),
+                       lambda: cand)
     else:
-      first = tf.math.unsorted_segment_min(tf.where(cand, pos, n), word[:-1], num_words)
-      chosen = cand & tf.equal(pos, tf.gather(first, word[:-1]))
-    new = tf.gather(merged_ids, tf.where(chosen, rank, 0))
-    merged = tf.concat([tf.where(chosen, new, sym[:-1]), sym[-1:]], 0)
-    keep = tf.concat([[True], ~chosen], 0)               # the right symbol of a merge goes
-    return tf.boolean_mask(merged, keep), tf.boolean_mask(word, keep), tf.reduce_any(chosen)
+      pos = tf.range(n)
+      first = tf.math.unsorted_segment_min(tf.where(cand, pos, n), word, num_words)
+      chosen = cand & tf.equal(pos, tf.gather(first, word))
+    at = tf.cast(tf.where(chosen)[:, 0], tf.int32)          # merges at (at, at + 1)
+    sym = tf.tensor_scatter_nd_update(
+        sym, at[:, None], tf.gather(merged_ids, tf.gather(rank, at)))
+    # New pairs, before dropping the right symbols (the next kept symbol after `at` is at + 2;
+    # chosen pairs never touch): (at, at + 2), and (at - 1, at) unless at - 1 goes too, in
+    # which case (at - 2, at) is the first kind for at - 2.
+    removed = _shift_right(chosen)
+    left = tf.boolean_mask(at - 1, (at > 0) & ~tf.gather(removed, tf.maximum(at - 1, 0)))
+    pos = tf.concat([at, left], 0)
+    new_rank = lookup(sym, word, pos, tf.concat([at + 2, left + 1], 0))
+    rank = tf.tensor_scatter_nd_update(rank, pos[:, None], new_rank)
+    packed = tf.tensor_scatter_nd_update(
+        packed, at[:, None],
+        tf.bitwise.left_shift(tf.cast(tf.gather(word, at), tf.int64), 32) |
+        tf.cast(tf.gather(sym, at), tf.int64))
+    return retire(packed, rank, ~removed, done, k)
 
-  def cond(sym, word, go):
-    del sym, word
-    return go
+  def cond(packed, *_):
+    return tf.size(packed) > 0
 
-  sym, word, _ = tf.while_loop(
-      cond, step, (symbols, word, tf.size(symbols) > 1),
-      shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])),
-      parallel_iterations=1)
-  return tf.RaggedTensor.from_value_rowids(sym, tf.cast(word, tf.int64),
-                                           nrows=tf.cast(num_words, tf.int64), validate=False)
+  pos = tf.range(tf.size(symbols))
+  packed = (tf.bitwise.left_shift(tf.cast(word, tf.int64), 32) |
+            tf.cast(symbols, tf.int64))
+  done = tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False)
+  state = retire(packed, lookup(symbols, word, pos, pos + 1),
+                 tf.ones_like(symbols, tf.bool), done, 0)
+  _, _, done, _ = tf.while_loop(
+      cond, step, state, parallel_iterations=1,
+      shape_invariants=(tf.TensorShape([None]),) * 2 + (None, tf.TensorShape([])))
+  # Each word was retired whole, in one step, its symbols in order: a stable sort by word
+  # restores the order of the words.
+  packed = done.concat()
+  word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
+  order = tf.argsort(word, stable=True)
+  packed = tf.gather(packed, order)
+  return tf.RaggedTensor.from_value_rowids(
+      tf.cast(packed & 0xFFFFFFFF, tf.int32), tf.bitwise.right_shift(packed, 32),
+      nrows=tf.cast(num_words, tf.int64), validate=False)
+
+
+def _alternate(cand: tf.Tensor, touching: tf.Tensor) -> tf.Tensor:
+  """Drops every other candidate in runs of touching candidates, keeping each run's first.
+
+  Args:
+    cand: bool [N], candidates; touching: cand[i] & cand[i - 1].
+  """
+  in_run = touching | _shift_left(touching)
+  at = tf.where(in_run)[:, 0]
+  run_start = tf.concat([[True], tf.not_equal(at[1:], at[:-1] + 1)], 0)
+  k = tf.range(tf.size(at, out_type=tf.int64))
+  first = tf.gather(tf.boolean_mask(k, run_start), tf.cumsum(tf.cast(run_start, tf.int64)) - 1)
+  odd = tf.boolean_mask(at, tf.equal((k - first) % 2, 1))
+  dropped = tf.scatter_nd(odd[:, None], tf.ones_like(odd, tf.int32),
+                          tf.shape(cand, out_type=tf.int64)) > 0
+  return cand & ~dropped
+
+
+def _shift_right(x: tf.Tensor) -> tf.Tensor:
+  """y[i] = x[i - 1], y[0] = False (1-D bool)."""
+  return tf.concat([tf.zeros([tf.minimum(tf.size(x), 1)], tf.bool), x[:-1]], 0)
+
+
+def _shift_left(x: tf.Tensor) -> tf.Tensor:
+  """y[i] = x[i + 1], y[-1] = False (1-D bool)."""
+  return tf.concat([x[1:], tf.zeros([tf.minimum(tf.size(x), 1)], tf.bool)], 0)
+
+
+def _untouchable(sym, word, rank, left_min, right_min):
+  """Pairs (a, b) of rank r that the priority queue is sure to merge, intact, at its turn.
+
+  With consistent merges the queue merges in rank order, and a symbol changes only by merging
+  with a neighbour. The pair at i (a = sym[i], b = sym[i + 1]) survives until rank r if a cannot
+  merge leftward and b cannot merge rightward with a lower rank first:
+  - a is first in its word, or no merge of rank < r takes a as its right part, or the pair on
+    its left has rank > r and its left symbol x can never change before r (x is first in its
+    word, or no merge of rank < r takes x as its right part);
+  - symmetrically for b on the right.
+  Merging such a pair early changes nothing else before rank r (every merge using the new
+  symbol has a rank > r), so the result is the queue's. Adjacent pairs are never both
+  untouchable, except runs of one pair (a, a).
+
+  Returns:
+    bool [N], True at i where the pair (i, i + 1) is untouchable (rank[i] is [N]).
+  """
+  no = tf.constant(NO_RANK, tf.int32)
+  first = tf.not_equal(word, tf.concat([[-1], word[:-1]], 0))     # first symbol of its word
+  last = tf.not_equal(word, tf.concat([word[1:], [-1]], 0))       # last symbol of its word
+  rank_left = tf.concat([[no], rank[:-1]], 0)                      # pair (i - 1, i)
+  rank_right = tf.concat([rank[1:], [no]], 0)                      # pair (i + 1, i + 2)
+  prev_sym_right = tf.concat([[no], tf.gather(right_min, sym)[:-1]], 0)
+  next2_left = tf.concat([tf.gather(left_min, sym)[2:], [no, no]], 0)[:tf.size(sym)]
+  first_prev = tf.concat([[True], first[:-1]], 0)
+  last_next2 = tf.concat([last[2:], [True, True]], 0)[:tf.size(sym)]
+  next_left_min = tf.concat([tf.gather(left_min, sym)[1:], [no]], 0)
+  left_ok = (first | (tf.gather(right_min, sym) > rank) |
+             ((rank_left > rank) & (first_prev | (prev_sym_right > rank))))
+  last_next = tf.concat([last[1:], [True]], 0)                    # b is last in its word
+  right_ok = (last_next | (next_left_min > rank) |
+              ((rank_right > rank) & (last_next2 | (next2_left > rank))))
+  return (rank < NO_RANK) & left_ok & right_ok

@@ -210,7 +210,17 @@ def _char_classes(data: tf.Tensor, class_table: tf.Tensor) -> tuple[tf.Tensor, t
   return classes, lead_pos
 
 
-def _find_specials(data, row_splits, lead_pos, is_space, row_first_char, specials):
+def _mark_specials(start, end, kind, num_chars):
+  """Per char flags of special-token spans: (starts one, inside one, kind int32 [K], follows one)."""
+  special_start = _flags(start, num_chars)
+  depth = tf.cumsum(tf.scatter_nd(tf.concat([start, end], 0)[:, None],
+                                  tf.concat([tf.ones_like(start), -tf.ones_like(end)], 0),
+                                  tf.reshape(num_chars + 1, [1])))[:-1]
+  after = _flags(end, num_chars + 1)[:-1]
+  return special_start, depth > 0, kind, after
+
+
+def _find_specials(data, row_splits, lead_pos, is_space, specials):
   """Spans of special tokens in character indices.
 
   Returns:
@@ -233,13 +243,19 @@ def _find_specials(data, row_splits, lead_pos, is_space, row_first_char, special
   start = tf.searchsorted(lead_pos, tf.boolean_mask(at, found), out_type=tf.int64)
   end = start + tf.boolean_mask(length, found)                       # ASCII: bytes == chars
   lstrip = tf.gather(tf.constant([s.lstrip for s in specials]), kind)
-  # The whitespace run before `start` begins after the last non-space char, within the text.
-  nonspace = tf.where(~is_space)[:, 0]
-  seen = tf.cumsum(tf.cast(~is_space, tf.int64))                     # non-spaces at or before i
-  before = tf.gather(tf.concat([[0], seen], 0), start)               # non-spaces before start
-  run_start = tf.gather(tf.concat([[-1], nonspace], 0), before) + 1
-  run_start = tf.maximum(run_start, tf.gather(row_first_char, tf.boolean_mask(row, found)))
-  return tf.where(lstrip, run_start, start), end, kind
+
+  def strip_left():
+    # The whitespace run before `start` begins after the last non-space char, in the text.
+    nonspace = tf.where(~is_space)[:, 0]
+    seen = tf.cumsum(tf.cast(~is_space, tf.int64))                   # non-spaces at or before i
+    before = tf.gather(tf.concat([[0], seen], 0), start)             # non-spaces before start
+    run_start = tf.gather(tf.concat([[-1], nonspace], 0), before) + 1
+    text_start = tf.searchsorted(lead_pos, tf.gather(row_splits, tf.boolean_mask(row, found)),
+                                 out_type=tf.int64)
+    return tf.where(lstrip, tf.maximum(run_start, text_start), start)
+
+  start = tf.cond(tf.reduce_any(lstrip), strip_left, lambda: start)
+  return start, end, kind
 
 
 def split_words(texts: tf.Tensor, class_table: tf.Tensor,
@@ -270,15 +286,11 @@ def split_words(texts: tf.Tensor, class_table: tf.Tensor,
   in_special = special_start
   span_kind = tf.zeros([0], tf.int32)
   if specials:
-    row_first_char = tf.searchsorted(lead_pos, row_splits, out_type=tf.int64)
-    start, end, span_kind = _find_specials(data, row_splits, lead_pos, is_space, row_first_char,
-                                           specials)
-    special_start = _flags(start, num_chars)
-    depth = tf.cumsum(tf.scatter_nd(tf.concat([start, end], 0)[:, None],
-                                    tf.concat([tf.ones_like(start), -tf.ones_like(end)], 0),
-                                    tf.reshape(num_chars + 1, [1])))[:-1]
-    in_special = depth > 0
-    first = first | _flags(end, num_chars + 1)[:-1]                  # a segment starts after
+    spans = _find_specials(data, row_splits, lead_pos, is_space, specials)
+    special_start, in_special, span_kind, after = tf.cond(
+        tf.size(spans[0]) > 0, lambda: _mark_specials(*spans, num_chars),
+        lambda: (special_start, in_special, span_kind, special_start))
+    first = first | after                                            # a segment starts after
   last = _shift_left(first | special_start, True)                    # last char of a segment
   cls_prev = tf.where(first, tf.constant(-1, tf.int8), _shift_right(cls, -1))
   cls_next = tf.where(last, tf.constant(-1, tf.int8), _shift_left(cls, -1))

@@ -48,6 +48,9 @@ _SPECIALS = tuple(pretokenize.Special(t.encode("ascii"), lstrip=(t == MASK))
                   for t in SPECIAL_TOKENS)
 
 
+_SLOT_BITS = 20  # a cached word has < 2**20 ids (it has at most as many as it has bytes)
+
+
 class TokenizerFileError(ValueError):
   """vocab.json / merges.txt that cannot be used; the message names the file and the problem."""
 
@@ -165,9 +168,13 @@ class BytePairTokenizer(tf.Module):
     self.all_occurrences = self._consistent(pair_rank, merged)
     keys = np.array([a * self.vocab_size + b for a, b in pair_rank], np.int64)
     ranks = np.array(list(pair_rank.values()), np.int32)
+    left_min, right_min = bpe_merge.first_use_ranks(
+        np.array(list(pair_rank), np.int64).reshape(-1, 2), ranks, self.vocab_size)
 
     self._byte_ids = tf.constant(byte_ids)
     self._merged_ids = tf.constant(merged)
+    self._left_min = tf.constant(left_min)
+    self._right_min = tf.constant(right_min)
     self._class_table = tf.constant(pretokenize.codepoint_classes())
     self._pair_ranks = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
@@ -189,9 +196,12 @@ class BytePairTokenizer(tf.Module):
     symbols = byte_ids[np.frombuffer(b"".join(words), np.uint8)]
     cache = bpe_merge.merge_words(
         tf.constant(symbols), tf.constant(np.concatenate([[0], np.cumsum(lengths)])),
-        self._pair_ranks, self._merged_ids, self.vocab_size, self.all_occurrences)
+        self._pair_ranks, self._merged_ids, self.vocab_size, self._left_min, self._right_min,
+        self.all_occurrences)
     self._cache_ids = cache.flat_values
-    self._cache_splits = cache.row_splits
+    # (where a word's ids start in _cache_ids) << _SLOT_BITS | (how many): one gather per word.
+    self._cache_slots = (tf.bitwise.left_shift(cache.row_starts(), _SLOT_BITS) |
+                         cache.row_lengths())
     self._cache_index = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(words, tf.string), tf.range(len(words), dtype=tf.int64)),
@@ -254,38 +264,37 @@ class BytePairTokenizer(tf.Module):
     """tf.string [B] -> int32 tf.RaggedTensor [B, None]; see `__call__`."""
     words = pretokenize.split_words(texts, self._class_table, _SPECIALS)
     strings = tf.strings.substr(words.buffer, words.starts, words.lengths)
-    is_special = words.special >= 0
-    row = tf.where(is_special, tf.constant(-1, tf.int64), self._cache_index.lookup(strings))
-    hit = row >= 0
-    miss = ~hit & ~is_special
+    # Every word's ids are a slice of [cache ids | miss ids | special ids]: (begin, size).
+    row = self._cache_index.lookup(strings)
+    slot = tf.gather(self._cache_slots, tf.maximum(row, 0))
+    begin = tf.where(row >= 0, tf.bitwise.right_shift(slot, _SLOT_BITS), 0)
+    size = tf.where(row >= 0, slot & (2**_SLOT_BITS - 1), 0)
     # Words the cache does not hold: BPE once per distinct word.
-    unique, inverse = tf.unique(tf.boolean_mask(strings, miss), out_idx=tf.int64)
-    num_unique = tf.size(unique, out_type=tf.int64)
+    miss_at = tf.where((row < 0) & (words.special < 0))[:, 0]
+    unique, inverse = tf.unique(tf.gather(strings, miss_at), out_idx=tf.int64)
     first = tf.math.unsorted_segment_min(tf.range(tf.size(inverse, out_type=tf.int64)),
-                                         inverse, num_unique)
-    starts = tf.gather(tf.boolean_mask(words.starts, miss), first)
-    lengths = tf.gather(tf.boolean_mask(words.lengths, miss), first)
-    positions = tf.ragged.range(starts, starts + lengths)
+                                         inverse, tf.size(unique, out_type=tf.int64))
+    first = tf.gather(miss_at, first)
+    starts = tf.gather(words.starts, first)
+    positions = tf.ragged.range(starts, starts + tf.gather(words.lengths, first))
     symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(words.data, positions.flat_values),
                                                 tf.int32))
     miss_ids = bpe_merge.merge_words(symbols, positions.row_splits, self._pair_ranks,
-                                     self._merged_ids, self.vocab_size, self.all_occurrences)
-    # Every word's ids are a slice of [cache ids | miss ids | special ids].
+                                     self._merged_ids, self.vocab_size, self._left_min,
+                                     self._right_min, self.all_occurrences)
     num_cached = tf.size(self._cache_ids, out_type=tf.int64)
-    num_missed = tf.size(miss_ids.flat_values, out_type=tf.int64)
-    values = tf.concat([self._cache_ids, miss_ids.flat_values,
-                        tf.gather(self._special_id_list, tf.maximum(words.special, 0))], axis=0)
-    safe_row = tf.maximum(row, 0)
-    miss_splits = tf.concat([miss_ids.row_splits, [0]], 0)  # index 1 exists when nothing missed
-    unique_of = tf.scatter_nd(tf.where(miss), inverse, tf.shape(row, out_type=tf.int64))
-    begin = tf.where(
-        hit, tf.gather(self._cache_splits, safe_row),
-        tf.where(miss, num_cached + tf.gather(miss_splits, unique_of),
-                 num_cached + num_missed + tf.range(tf.size(row, out_type=tf.int64))))
-    size = tf.where(
-        hit, tf.gather(self._cache_splits, safe_row + 1),
-        tf.where(miss, num_cached + tf.gather(miss_splits, unique_of + 1), begin + 1)
-    ) - begin
+    begin = tf.tensor_scatter_nd_update(
+        begin, miss_at[:, None], num_cached + tf.gather(miss_ids.row_splits, inverse))
+    size = tf.tensor_scatter_nd_update(
+        size, miss_at[:, None], tf.gather(miss_ids.row_lengths(), inverse))
+    special_at = tf.where(words.special >= 0)[:, 0]
+    special_ids = tf.gather(self._special_id_list, tf.gather(words.special, special_at))
+    first_special = num_cached + tf.size(miss_ids.flat_values, out_type=tf.int64)
+    begin = tf.tensor_scatter_nd_update(
+        begin, special_at[:, None],
+        first_special + tf.range(tf.size(special_at, out_type=tf.int64)))
+    size = tf.tensor_scatter_nd_update(size, special_at[:, None], tf.ones_like(special_at))
+    values = tf.concat([self._cache_ids, miss_ids.flat_values, special_ids], axis=0)
     ids = tf.gather(values, tf.ragged.range(begin, begin + size).flat_values)
     id_splits = tf.concat([[0], tf.cumsum(size)], axis=0)
     return tf.RaggedTensor.from_row_splits(ids, tf.gather(id_splits, words.row_splits),

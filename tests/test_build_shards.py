@@ -1,6 +1,7 @@
 """Tests for data_prep/build_shards.py: the shard + dataset_info.json contract, end to end."""
 
 import collections
+import functools
 import gzip
 import json
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import build_shards as bs
+from data_prep import shard_builder as bs
 from data_prep import corpus
 from data_prep import encoding
 from roberta_tf.data import dataset_info
@@ -20,13 +21,17 @@ from tests.conftest import REPO, TESTDATA
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
 VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
 BOS, EOS = 0, 2
-# The cheap encoder for most tests; test_tf_tokenizer_gives_the_same_shards ties it to "tf".
-ENCODER = "hf"
 
 
-def _build(out, input_spec=SMALL, **kwargs):
-  kwargs = {"max_seq_len": 64, "num_shards": 4, "encoder": ENCODER, **kwargs}
-  return bs.build_shards(input_spec, VOCAB, str(out), **kwargs)
+@functools.lru_cache(maxsize=None)
+def _encoder(kind):
+  """One encoder of each kind for the whole file (the TF tokenizer takes seconds to trace)."""
+  return encoding.make_encoder(kind, encoding.load_vocab(VOCAB))
+
+
+def _build(out, input_spec=SMALL, encoder="tf", **kwargs):
+  kwargs = {"max_seq_len": 64, "num_shards": 4, **kwargs}
+  return bs.build_shards(input_spec, VOCAB, str(out), encoder=_encoder(encoder), **kwargs)
 
 
 def _records(path, compression="none"):
@@ -55,7 +60,7 @@ def _files(out):
 @pytest.fixture(scope="module")
 def small_docs():
   """The small corpus's documents, each a list of sentence id lists (the HF peer's ids)."""
-  encode = encoding.HfEncoder(encoding.load_vocab(VOCAB))
+  encode = _encoder("hf")  # the peer's ids; the shards are written with the TF tokenizer's
   docs = []
   for doc in corpus.iter_documents(corpus.resolve_inputs(SMALL)):
     values, splits = encode(doc)
@@ -66,7 +71,7 @@ def small_docs():
 def test_contract_and_dataset_info(tmp_path):
   info = _build(tmp_path, validation_fraction=0.2, seed=1)
   assert dataset_info.read(str(tmp_path)) == {
-      k: v for k, v in info.items() if k not in ("elapsed_s", "cpu_s")}
+      k: v for k, v in info.items() if k not in ("elapsed_s", "cpu_s", "setup_s")}
   assert info["vocab"] == {"sha256": dataset_info.file_sha256(os.path.join(VOCAB, "vocab.json")),
                            "merges_sha256": dataset_info.file_sha256(
                                os.path.join(VOCAB, "merges.txt")), "size": 8000}
@@ -76,11 +81,12 @@ def test_contract_and_dataset_info(tmp_path):
   assert info["source"]["vocab_file"] == "vocab.json" and info["source"]["vocab_dir"] == VOCAB
   docs = info["source"]["documents"]
   assert docs["train"] > 0 and docs["validation"] > 0 and docs["train"] + docs["validation"] == 20
-  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "train-00000-of-00004.tfrecord",
+  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "merges.txt",
+                                          "train-00000-of-00004.tfrecord",
                                           "train-00001-of-00004.tfrecord",
                                           "train-00002-of-00004.tfrecord",
                                           "train-00003-of-00004.tfrecord",
-                                          "validation-00000-of-00001.tfrecord"]
+                                          "validation-00000-of-00001.tfrecord", "vocab.json"]
   for split, split_info in info["splits"].items():
     shards = _split_records(tmp_path, split)
     sizes = [len(s) for s in shards]
@@ -180,8 +186,7 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
   assert info["source"]["invalid_utf8"] == 3  # \xe9, \xff, \xfe
   assert "invalid UTF-8: 3" in bs.summary(info, "out")
   [[block]] = _split_records(tmp_path / "out", "train")
-  hf = encoding.HfEncoder(encoding.load_vocab(VOCAB))
-  assert block[1:4] == hf(["caf\ufffd ok"])[0].tolist()[:3]
+  assert block[1:4] == _encoder("hf")(["caf\ufffd ok"])[0].tolist()[:3]
 
 
 @pytest.mark.timeout(60)
@@ -200,9 +205,10 @@ def test_overwrite_refused_then_replaces_stale_shards(tmp_path):
   with pytest.raises(bs.BuildError, match="not empty; pass --overwrite"):
     _build(tmp_path, num_shards=2)
   _build(tmp_path, num_shards=2, overwrite=True)
-  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "train-00000-of-00002.tfrecord",
+  assert sorted(os.listdir(tmp_path)) == ["dataset_info.json", "merges.txt",
+                                          "train-00000-of-00002.tfrecord",
                                           "train-00001-of-00002.tfrecord",
-                                          "validation-00000-of-00001.tfrecord"]
+                                          "validation-00000-of-00001.tfrecord", "vocab.json"]
 
 
 def test_failure_midway_leaves_nothing_that_looks_complete(tmp_path):
@@ -219,11 +225,21 @@ def test_failure_midway_leaves_nothing_that_looks_complete(tmp_path):
   assert "dataset_info.json" not in names and not any(n.endswith(".tmp") for n in names)
 
 
-def test_tf_tokenizer_gives_the_same_shards(tmp_path):
-  pytest.importorskip("roberta_tf.tokenizer")
+def test_tf_tokenizer_gives_the_same_shards_as_hf_tokenizers(tmp_path):
   _build(tmp_path / "hf", encoder="hf", validation_fraction=0.2)
   _build(tmp_path / "tf", encoder="tf", validation_fraction=0.2)
   assert _files(tmp_path / "hf") == _files(tmp_path / "tf")
+
+
+def test_any_encoder_callable_plugs_in(tmp_path):
+  # A list[str] -> list[list[int]] encoder: one id per UTF-8 byte (ids 5..260).
+  byte_ids = encoding.from_lists(lambda ss: [[5 + b for b in s.encode()] for s in ss])
+  path = tmp_path / "c.txt"
+  path.write_text("ab\ncd\n\nef\n")
+  bs.build_shards(str(path), VOCAB, str(tmp_path / "out"), max_seq_len=6, num_shards=1,
+                  validation_fraction=0, shuffle_buffer=1, encoder=byte_ids)
+  assert _split_records(tmp_path / "out", "train") == [
+      [[BOS, 102, 103, 104, 105, EOS], [BOS, 106, 107, EOS]]]  # "abcd" fills a block
 
 
 def _run_binary(*args):
@@ -237,7 +253,7 @@ def test_binary_success_and_bad_inputs(tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n  \n")
   (tmp_path / "novocab").mkdir()
-  common = [f"--vocab_dir={VOCAB}", f"--encoder={ENCODER}", "--max_seq_len=128"]
+  common = [f"--vocab_dir={VOCAB}", "--max_seq_len=128"]  # the default encoder: tf
   ok = _run_binary(f"--input={SMALL}", f"--output_dir={out}", "--num_shards=2", *common)
   assert ok.returncode == 0, ok.stderr
   assert "train:" in ok.stdout and "packing efficiency" in ok.stdout
@@ -255,7 +271,7 @@ def test_binary_success_and_bad_inputs(tmp_path):
     r = _run_binary(*args)
     assert r.returncode == 1 and message in r.stderr, (args, r.stderr)
   assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
-  assert np.array_equal(sorted(os.listdir(out)), ["dataset_info.json",
+  assert np.array_equal(sorted(os.listdir(out)), ["dataset_info.json", "merges.txt",
                                                   "train-00000-of-00002.tfrecord",
                                                   "train-00001-of-00002.tfrecord",
-                                                  "validation-00000-of-00001.tfrecord"])
+                                                  "validation-00000-of-00001.tfrecord", "vocab.json"])

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,6 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf import serving
-from roberta_tf.convert_checkpoint import copy_tokenizer_files
 from roberta_tf.models import hf_weights
 from roberta_tf.tokenizer import BytePairTokenizer
 
@@ -45,7 +45,8 @@ def exported(tmp_path_factory, hf_tiny_dir):
   root = tmp_path_factory.mktemp("export")
   model_dir = str(root / "model")
   models.save(model_dir, hf_weights.load_hf(hf_tiny_dir))
-  copy_tokenizer_files(hf_tiny_dir, model_dir)
+  for name in ("vocab.json", "merges.txt"):
+    shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
   export_dir = str(root / "saved_model")
   serving.export_saved_model(model_dir, export_dir, top_k=3)
   return model_dir, export_dir

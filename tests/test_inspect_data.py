@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tokenizers
 
-from data_prep.build_shards import build_shards
+from data_prep.shard_builder import build_shards
 from roberta_tf import inspect_data as inspect_lib
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep.build_shards import build_shards
+from data_prep.shard_builder import build_shards
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import (
   Masker,

@@ -105,16 +105,17 @@ class VocabInfo:
   def for_dataset(cls, data_dir: str, info: dict, vocab_dir: str | None = None) -> "VocabInfo":
     """The vocabulary of a shard directory.
 
-    `vocab_dir` if given; else the vocab_dir data_prep recorded in dataset_info.json's source
-    when its vocab.json is still the one the shards were encoded with (same sha256); else the
-    size and special ids recorded in dataset_info.json (no word starts).
+    `vocab_dir` if given; else the vocab.json beside the shards (data_prep copies it there) or
+    in the vocab_dir data_prep recorded, when it is still the one the shards were encoded with
+    (same sha256); else the size and special ids recorded in dataset_info.json (no word starts).
     """
     if vocab_dir:
       return cls.from_dir(vocab_dir)
-    recorded = (info.get("source") or {}).get("vocab_dir")
-    if recorded:
-      for candidate in (recorded, os.path.join(data_dir, recorded)):
-        path = os.path.join(candidate, "vocab.json")
-        if os.path.isfile(path) and dataset_info.file_sha256(path) == info["vocab"]["sha256"]:
-          return cls.from_vocab_json(path)
+    recorded = (info.get("source") or {}).get("vocab_dir") or ""
+    # data_prep copies the vocab beside the shards; older dirs only record where it was.
+    for candidate in (data_dir, recorded, os.path.join(data_dir, recorded)):
+      path = os.path.join(candidate, "vocab.json")
+      if (candidate and os.path.isfile(path)
+          and dataset_info.file_sha256(path) == info["vocab"]["sha256"]):
+        return cls.from_vocab_json(path)
     return cls.from_dataset_info(info)

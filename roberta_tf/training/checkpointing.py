@@ -1,15 +1,16 @@
 """Checkpoints that resume exactly: model, optimizer, step counters and the data position.
 
-Only the chief writes into ``model_dir``; in multi-worker training the other workers save into a
-private temporary directory (every worker must take part in a save) that is deleted afterwards.
-A checkpoint is never written while a weight is non-finite.
+Only the chief's checkpoints count. In multi-worker training every worker must take part in a
+save, so the others save into ``model_dir/workertemp_<task id>``, deleted after each save (the
+pattern of the TF multi-worker guide). A checkpoint is never written while a weight is
+non-finite.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +29,17 @@ def weights_finite(model) -> bool:
   return True
 
 
+def weights_digest(model) -> str:
+  """sha256 (hex) of the model's weights, in order: equal digests mean bit-identical weights.
+
+  The run logs it at the end, so replicas of a multi-worker run can be compared.
+  """
+  digest = hashlib.sha256()
+  for v in model.weights:
+    digest.update(np.ascontiguousarray(v.numpy()).tobytes())
+  return digest.hexdigest()
+
+
 class Checkpointer:
   """tf.train.CheckpointManager with the chief/worker split and the finite-weights check.
 
@@ -36,15 +48,22 @@ class Checkpointer:
     items: trackables to save, by key; ``model`` must be the pretrainer (models.load reads it).
     keep: how many checkpoints to keep.
     is_chief: False on non-chief multi-worker workers.
+    task_id: this worker's index (names a non-chief's temporary directory).
   """
 
-  def __init__(self, model_dir: str, items: dict, keep: int = 3, is_chief: bool = True):
+  def __init__(self, model_dir: str, items: dict, keep: int = 3, is_chief: bool = True,
+               task_id: int = 0):
     self.model = items["model"]
     self.checkpoint = tf.train.Checkpoint(**items)
     self.is_chief = is_chief
-    self.directory = model_dir if is_chief else tempfile.mkdtemp(prefix="roberta_tf_worker_ckpt_")
+    self.directory = model_dir if is_chief else os.path.join(model_dir, f"workertemp_{task_id}")
     self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
+
+  def close(self) -> None:
+    """Removes a non-chief worker's temporary directory (the chief's model_dir stays)."""
+    if not self.is_chief:
+      shutil.rmtree(self.directory, ignore_errors=True)
 
   @property
   def latest(self) -> str | None:
@@ -64,8 +83,8 @@ class Checkpointer:
     """Saves as ``ckpt-<step>``; raises NonFiniteWeightsError if any weight is NaN/Inf."""
     if not weights_finite(self.model):
       raise NonFiniteWeightsError(f"refusing to save step {step}: the model has non-finite weights")
-    path = self.manager.save(checkpoint_number=step)
+    os.makedirs(self.directory, exist_ok=True)
+    path = self.manager.save(checkpoint_number=step)  # every worker must take part
     if not self.is_chief:
       shutil.rmtree(self.directory, ignore_errors=True)
-      os.makedirs(self.directory, exist_ok=True)
     return path

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import signal
 import time
 
@@ -25,6 +26,7 @@ from roberta_tf.data import dataset_info
 from roberta_tf.data import pipeline
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.training import checkpointing
+from roberta_tf.training import evaluation
 from roberta_tf.training import flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
@@ -64,31 +66,57 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
   return model_config
 
 
-def _masking_config(cfg: TrainConfig, info: dict) -> pipeline.MaskingConfig:
-  return pipeline.MaskingConfig(
-      mask_prob=cfg.mask_prob, mask_token_prob=cfg.mask_token_prob,
-      random_token_prob=cfg.random_token_prob, whole_word=cfg.whole_word_masking,
-      static=cfg.masking == "static", dupe_factor=cfg.dupe_factor,
-      max_predictions_per_seq=cfg.max_predictions_per_seq or None)
+def find_vocab_dir(data_dir: str, info: dict) -> str | None:
+  """The directory holding the shards' vocab.json + merges.txt (same sha256), or None.
+
+  Looked for beside the shards, then in the vocab_dir data_prep recorded (as given then, and
+  relative to the shard directory).
+  """
+  recorded = (info.get("source") or {}).get("vocab_dir") or ""
+  for candidate in (data_dir, recorded, os.path.join(data_dir, recorded)):
+    vocab = os.path.join(candidate, "vocab.json")
+    if (candidate and os.path.isfile(vocab) and os.path.isfile(os.path.join(candidate, "merges.txt"))
+        and dataset_info.file_sha256(vocab) == info["vocab"]["sha256"]):
+      return candidate
+  return None
 
 
-def build_datasets(cfg: TrainConfig, strategy, model_config, info: dict, skip_batches: int):
-  """The distributed train dataset (skipping already-consumed micro-batches) and eval dataset."""
+def copy_vocab(data_dir: str, info: dict, model_dir: str) -> bool:
+  """Copies the shards' vocab files into model_dir (export needs them); False if not found."""
+  source = find_vocab_dir(data_dir, info)
+  if source is None:
+    return False
+  for name in ("vocab.json", "merges.txt"):
+    if os.path.abspath(source) != os.path.abspath(model_dir):
+      shutil.copyfile(os.path.join(source, name), os.path.join(model_dir, name + ".tmp"))
+      os.replace(os.path.join(model_dir, name + ".tmp"), os.path.join(model_dir, name))
+  return True
+
+
+def build_datasets(cfg: TrainConfig, strategy, model_config, skip_rounds: int):
+  """The distributed train dataset (positioned after ``skip_rounds`` micro-batch rounds) and eval.
+
+  Each replica takes one batch per micro-batch round, so an input pipeline feeding k replicas
+  (MirroredStrategy: all of a worker's devices) has produced ``skip_rounds * k`` batches. The
+  masks are a pure function of (seed, epoch, shard, record), so skipping replays the exact
+  stream. (tf.data iterator checkpoints would avoid re-reading, but a non-chief worker's
+  checkpoints are deleted, so it could not restore its own position; skip works everywhere.)
+  """
   replicas = strategy.num_replicas_in_sync
   per_step = replicas * cfg.grad_accum_steps
   if cfg.batch_size % per_step:
     raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
                      f"--grad_accum_steps ({cfg.grad_accum_steps})")
   per_replica = cfg.batch_size // per_step
-  masking = _masking_config(cfg, info)
-  common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len, masking=masking,
-                model_config=model_config, seed=cfg.seed,
+  common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len,
+                masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
 
   def train_fn(ctx: tf.distribute.InputContext):
     ds = pipeline.build_dataset(cfg.train_data, "train", training=True,
                                 shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
-    return ds.skip(skip_batches) if skip_batches else ds
+    skip = skip_rounds * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    return ds.skip(skip) if skip else ds
 
   train = strategy.distribute_datasets_from_function(train_fn)
   evaluation = None
@@ -122,13 +150,55 @@ class _SigtermFlag:
       signal.signal(signal.SIGTERM, self._previous)
 
 
+class _Window:
+  """Step outputs since the last log line, kept as device tensors until the loop logs."""
+
+  def __init__(self):
+    self.start = time.perf_counter()
+    self.outputs = []
+    self.wait_s = 0.0
+
+  def add(self, outputs: dict, wait_s: float) -> None:
+    self.outputs.append(outputs)
+    self.wait_s += wait_s
+
+  def summarize(self) -> dict:
+    """Host values: loss/accuracy weighted by masked tokens, mean grad_norm, last lr/scale."""
+    rows = [{k: float(v.numpy()) for k, v in out.items()} for out in self.outputs]
+    applied = [r for r in rows if r["applied"]] or rows
+    masked = sum(r["masked_tokens"] for r in applied) or 1.0
+    last = rows[-1]
+    return {
+        "loss": sum(r["loss"] * r["masked_tokens"] for r in applied) / masked,
+        "accuracy": sum(r["accuracy"] * r["masked_tokens"] for r in applied) / masked,
+        "grad_norm": sum(r["grad_norm"] for r in applied) / len(applied),
+        "tokens": sum(r["tokens"] for r in rows),
+        "learning_rate": last["learning_rate"], "loss_scale": last["loss_scale"],
+        "last_step_loss": last["loss"],
+    }
+
+
+def _train_step_flops(cfg: TrainConfig, model_config, predictions: int) -> float:
+  return flops.train_step_flops(
+      num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
+      intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
+      seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
+
+
 def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> RunResult:
-  """Runs (or resumes) pretraining as configured; returns the final metrics."""
+  """Runs (or resumes) pretraining as configured; returns the final metrics.
+
+  Raises:
+    TrainingError: ``max_bad_steps`` non-finite steps in a row (after restoring the last good
+      checkpoint), or a save refused because a weight is non-finite.
+    ValueError / DatasetInfoError / ModelDirError: bad configuration or data (names the flag).
+  """
   cfg.validate()
+  # The strategy first: multi-worker must configure collectives before TF initializes.
+  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu)
   if cfg.deterministic:
     tf.config.experimental.enable_op_determinism()
   keras.utils.set_random_seed(cfg.seed)
-  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu)
   chief = strategy_lib.is_chief(strategy)
 
   info = dataset_info.read(cfg.train_data)
@@ -137,6 +207,9 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
     write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
                       extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                       "vocab": info["vocab"], "special_ids": info["special_ids"]}})
+    if not copy_vocab(cfg.train_data, info, cfg.model_dir):
+      summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
+                        f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")
 
   with strategy.scope():
     model = models.RobertaPretrainer(model_config, dtype=cfg.precision)
@@ -144,15 +217,24 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
         train_steps=cfg.train_steps, weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1,
         beta_2=cfg.adam_beta2, epsilon=cfg.adam_epsilon)
-  masking = _masking_config(cfg, info)
-  predictions = masking.resolved_max_predictions(cfg.max_seq_len)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
   per_replica = cfg.batch_size // (strategy.num_replicas_in_sync * cfg.grad_accum_steps)
   trainer = Trainer(strategy, model, opt, StepConfig(
       grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
-      norm_per_micro_batch=float(per_replica * predictions)))
+      norm_per_micro_batch=float(max(per_replica, 1) * predictions),
+      jit_compile=cfg.jit_compile))
   ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
                                                     **trainer.checkpoint_items()},
-                                    keep=cfg.keep_checkpoints, is_chief=chief)
+                                    keep=cfg.keep_checkpoints, is_chief=chief,
+                                    task_id=strategy_lib.task_id(strategy))
+  try:
+    return _run(cfg, strategy, chief, model_config, model, trainer, ckpt)
+  finally:
+    ckpt.close()
+
+
+def _run(cfg, strategy, chief, model_config, model, trainer, ckpt) -> RunResult:
+  """The loop of `train`: resume, data, evals, steps, logs, saves."""
   resumed = ckpt.restore_latest(chief_dir=cfg.model_dir)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(trainer.step.numpy())}")
@@ -160,92 +242,103 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
 
-  train_ds, eval_ds, _ = build_datasets(cfg, strategy, model_config, info,
-                                        skip_batches=int(trainer.data_batches.numpy()))
+  train_ds, eval_ds, _ = build_datasets(cfg, strategy, model_config,
+                                        skip_rounds=int(trainer.data_rounds.numpy()))
   iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
     with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
       summaries.text("train", 0, "config", "```\n" + f.read() + "```")
 
-  step_flops = flops.train_step_flops(
-      num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
-      intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
-      seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  step_flops = _train_step_flops(cfg, model_config, predictions)
   peak = cfg.peak_flops or (cfg.peak_flops_fp32 if cfg.precision == "float32"
                             else cfg.peak_flops_bf16)
   peak_total = peak * strategy.num_replicas_in_sync
-
   eval_history = []
+  evaluator = evaluation.Evaluator(strategy, model)
 
   def run_eval(step):
     if eval_ds is None:
-      return None
-    metrics = trainer.evaluate(eval_ds, cfg.eval_steps)
+      return
+    metrics = evaluator(eval_ds, cfg.eval_steps)
     eval_history.append((step, metrics))
     summaries.scalars("eval", step, {"loss": metrics["loss"], "perplexity": metrics["perplexity"],
                                      "mlm_accuracy": metrics["mlm_accuracy"]})
     summaries_lib.log(f"eval step {step}: loss {metrics['loss']:.4f} | perplexity "
                       f"{metrics['perplexity']:.2f} | mlm_accuracy {metrics['mlm_accuracy']:.4f}")
-    return metrics
+
+  def save(step):
+    try:
+      path = ckpt.save(step)
+    except checkpointing.NonFiniteWeightsError as e:
+      raise TrainingError(f"{e}; the last good checkpoint is {ckpt.latest}") from e
+    if chief:
+      summaries_lib.log(f"saved {path}")
+    return path
+
+  def check_bad_steps(step):
+    if int(trainer.bad_steps_in_row.numpy()) < cfg.max_bad_steps:
+      return
+    good = ckpt.latest
+    if good:
+      ckpt.restore(good)
+    raise TrainingError(
+        f"{int(trainer.bad_steps_in_row.numpy())} steps in a row (>= --max_bad_steps="
+        f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (at step "
+        f"{step}); restored the last good checkpoint {good or '(none: nothing was saved)'}. "
+        "Lower --learning_rate, set --clip_norm, or check the data and --init_from.")
 
   step = int(trainer.step.numpy())
   if step == 0:
     run_eval(0)
-  window = {"t": time.perf_counter(), "tokens": 0.0, "wait": 0.0, "steps": 0}
-  last = {}
+  window = _Window()
+  final = {}
   start_time, start_step = time.perf_counter(), step
   stopped = False
   with _SigtermFlag() as sigterm:
     while step < cfg.train_steps:
-      last = trainer.train_step(lambda: next(iterator))
-      step = int(trainer.step.numpy())
-      window["wait"] += last.pop("input_wait_s")
-      window["tokens"] += last.pop("tokens")
-      window["steps"] += 1
-      if int(trainer.bad_steps_in_row.numpy()) >= cfg.max_bad_steps:
-        good = ckpt.latest
-        if good:
-          ckpt.restore(good)
-        raise TrainingError(
-            f"{cfg.max_bad_steps} steps in a row had a non-finite loss or gradient (step {step}); "
-            f"restored the last good checkpoint {good or '(none: nothing was saved)'}. Lower "
-            "--learning_rate, set --clip_norm, or check the data.")
-      if step % cfg.log_every == 0 or step == cfg.train_steps:
-        elapsed = time.perf_counter() - window["t"]
-        rates = {
-            "tokens_per_sec": window["tokens"] / elapsed,
-            "examples_per_sec": window["steps"] * cfg.batch_size / elapsed,
-            "mfu": window["steps"] * step_flops / elapsed / peak_total,
-            "input_wait_fraction": window["wait"] / elapsed,
-        }
-        last.update(rates)
-        last["perplexity"] = math.exp(min(last["loss"], 700.0))
-        last["skipped_steps"] = float(trainer.skipped_steps.numpy())
-        scalars = {k: last[k] for k in ("loss", "perplexity", "learning_rate", "grad_norm",
-                                        "tokens_per_sec", "examples_per_sec", "mfu",
-                                        "input_wait_fraction", "skipped_steps")}
-        scalars["mlm_accuracy"] = last["accuracy"]
+      window.add(*trainer.train_step(lambda: next(iterator)))
+      step += 1
+      # The host syncs with the device only here: log steps, bad-step checks, saves, evals.
+      log_now = step % cfg.log_every == 0 or step == cfg.train_steps
+      save_now = sigterm.raised or (step % cfg.checkpoint_every == 0 and step < cfg.train_steps)
+      if log_now or save_now or step % cfg.max_bad_steps == 0:
+        check_bad_steps(step)
+      if log_now:
+        elapsed = time.perf_counter() - window.start
+        steps = len(window.outputs)
+        final = window.summarize()
+        final.update(
+            tokens_per_sec=final.pop("tokens") / elapsed,
+            examples_per_sec=steps * cfg.batch_size / elapsed,
+            mfu=steps * step_flops / elapsed / peak_total,
+            input_wait_fraction=window.wait_s / elapsed,
+            perplexity=math.exp(min(final["loss"], 700.0)),
+            skipped_steps=float(trainer.skipped_steps.numpy()))
+        scalars = {k: final[k] for k in ("loss", "perplexity", "learning_rate", "grad_norm",
+                                         "tokens_per_sec", "examples_per_sec", "mfu",
+                                         "input_wait_fraction", "skipped_steps")}
+        scalars["mlm_accuracy"] = final["accuracy"]
         if trainer.fp16:
-          scalars["loss_scale"] = last["loss_scale"]
+          scalars["loss_scale"] = final["loss_scale"]
           scalars["overflow_steps"] = float(trainer.overflow_steps.numpy())
         summaries.scalars("train", step, scalars)
-        done = step - start_step
-        eta = (time.perf_counter() - start_time) / max(done, 1) * (cfg.train_steps - step)
-        summaries_lib.log(summaries_lib.progress_line(step, cfg.train_steps, last, eta))
-        window = {"t": time.perf_counter(), "tokens": 0.0, "wait": 0.0, "steps": 0}
+        eta = (time.perf_counter() - start_time) / (step - start_step) * (cfg.train_steps - step)
+        summaries_lib.log(summaries_lib.progress_line(step, cfg.train_steps, final, eta))
+        window = _Window()
       if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.train_steps:
         run_eval(step)
+      if save_now:
+        save(step)
       if sigterm.raised:
-        path = ckpt.save(step)
-        summaries_lib.log(f"SIGTERM: saved {path} at step {step}; exiting cleanly")
+        summaries_lib.log(f"SIGTERM: saved step {step}; exiting cleanly")
         stopped = True
         break
-      if step % cfg.checkpoint_every == 0 and step < cfg.train_steps:
-        ckpt.save(step)
   if not stopped:
-    path = ckpt.save(step)
-    summaries_lib.log(f"saved {path}")
+    save(step)
+    summaries_lib.log(f"trained to step {step}: weights sha256 "
+                      f"{checkpointing.weights_digest(model)[:16]}")
     run_eval(step)
-  return RunResult(step=step, final_train=last, eval_history=eval_history,
+  return RunResult(step=step, final_train=final, eval_history=eval_history,
                    stopped_by_signal=stopped)

@@ -27,15 +27,9 @@ def make_strategy(name: str, tpu_address: str = "") -> tf.distribute.Strategy:
   """
   if name not in STRATEGIES:
     raise ValueError(f"--strategy={name!r}: expected one of {', '.join(STRATEGIES)}")
-  gpus = tf.config.list_logical_devices("GPU")
-  if name == "auto":
-    name = "mirrored" if len(gpus) > 1 else "default"
-  if name == "default":
-    return tf.distribute.get_strategy()
-  if name == "mirrored":
-    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices=devices)
   if name == "multi_worker":
+    # Before anything that initializes TensorFlow's devices (list_logical_devices below):
+    # collective ops can only be configured at startup.
     if "TF_CONFIG" not in os.environ:
       raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable "
                        "(cluster spec and this worker's task), see README")
@@ -44,10 +38,24 @@ def make_strategy(name: str, tpu_address: str = "") -> tf.distribute.Strategy:
     except json.JSONDecodeError as e:
       raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from e
     return tf.distribute.MultiWorkerMirroredStrategy()
+  gpus = tf.config.list_logical_devices("GPU")
+  if name == "auto":
+    name = "mirrored" if len(gpus) > 1 else "default"
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
   tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)
   return tf.distribute.TPUStrategy(resolver)
+
+
+def task_id(strategy: tf.distribute.Strategy) -> int:
+  """This worker's index in a multi-worker cluster (0 otherwise)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  return int(getattr(resolver, "task_id", 0) or 0)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -52,6 +52,7 @@ class TrainConfig:
   max_bad_steps: int = 20
   seed: int = 0
   deterministic: bool = False
+  jit_compile: bool = False         # XLA-compile the per-replica forward + backward
   peak_flops: float = 0.0            # peak FLOP/s of one replica for MFU; 0: per precision below
   peak_flops_fp32: float = 183e9     # measured on the 2-core dev CPU (2048^3 matmul)
   peak_flops_bf16: float = 380e9
@@ -74,6 +75,13 @@ class TrainConfig:
          f"--masking={self.masking!r}: expected dynamic or static"),
         (self.max_seq_len >= 8, f"--max_seq_len must be >= 8, got {self.max_seq_len}"),
         (self.max_bad_steps > 0, f"--max_bad_steps must be > 0, got {self.max_bad_steps}"),
+        (self.log_every > 0, f"--log_every must be > 0, got {self.log_every}"),
+        (self.checkpoint_every > 0, f"--checkpoint_every must be > 0, got {self.checkpoint_every}"),
+        (self.keep_checkpoints > 0, f"--keep_checkpoints must be > 0, got {self.keep_checkpoints}"),
+        (self.eval_every >= 0 and self.eval_steps >= 0,
+         f"--eval_every ({self.eval_every}) and --eval_steps ({self.eval_steps}) must be >= 0"),
+        (self.shuffle_buffer >= 0, f"--shuffle_buffer must be >= 0, got {self.shuffle_buffer}"),
+        (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
         (bool(self.model_dir), "--model_dir is required"),
         (bool(self.train_data), "--train_data is required"),
     ]
@@ -81,11 +89,21 @@ class TrainConfig:
       if not ok:
         raise ValueError(message)
 
+  def masking_config(self):
+    """The pipeline's MaskingConfig (training and its evals use the same)."""
+    # Imported here: this module stays TensorFlow-free, so `train --help` is instant.
+    from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
+    return MaskingConfig(
+        mask_prob=self.mask_prob, mask_token_prob=self.mask_token_prob,
+        random_token_prob=self.random_token_prob, whole_word=self.whole_word_masking,
+        static=self.masking == "static", dupe_factor=self.dupe_factor,
+        max_predictions_per_seq=self.max_predictions_per_seq or None)
+
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_dict(cls, d: dict) -> "TrainConfig":
+  def from_dict(cls, d: dict) -> TrainConfig:
     known = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in known})
 

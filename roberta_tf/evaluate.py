@@ -1,0 +1,55 @@
+"""Evaluates a checkpoint's masked-LM loss, perplexity and accuracy on held-out shards.
+
+  python -m roberta_tf.evaluate --model_dir=DIR --eval_data=DIR [--checkpoint=PATH] [--json]
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.")
+flags.DEFINE_string("eval_data", None, "Shard directory (data_prep.build_shards output).")
+flags.DEFINE_string("split", "validation", "Split of --eval_data to evaluate.")
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix instead of the latest.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per eval batch.")
+flags.DEFINE_integer("max_seq_len", None, "Padded length (default: the training run's, else the "
+                     "shards' max_seq_len).")
+flags.DEFINE_integer("eval_steps", 0, "Batches to evaluate; 0: the whole split.")
+flags.DEFINE_integer("seed", None, "Seed of the (fixed) eval masks (default: the training run's "
+                     "--seed from config.json, as its evals used; else 0).")
+flags.DEFINE_bool("json", False, "Print the metrics as JSON.")
+flags.mark_flags_as_required(["model_dir", "eval_data"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  from roberta_tf.data.dataset_info import DatasetInfoError  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import ModelDirError  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training import evaluation  # pylint: disable=import-outside-toplevel
+  try:
+    metrics = evaluation.evaluate_checkpoint(
+        FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
+        batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len, eval_steps=FLAGS.eval_steps,
+        seed=FLAGS.seed)
+  except (DatasetInfoError, ModelDirError, ValueError, OSError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  if FLAGS.json:
+    print(json.dumps(metrics, indent=2))
+  else:
+    print(f"{metrics['checkpoint']}: loss {metrics['loss']:.4f} | perplexity "
+          f"{metrics['perplexity']:.2f} | mlm_accuracy {metrics['mlm_accuracy']:.4f} | "
+          f"{metrics['masked_tokens']:.0f} masked tokens")
+  return 0
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,119 @@
+r"""Fine-tunes RoBERTa on a downstream task (the paper's GLUE / RACE / SQuAD recipe).
+
+  python -m roberta_tf.finetune --task=classification --init_from=MODEL_DIR \
+      --train_file=train.tsv --eval_file=dev.tsv --text_fields=sentence1,sentence2 \
+      --label_field=label --learning_rates=1e-5,2e-5,3e-5 --model_dir=OUT [--export_dir=SM]
+
+Tasks: classification | regression (TSV/CSV/JSONL tables), multiple_choice (RACE-style JSON),
+extractive_qa (SQuAD v1.1/v2.0 JSON). Without --init_from the same model starts from random
+init (--config names its size, --vocab_dir its vocabulary): the baseline. The kept run's dev
+metrics go to OUT/eval_results.json (see roberta_tf/finetuning/model_dir.py for the layout).
+--export_only exports an existing fine-tuned --model_dir to --export_dir.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from roberta_tf.finetuning.finetune_config import FinetuneConfig
+
+_D = FinetuneConfig(task="", model_dir="", train_file="", eval_file="")
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("task", None, ["classification", "regression", "multiple_choice",
+                                 "extractive_qa"], "The task type.")
+flags.DEFINE_string("model_dir", None, "Output directory (must be empty unless --overwrite).")
+flags.DEFINE_string("train_file", None, "Training data: a .tsv/.csv/.jsonl/.json table "
+                    "(classification, regression), RACE-style JSON/JSONL file or directory "
+                    "(multiple_choice), SQuAD JSON (extractive_qa).")
+flags.DEFINE_string("eval_file", None, "Dev data, same format; picks the epoch and the learning "
+                    "rate, and gives eval_results.json.")
+flags.DEFINE_string("init_from", _D.init_from, "Pretrained model dir (config.json + checkpoint + "
+                    "vocab files). Empty: random init.")
+flags.DEFINE_string("config", _D.config, "Random init only: model size preset (tiny, small, "
+                    "medium, base, large) or a RobertaConfig JSON file.")
+flags.DEFINE_string("vocab_dir", _D.vocab_dir, "vocab.json + merges.txt (default: --init_from's); "
+                    "required for random init.")
+flags.DEFINE_list("text_fields", list(_D.text_fields), "Table fields holding the text (one) or "
+                  "the text pair (two), e.g. sentence1,sentence2.")
+flags.DEFINE_string("label_field", _D.label_field, "Table field holding the label.")
+flags.DEFINE_list("labels", [], "Class names in id order (default: the sorted training labels).")
+flags.DEFINE_integer("max_seq_len", _D.max_seq_len, "Longest input in tokens, special tokens "
+                     "included; <= the pretrained model's.")
+flags.DEFINE_integer("max_query_len", _D.max_query_len, "QA: question tokens kept.")
+flags.DEFINE_integer("doc_stride", _D.doc_stride, "QA: tokens between the starts of consecutive "
+                     "context windows.")
+flags.DEFINE_integer("max_answer_len", _D.max_answer_len, "QA: longest answer in tokens.")
+flags.DEFINE_integer("n_best_size", _D.n_best_size, "QA: candidates kept per question.")
+flags.DEFINE_float("null_score_threshold", _D.null_score_threshold, "SQuAD v2: predict no answer "
+                   "when the null score beats the best span's by more than this.")
+flags.DEFINE_integer("epochs", _D.epochs, "Epochs (the paper: at most 10, early stopping on dev).")
+flags.DEFINE_integer("batch_size", _D.batch_size, "Global examples per update (paper: 16 or 32).")
+flags.DEFINE_integer("eval_batch_size", _D.eval_batch_size, "Dev batch size (0: --batch_size).")
+flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate (without a sweep).")
+flags.DEFINE_list("learning_rates", [], "A sweep, e.g. 1e-5,2e-5,3e-5: one run per rate, the "
+                  "best dev run kept. Overrides --learning_rate.")
+flags.DEFINE_float("warmup_ratio", _D.warmup_ratio, "Fraction of the steps with linear warmup.")
+flags.DEFINE_float("weight_decay", _D.weight_decay, "AdamW weight decay (not on LayerNorm/bias).")
+flags.DEFINE_float("adam_beta1", _D.adam_beta1, "AdamW beta1.")
+flags.DEFINE_float("adam_beta2", _D.adam_beta2, "AdamW beta2.")
+flags.DEFINE_float("adam_epsilon", _D.adam_epsilon, "AdamW epsilon.")
+flags.DEFINE_float("dropout", _D.dropout, "Override dropout (and attention dropout); < 0 keeps "
+                   "the model config's.")
+flags.DEFINE_string("metric", _D.metric, "Dev metric for early stopping and the sweep (default: "
+                    "accuracy / pearson / accuracy / f1 by task).")
+flags.DEFINE_integer("early_stopping_patience", _D.early_stopping_patience, "Stop a run after "
+                     "this many epochs without a better dev metric; 0: never.")
+flags.DEFINE_integer("seed", _D.seed, "Seed for the head's init, shuffling and dropout.")
+flags.DEFINE_enum("strategy", _D.strategy, ["auto", "default", "mirrored", "multi_worker", "tpu"],
+                  "tf.distribute strategy (as in pretraining).")
+flags.DEFINE_integer("cpu_replicas", _D.cpu_replicas, "Split the CPU into this many logical "
+                     "devices (to run --strategy=mirrored without GPUs, for testing).")
+flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Compute precision; variables stay float32.")
+flags.DEFINE_string("export_dir", _D.export_dir, "Also write the SavedModel (raw-string "
+                    "signatures) of the kept model here.")
+flags.DEFINE_bool("export_only", False, "Only export the fine-tuned --model_dir to --export_dir.")
+flags.DEFINE_bool("overwrite", _D.overwrite, "Replace an earlier run's files in --model_dir "
+                  "(and an existing --export_dir).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  # Logical CPU devices must exist before TensorFlow initializes: split before the imports.
+  from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
+  strategy_lib.split_cpu(FLAGS.cpu_replicas)
+  from roberta_tf.finetuning import export  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import task_data, squad, trainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import ConfigError, ModelDirError  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenizer import TokenizerFileError  # pylint: disable=import-outside-toplevel
+  errors = (ValueError, OSError, trainer.FinetuneError, task_data.TaskDataError,
+            squad.SquadError, ConfigError, ModelDirError, TokenizerFileError)
+  try:
+    if FLAGS.export_only:
+      if not FLAGS.model_dir or not FLAGS.export_dir:
+        raise app.UsageError("--export_only needs --model_dir and --export_dir")
+      print(f"exported {export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)}")
+      return 0
+    values = {name: FLAGS[name].value for name in FinetuneConfig.__dataclass_fields__
+              if name in FLAGS}
+    values["text_fields"] = tuple(values["text_fields"])
+    values["labels"] = tuple(values["labels"])
+    try:
+      values["learning_rates"] = tuple(float(v) for v in values["learning_rates"])
+    except ValueError as e:
+      raise ValueError(f"--learning_rates={FLAGS.learning_rates}: not a list of numbers") from e
+    cfg = FinetuneConfig(**{k: ("" if v is None else v) for k, v in values.items()})
+    trainer.finetune(cfg)
+    if cfg.export_dir:
+      print(f"exported {export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)}")
+  except errors as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,17 @@
+"""Fine-tuning RoBERTa on downstream tasks (the paper's GLUE, RACE and SQuAD recipes).
+
+Modules, in the order data flows through them:
+  task_data       TSV/CSV/JSONL and RACE readers -> examples; the label set
+  encoding        TF-op featurization shared by training and the SavedModel:
+                  `<s> A </s></s> B </s>`, longest-first pair truncation, padding
+  squad           SQuAD reader, doc-stride windows, token -> character offsets, n-best decoding
+  squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
+  metrics         accuracy, F1, MCC, Pearson, Spearman
+  heads           classification/regression, multiple-choice and span heads on the encoder
+  tasks           one class per task type: datasets, loss, dev metrics
+  finetune_config the resolved configuration of a run (what --flags become)
+  trainer         the loop: AdamW, 6% warmup + linear decay, epochs, early stopping, LR sweep
+  model_dir       fine-tuned model directories (config.json + checkpoint + vocab)
+  export          SavedModel with raw-string signatures (classify / choose / answer)
+  docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
+"""

@@ -1,0 +1,110 @@
+r"""A real-text classification task: which part of the Python docs a paragraph comes from.
+
+    python -m roberta_tf.finetuning.docs_sections \
+        --corpus=/work/shared/corpora/python-docs.jsonl.gz --output_dir=DIR \
+        [--train_per_class=60] [--dev_per_class=30] [--seed=0]
+
+The corpus has one `{"text", "source"}` object per document, source like
+"python-3.11-docs/library/os.rst.txt"; the label is the top-level section (library, c-api,
+reference, tutorial, howto). Prose paragraphs only (no headings, directives, code, lists or
+tables). Documents, not paragraphs, are split between train and dev, so a dev paragraph never
+shares a page with a training one: the task asks what kind of text a paragraph is, not which
+page it was cut from. Writes DIR/train.jsonl and DIR/dev.jsonl ({"text", "label", "source"}).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import re
+from collections.abc import Iterator
+
+SECTIONS = ("library", "c-api", "reference", "tutorial", "howto")
+_BLANK = re.compile(r"\n\s*\n")
+_MARKUP_START = ("..", "*", "-", "+", "|", "=", ">>>", "#", ":", "`")
+
+
+def section_of(source: str) -> str | None:
+  """"python-3.11-docs/library/os.rst.txt" -> "library"; None outside SECTIONS."""
+  parts = source.split("/")
+  return parts[1] if len(parts) > 2 and parts[1] in SECTIONS else None
+
+
+def prose_paragraphs(text: str, min_chars: int = 120, max_chars: int = 600) -> Iterator[str]:
+  """The document's prose paragraphs, each on one line: unindented blocks of sentences that are
+  not headings, directives, lists, tables or code, between min_chars and max_chars long."""
+  for block in _BLANK.split(text):
+    lines = block.split("\n")
+    if not lines or any(not line.strip() or line[:1].isspace() for line in lines):
+      continue  # indented: code, quotes, directive bodies
+    if lines[0].lstrip().startswith(_MARKUP_START) or re.fullmatch(r"[=\-~^\"'*#+]{3,}",
+                                                                     lines[-1].strip()):
+      continue  # markup or a heading's underline
+    paragraph = " ".join(line.strip() for line in lines)
+    letters = sum(c.isalpha() for c in paragraph)
+    if (min_chars <= len(paragraph) <= max_chars and letters > 0.6 * len(paragraph)
+        and paragraph[0].isalpha() and paragraph.rstrip()[-1] in ".:)"):
+      yield paragraph
+
+
+def build(corpus: str, train_per_class: int = 60, dev_per_class: int = 30,
+          dev_fraction: float = 0.3, seed: int = 0) -> tuple[list[dict], list[dict]]:
+  """(train, dev) rows {"text", "label", "source"}, balanced per class, shuffled.
+
+  Each section's documents are shuffled (seeded) and the first dev_fraction of them (at least
+  one) hold the dev paragraphs; paragraphs are then sampled without replacement.
+  """
+  docs: dict[str, list[tuple[str, list[str]]]] = {s: [] for s in SECTIONS}
+  with gzip.open(corpus, "rt", encoding="utf-8") as f:
+    for line in f:
+      doc = json.loads(line)
+      label = section_of(doc.get("source", ""))
+      if label:
+        docs[label].append((doc["source"], list(prose_paragraphs(doc["text"]))))
+  rng = random.Random(seed)
+  train, dev = [], []
+  for label in SECTIONS:
+    pages = sorted(docs[label])
+    rng.shuffle(pages)
+    cut = max(1, round(dev_fraction * len(pages)))
+    for rows, part, count in ((dev, pages[:cut], dev_per_class),
+                              (train, pages[cut:], train_per_class)):
+      pool = [(source, p) for source, paragraphs in part for p in paragraphs]
+      if len(pool) < count:
+        raise ValueError(f"section {label!r} has only {len(pool)} paragraphs for {count}")
+      rows.extend({"text": p, "label": label, "source": source}
+                  for source, p in rng.sample(pool, count))
+  rng.shuffle(train)
+  rng.shuffle(dev)
+  return train, dev
+
+
+def write_jsonl(path: str, rows: list[dict]) -> None:
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    for row in rows:
+      f.write(json.dumps(row, ensure_ascii=False) + "\n")
+  os.replace(path + ".tmp", path)
+
+
+def main(argv):
+  del argv
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flag = flags.FLAGS
+  train, dev = build(flag.corpus, flag.train_per_class, flag.dev_per_class, seed=flag.seed)
+  os.makedirs(flag.output_dir, exist_ok=True)
+  write_jsonl(os.path.join(flag.output_dir, "train.jsonl"), train)
+  write_jsonl(os.path.join(flag.output_dir, "dev.jsonl"), dev)
+  print(f"wrote {len(train)} train and {len(dev)} dev paragraphs to {flag.output_dir}")
+
+
+if __name__ == "__main__":
+  from absl import app, flags  # pylint: disable=ungrouped-imports
+  flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", "The docs corpus.")
+  flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
+  flags.DEFINE_integer("train_per_class", 60, "Training paragraphs per section.")
+  flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.")
+  flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.")
+  flags.mark_flag_as_required("output_dir")
+  app.run(main)

@@ -1,0 +1,64 @@
+"""TF-op featurization shared by the training data and the exported SavedModel.
+
+A sequence task's input is RoBERTa's (fairseq's) layout:
+  single text:  <s> A </s>
+  text pair:    <s> A </s></s> B </s>
+Pairs are truncated longest-first (HF's `truncation="longest_first"`: one token at a time from
+the longer side, from B on a tie), which in closed form keeps
+  len(A') = min(len(A), max(budget - len(B), ceil(budget / 2))),  len(B') = min(len(B), budget - len(A')).
+Everything here is TF ops on ragged tensors, so the SavedModel runs the same code as training.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+PAIR_SPECIALS = 4    # <s> A </s></s> B </s>
+SINGLE_SPECIALS = 2  # <s> A </s>
+
+
+def take_prefix(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+  """Row i of `ids` cut to its first `lengths[i]` values (ragged [B, None] -> ragged [B, None])."""
+  positions = tf.ragged.range(tf.cast(ids.row_lengths(), tf.int64))
+  keep = positions < tf.cast(lengths, tf.int64)[:, None]
+  return tf.ragged.boolean_mask(ids, keep)
+
+
+def truncate_pair(len_a: tf.Tensor, len_b: tf.Tensor, budget) -> tuple[tf.Tensor, tf.Tensor]:
+  """Longest-first truncation lengths (see the module docstring). int64 [B] each."""
+  len_a, len_b = tf.cast(len_a, tf.int64), tf.cast(len_b, tf.int64)
+  budget = tf.cast(budget, tf.int64)
+  keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+  keep_b = tf.minimum(len_b, budget - keep_a)
+  return keep_a, keep_b
+
+
+def build_inputs(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_len: int,
+                 bos_id: int, eos_id: int) -> tf.RaggedTensor:
+  """Token ids of the texts -> model input ids with the special tokens, at most max_seq_len.
+
+  Args:
+    ids_a: int32 ragged [B, None], the first texts' ids (no special tokens).
+    ids_b: int32 ragged [B, None] of the second texts, or None for single texts.
+    max_seq_len: the longest output row, special tokens included.
+  Returns:
+    int32 ragged [B, None]: `<s> A </s>` or `<s> A </s></s> B </s>`, truncated to fit.
+  """
+  batch = ids_a.nrows()
+  bos = tf.fill([batch, 1], tf.constant(bos_id, tf.int32))
+  eos = tf.fill([batch, 1], tf.constant(eos_id, tf.int32))
+  if ids_b is None:
+    ids_a = take_prefix(ids_a, tf.fill([batch], tf.constant(max_seq_len - SINGLE_SPECIALS,
+                                                               tf.int64)))
+    return tf.concat([bos, ids_a, eos], axis=1)
+  keep_a, keep_b = truncate_pair(ids_a.row_lengths(), ids_b.row_lengths(),
+                                 max_seq_len - PAIR_SPECIALS)
+  return tf.concat([bos, take_prefix(ids_a, keep_a), eos, eos, take_prefix(ids_b, keep_b), eos],
+                   axis=1)
+
+
+def to_dense(ids: tf.RaggedTensor, pad_id: int) -> dict[str, tf.Tensor]:
+  """Ragged ids -> {"input_ids": int32 [B, S] right-padded with pad_id, "padding_mask": int32
+  [B, S] (1 real, 0 pad)}; S = the longest row."""
+  return {"input_ids": tf.cast(ids.to_tensor(default_value=pad_id), tf.int32),
+          "padding_mask": tf.ones_like(ids, tf.int32).to_tensor(default_value=0)}

@@ -1,0 +1,131 @@
+"""A fine-tuned model as a SavedModel that takes raw strings (the tokenizer is inside).
+
+Signatures, by task (B = batch; every input is tf.string [B]):
+- classification: `classify(text_a[, text_b])` -> probabilities float32 [B, K], label_id int32
+  [B], label string [B] (the class name). text_b exists for pair tasks only.
+- regression: `classify(text_a[, text_b])` -> value float32 [B].
+- multiple_choice: `choose(context, question, options: string [B, C])` -> probabilities float32
+  [B, C], choice int32 [B].
+- extractive_qa: `answer(question, context)` -> answer string [B] ("" for no answer), score
+  float32 [B] (start + end logit of the span; -inf when none is valid), null_score float32 [B].
+The same signature is also `serving_default`. Inputs are featurized by the training code's TF
+ops (encoding.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
+model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
+`tensorflow` and `tensorflow_text`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import tensorflow as tf
+
+from roberta_tf.finetuning import encoding
+from roberta_tf.finetuning import heads
+from roberta_tf.finetuning import model_dir as model_dir_lib
+from roberta_tf.finetuning import squad
+from roberta_tf.finetuning import squad_tf
+from roberta_tf.tokenizer import BytePairTokenizer
+
+_TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
+
+
+class FinetunedModule(tf.Module):
+  """Tokenizer + float32 fine-tuned model + task info; `signatures()` lists what to save."""
+
+  def __init__(self, model: heads.FinetuneModel, tokenizer: BytePairTokenizer, info):
+    super().__init__(name="roberta_finetuned")
+    self.model = model
+    self.tokenizer = tokenizer
+    self.info = info
+    self.labels = tf.constant(list(info.labels) or [""], tf.string)
+    self.byte_lengths = tf.constant(squad.token_byte_lengths(tokenizer))
+    self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
+
+  def _sequence_outputs(self, text_a, text_b):
+    ids = encoding.build_inputs(self.tokenizer(text_a),
+                                None if text_b is None else self.tokenizer(text_b),
+                                self.info.max_seq_len, self._bos, self._eos)
+    logits = self.model(encoding.to_dense(ids, self._pad), training=False)["logits"]
+    if self.info.task_type == heads.REGRESSION:
+      return {"value": logits}
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
+            "label": tf.gather(self.labels, label_id)}
+
+  def _classify_single(self, text_a):
+    return self._sequence_outputs(text_a, None)
+
+  def _classify_pair(self, text_a, text_b):
+    return self._sequence_outputs(text_a, text_b)
+
+  def _choose(self, context, question, options):
+    shape = tf.shape(options)
+    count = shape[1]
+    flat_context = tf.repeat(context, count)
+    # option_text in TF: a cloze question gets the option in its blank(s), others get it after.
+    flat_question = tf.repeat(question, count)
+    flat_options = tf.reshape(options, [-1])
+    cloze = tf.strings.regex_full_match(flat_question, r"(?s).*_.*")
+    filled = tf.map_fn(  # literal replacement (no regex escapes in the option)
+        lambda qo: tf.strings.reduce_join(tf.strings.split(qo[0], "_"), separator=qo[1]),
+        (flat_question, flat_options), fn_output_signature=tf.string)
+    second = tf.where(cloze, filled, tf.strings.join([flat_question, flat_options], " "))
+    ids = encoding.build_inputs(self.tokenizer(flat_context), self.tokenizer(second),
+                                self.info.max_seq_len, self._bos, self._eos)
+    dense = encoding.to_dense(ids, self._pad)
+    dense = {k: tf.reshape(v, [shape[0], count, -1]) for k, v in dense.items()}
+    logits = self.model(dense, training=False)["logits"]
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  def _answer(self, question, context):
+    info = self.info
+    return squad_tf.answer(self.model, self.tokenizer, self.byte_lengths, question, context,
+                           max_seq_len=info.max_seq_len, max_query_len=info.max_query_len,
+                           doc_stride=info.doc_stride, max_answer_len=info.max_answer_len,
+                           version_2=info.version_2,
+                           null_score_threshold=info.null_score_threshold)
+
+  def signatures(self) -> dict:
+    """{name: tf.function} of the task's signature (and serving_default). Only the task's
+    function is created: saving traces every tf.function a module holds."""
+    kind = self.info.task_type
+    if kind in (heads.CLASSIFICATION, heads.REGRESSION):
+      if len(self.info.text_fields) == 2:
+        name, fn, spec = "classify", self._classify_pair, [_TEXT("text_a"), _TEXT("text_b")]
+      else:
+        name, fn, spec = "classify", self._classify_single, [_TEXT("text_a")]
+    elif kind == heads.MULTIPLE_CHOICE:
+      name, fn = "choose", self._choose
+      spec = [_TEXT("context"), _TEXT("question"),
+              tf.TensorSpec([None, None], tf.string, name="options")]
+    else:
+      name, fn, spec = "answer", self._answer, [_TEXT("question"), _TEXT("context")]
+    if not hasattr(self, name):
+      setattr(self, name, tf.function(fn, input_signature=spec))
+    return {name: getattr(self, name), "serving_default": getattr(self, name)}
+
+
+def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False) -> str:
+  """Writes the SavedModel of fine-tuned `model_dir` (float32) to export_dir; returns it.
+
+  Written under a temporary name and renamed when complete.
+  """
+  if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+    raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
+  model, _, info = model_dir_lib.load(model_dir, dtype="float32")
+  module = FinetunedModule(model, BytePairTokenizer.from_dir(model_dir), info)
+  export_dir = os.path.normpath(export_dir)
+  tmp = f"{export_dir}.tmp-{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  try:
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if os.path.isdir(export_dir):
+    shutil.rmtree(export_dir)
+  os.replace(tmp, export_dir)
+  return export_dir

@@ -1,0 +1,145 @@
+"""Task heads on the RoBERTa encoder, and `FinetuneModel` (encoder + one head).
+
+Heads (the sublayer names are checkpoint keys):
+- `ClassificationHead`: RoBERTa's (fairseq `RobertaClassificationHead`, HF
+  `RobertaClassificationHead`): dropout -> dense H, tanh -> dropout -> dense K, on the `<s>`
+  vector. K = the number of classes; 1 for regression and for multiple choice (one score per
+  option).
+- `SpanHead`: dense 2 on every token vector -> start and end logits (HF `qa_outputs`).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.embeddings import truncated_normal
+
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+MULTIPLE_CHOICE = "multiple_choice"
+EXTRACTIVE_QA = "extractive_qa"
+TASK_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
+# Added to the logits of pad positions so that no span starts or ends there (float32-safe).
+_PAD_LOGIT = -1e9
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class ClassificationHead(keras.layers.Layer):
+  """[B, H] `<s>` vectors -> float32 [B, num_outputs]."""
+
+  def __init__(self, num_outputs: int, dropout: float = 0.1, initializer_range: float = 0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.dropout_rate = dropout
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape):
+    hidden = input_shape[-1]
+    init = truncated_normal(self.initializer_range)
+    self.dense = keras.layers.Dense(hidden, activation="tanh", kernel_initializer=init,
+                                    dtype=self.dtype_policy, name="dense")
+    self.dense.build((None, hidden))
+    self.out_proj = keras.layers.Dense(self.num_outputs, kernel_initializer=init,
+                                       dtype=self.dtype_policy, name="out_proj")
+    self.out_proj.build((None, hidden))
+    self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    self.built = True
+
+  def call(self, x, training=None):
+    x = self.dropout(x, training=training)
+    x = self.dropout(self.dense(x), training=training)
+    return tf.cast(self.out_proj(x), tf.float32)
+
+  def get_config(self):
+    return {**super().get_config(), "num_outputs": self.num_outputs,
+            "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class SpanHead(keras.layers.Layer):
+  """[B, S, H] token vectors, padding_mask [B, S] -> float32 start and end logits [B, S]
+  (pad positions get -1e9)."""
+
+  def __init__(self, initializer_range: float = 0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape, padding_mask_shape=None):
+    self.qa_outputs = keras.layers.Dense(2, kernel_initializer=truncated_normal(
+        self.initializer_range), dtype=self.dtype_policy, name="qa_outputs")
+    self.qa_outputs.build((None, None, input_shape[-1]))
+    self.built = True
+
+  def call(self, x, padding_mask):
+    logits = tf.cast(self.qa_outputs(x), tf.float32)
+    pad = (1.0 - tf.cast(padding_mask, tf.float32)) * _PAD_LOGIT
+    return logits[..., 0] + pad, logits[..., 1] + pad
+
+  def get_config(self):
+    return {**super().get_config(), "initializer_range": self.initializer_range}
+
+
+class FinetuneModel(keras.Model):
+  """The encoder and a task head.
+
+  Called on {"input_ids", "padding_mask"}: int32 [B, S] ([B, C, S] for multiple choice, C
+  options) it returns float32
+    classification:  {"logits": [B, K]}
+    regression:      {"logits": [B]}
+    multiple_choice: {"logits": [B, C]} (one score per option; softmax over C)
+    extractive_qa:   {"start_logits": [B, S], "end_logits": [B, S]}
+  Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head".
+  Built on construction, so a checkpoint can be restored into it straight away.
+  """
+
+  def __init__(self, encoder: keras.Model, task_type: str, num_outputs: int = 1,
+               dropout: float = 0.1, initializer_range: float = 0.02, dtype=None, **kwargs):
+    if task_type not in TASK_TYPES:
+      raise ValueError(f"unknown task type {task_type!r}; expected one of {TASK_TYPES}")
+    super().__init__(dtype=dtype, name=kwargs.pop("name", f"roberta_{task_type}"), **kwargs)
+    self.encoder = encoder
+    self.task_type = task_type
+    hidden = encoder.output["pooled_output"].shape[-1]
+    if task_type == EXTRACTIVE_QA:
+      self.head = SpanHead(initializer_range, dtype=dtype, name="span_head")
+      self.head.build((None, None, hidden))
+    else:
+      outputs = num_outputs if task_type == CLASSIFICATION else 1
+      self.head = ClassificationHead(outputs, dropout, initializer_range, dtype=dtype,
+                                     name="classification_head")
+      self.head.build((None, hidden))
+    self.built = True
+
+  def call(self, inputs, training=None):
+    input_ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
+    padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
+    if self.task_type == MULTIPLE_CHOICE:
+      shape = tf.shape(input_ids)                                   # [B, C, S]
+      input_ids = tf.reshape(input_ids, [-1, shape[2]])
+      padding_mask = tf.reshape(padding_mask, [-1, shape[2]])
+    encoded = self.encoder({"input_ids": input_ids, "padding_mask": padding_mask},
+                           training=training)
+    if self.task_type == EXTRACTIVE_QA:
+      start, end = self.head(encoded["sequence_output"], padding_mask)
+      return {"start_logits": start, "end_logits": end}
+    logits = self.head(encoded["pooled_output"], training=training)
+    if self.task_type == CLASSIFICATION:
+      return {"logits": logits}
+    if self.task_type == REGRESSION:
+      return {"logits": logits[:, 0]}
+    return {"logits": tf.reshape(logits, shape[:2])}
+
+
+def build_encoder(config: models.RobertaConfig, dtype=None, init_from: str = "") -> keras.Model:
+  """The encoder of `config`: random init, or the weights of model dir `init_from`'s latest
+  checkpoint (its MLM head is dropped). `config` may differ from init_from's config.json only in
+  dropout (fine-tuning may change it)."""
+  if not init_from:
+    return models.build_encoder(config, dtype=dtype)
+  pretrainer = models.RobertaPretrainer(config, dtype=dtype)
+  model_dir_lib.restore(pretrainer, model_dir_lib.latest_checkpoint(init_from))
+  return pretrainer.encoder

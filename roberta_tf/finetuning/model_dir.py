@@ -1,0 +1,133 @@
+"""A fine-tuned model directory.
+
+```
+model_dir/
+  config.json          {"model": RobertaConfig, "task": TaskInfo, "finetune": FinetuneConfig}
+  checkpoint, ckpt-N.* tf.train.Checkpoint(model=FinetuneModel) of the best run's best epoch
+  vocab.json merges.txt
+  eval_results.json    the kept run's dev metrics, and every run's history; written last, so
+                       its presence marks a complete run
+  predictions.json, nbest_predictions.json   extractive QA: the kept run's dev predictions
+  runs/lr_<rate>/      one directory per learning rate of the sweep (its own best checkpoint,
+                       eval_results.json and QA predictions)
+```
+`roberta_tf.models.read_config` reads config.json's "model" like any model dir's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.finetuning import heads
+from roberta_tf.finetuning.tasks import TaskInfo
+from roberta_tf.models import model_dir as model_dir_lib
+
+CONFIG_FILE = "config.json"
+RESULTS_FILE = "eval_results.json"
+TOKENIZER_FILES = ("vocab.json", "merges.txt")
+
+
+def write_json(path: str, doc) -> None:
+  """Writes JSON atomically (temp file + rename)."""
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(doc, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(path + ".tmp", path)
+
+
+def write_config(model_dir: str, model_config: models.RobertaConfig, info: TaskInfo,
+                 finetune: dict | None = None) -> None:
+  os.makedirs(model_dir, exist_ok=True)
+  write_json(os.path.join(model_dir, CONFIG_FILE),
+             {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
+
+
+def read_task_info(model_dir: str) -> TaskInfo:
+  """The TaskInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
+  path = os.path.join(model_dir, CONFIG_FILE)
+  try:
+    with open(path, encoding="utf-8") as f:
+      doc = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise models.ModelDirError(f"cannot read {path}: {e}") from e
+  if not isinstance(doc, dict) or not isinstance(doc.get("task"), dict):
+    raise models.ModelDirError(f"{path} has no \"task\": {model_dir!r} is not a fine-tuned model "
+                               "dir (roberta_tf.finetune writes one)")
+  try:
+    return TaskInfo.from_dict(doc["task"])
+  except TypeError as e:
+    raise models.ModelDirError(f"{path}: bad \"task\": {e}") from e
+
+
+def build_model(model_config: models.RobertaConfig, info: TaskInfo, dtype=None,
+                init_from: str = "") -> heads.FinetuneModel:
+  """The fine-tuning model: encoder (random, or init_from's weights) + a fresh head."""
+  encoder = heads.build_encoder(model_config, dtype=dtype, init_from=init_from)
+  return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
+                             dropout=model_config.dropout,
+                             initializer_range=model_config.initializer_range, dtype=dtype)
+
+
+def save_checkpoint(directory: str, model: heads.FinetuneModel, number: int) -> str:
+  """Writes model as directory's only checkpoint `ckpt-<number>`; returns its prefix."""
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory,
+                                       max_to_keep=1, checkpoint_name="ckpt")
+  return manager.save(checkpoint_number=number)
+
+
+def restore(model: heads.FinetuneModel, prefix: str) -> None:
+  status = tf.train.Checkpoint(model=model).restore(prefix)
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise models.ModelDirError(f"checkpoint {prefix} does not fit the fine-tuning model: "
+                               f"{str(e)[:500]}") from e
+
+
+def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.RobertaConfig,
+                                                   TaskInfo]:
+  """A fine-tuned model with its weights, its RobertaConfig and TaskInfo."""
+  model_config = models.read_config(model_dir)
+  info = read_task_info(model_dir)
+  model = build_model(model_config, info, dtype=dtype)
+  restore(model, model_dir_lib.latest_checkpoint(model_dir))
+  return model, model_config, info
+
+
+def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
+  for name in TOKENIZER_FILES:
+    if os.path.abspath(src_dir) != os.path.abspath(dst_dir):
+      shutil.copyfile(os.path.join(src_dir, name), os.path.join(dst_dir, name + ".tmp"))
+      os.replace(os.path.join(dst_dir, name + ".tmp"), os.path.join(dst_dir, name))
+
+
+def prepare(model_dir: str, overwrite: bool, protected: tuple[str, ...] = ()) -> None:
+  """Creates model_dir, or clears what an earlier fine-tuning run wrote there (overwrite).
+
+  Raises:
+    ValueError: model_dir is not empty and overwrite is off, or is one of `protected` (the
+      pretrained model / vocab directories, never to be cleared).
+  """
+  target = os.path.abspath(model_dir)
+  if any(p and os.path.abspath(p) == target for p in protected):
+    raise ValueError(f"--model_dir={model_dir!r} is the --init_from/--vocab_dir directory; "
+                     "fine-tuning writes a new directory")
+  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+    raise ValueError(f"--model_dir={model_dir!r} exists and is not a directory")
+  if os.path.isdir(model_dir) and os.listdir(model_dir):
+    if not overwrite:
+      raise ValueError(f"--model_dir={model_dir!r} is not empty; pass --overwrite to replace an "
+                       "earlier fine-tuning run there")
+    for name in os.listdir(model_dir):
+      path = os.path.join(model_dir, name)
+      if name == "runs":
+        shutil.rmtree(path)
+      elif name in (CONFIG_FILE, RESULTS_FILE, "checkpoint", "predictions.json",
+                    "nbest_predictions.json", *TOKENIZER_FILES) or name.startswith("ckpt-"):
+        os.remove(path)
+  os.makedirs(model_dir, exist_ok=True)

@@ -1,0 +1,275 @@
+"""The four task types: reading and featurizing their data, their loss and dev metrics.
+
+A `Task` gives the trainer everything task-specific:
+  train_dataset(batch_size, seed) -> tf.data of (inputs, labels), one shuffled epoch
+  eval_dataset(batch_size)        -> tf.data of inputs, the dev set in file order
+  loss_sum(outputs, labels)       -> float32 scalar, the SUM of per-example losses
+  evaluate(batch_outputs)         -> dev metrics from the model outputs of eval_dataset
+`TaskInfo` is what a fine-tuned model must remember to be used again (it goes into the model
+dir's config.json and drives the SavedModel's signatures).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from roberta_tf.finetuning import encoding
+from roberta_tf.finetuning import heads
+from roberta_tf.finetuning import metrics
+from roberta_tf.finetuning import squad
+from roberta_tf.finetuning import squad_eval
+from roberta_tf.finetuning import task_data
+
+# Metrics where lower is better; every other metric is maximized.
+LOWER_IS_BETTER = ("mse",)
+DEFAULT_METRIC = {heads.CLASSIFICATION: "accuracy", heads.REGRESSION: "pearson",
+                  heads.MULTIPLE_CHOICE: "accuracy", heads.EXTRACTIVE_QA: "f1"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+  """What using a fine-tuned model needs besides its weights.
+
+  Attributes:
+    task_type: one of heads.TASK_TYPES.
+    max_seq_len: the longest input, special tokens included.
+    labels: classification: the class names in id order.
+    text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
+    num_choices: multiple choice: options per question.
+    max_query_len, doc_stride, max_answer_len, n_best_size, version_2,
+    null_score_threshold: extractive QA (see squad.py).
+  """
+  task_type: str
+  max_seq_len: int
+  labels: tuple[str, ...] = ()
+  text_fields: tuple[str, ...] = ()
+  num_choices: int = 0
+  max_query_len: int = 64
+  doc_stride: int = 128
+  max_answer_len: int = 30
+  n_best_size: int = 20
+  version_2: bool = False
+  null_score_threshold: float = 0.0
+
+  @property
+  def num_outputs(self) -> int:
+    return len(self.labels) if self.task_type == heads.CLASSIFICATION else 1
+
+  def metric_names(self) -> tuple[str, ...]:
+    if self.task_type == heads.CLASSIFICATION:
+      return ("accuracy", "mcc", "f1" if len(self.labels) == 2 else "macro_f1")
+    if self.task_type == heads.REGRESSION:
+      return ("pearson", "spearman", "mse")
+    if self.task_type == heads.MULTIPLE_CHOICE:
+      return ("accuracy",)
+    return ("exact_match", "f1")
+
+  def to_dict(self) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> TaskInfo:
+    values = dict(values)
+    for key in ("labels", "text_fields"):
+      values[key] = tuple(values.get(key, ()))
+    return cls(**values)
+
+
+def is_better(metric: str, value: float, best: float | None) -> bool:
+  if best is None:
+    return True
+  return value < best if metric in LOWER_IS_BETTER else value > best
+
+
+def _tokenize(tokenizer, texts: Sequence[str], chunk: int = 512) -> tf.RaggedTensor:
+  parts = [tokenizer(tf.constant(list(texts[i:i + chunk]), tf.string))
+           for i in range(0, len(texts), chunk)]
+  return tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
+
+
+def _ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Dataset:
+  """(ids [N, None] or [N, C, None], labels) -> elements ({"input_ids", "padding_mask"}, label)
+  with dense [L] or [C, L] inputs (the mask marks real tokens, whatever their id)."""
+  def dense(x, y):
+    if isinstance(x, tf.RaggedTensor):  # [C, None] rows of a multiple-choice example
+      return {"input_ids": x.to_tensor(pad_id),
+              "padding_mask": tf.ones_like(x, tf.int32).to_tensor(0)}, y
+    return {"input_ids": x, "padding_mask": tf.ones_like(x, tf.int32)}, y
+  return tf.data.Dataset.from_tensor_slices((ids, labels)).map(dense)
+
+
+class Task:
+  """Base class; see the module docstring."""
+
+  def __init__(self, info: TaskInfo, pad_id: int):
+    self.info = info
+    self.pad_id = pad_id
+    self._train = self._eval = None
+    self.num_train = self.num_eval = 0
+
+  def _batched(self, ds: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    pad = tf.constant(self.pad_id, tf.int32)
+    zero = tf.constant(0, tf.int32)
+    labels = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), ds.element_spec[1])
+    return ds.padded_batch(batch_size, padding_values=(
+        {"input_ids": pad, "padding_mask": zero}, labels)).prefetch(tf.data.AUTOTUNE)
+
+  def train_dataset(self, batch_size: int, seed: int) -> tf.data.Dataset:
+    ds = self._train.shuffle(self.num_train, seed=seed, reshuffle_each_iteration=False)
+    return self._batched(ds, batch_size)
+
+  def eval_dataset(self, batch_size: int) -> tf.data.Dataset:
+    return self._batched(self._eval, batch_size).map(lambda inputs, labels: inputs)
+
+  def loss_sum(self, outputs, labels):
+    raise NotImplementedError
+
+  def evaluate(self, batch_outputs: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    raise NotImplementedError
+
+
+def _cross_entropy_sum(labels, logits):
+  return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=logits))
+
+
+class SequenceTask(Task):
+  """Classification or regression of single texts or text pairs."""
+
+  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[task_data.TextExample],
+               dev: Sequence[task_data.TextExample], train_path: str = "",
+               dev_path: str = ""):
+    super().__init__(info, tokenizer.pad_id)
+    self._train, self.num_train = self._features(tokenizer, train, train_path), len(train)
+    self._eval, self.num_eval = self._features(tokenizer, dev, dev_path), len(dev)
+    self._dev_labels = self._labels(dev, dev_path)
+
+  def _labels(self, examples, path):
+    if self.info.task_type == heads.REGRESSION:
+      return np.asarray([e.label for e in examples], np.float32)
+    return np.asarray(task_data.label_ids(examples, self.info.labels, path), np.int32)
+
+  def _features(self, tokenizer, examples, path) -> tf.data.Dataset:
+    ids_a = _tokenize(tokenizer, [e.text_a for e in examples])
+    ids_b = (_tokenize(tokenizer, [e.text_b for e in examples])
+             if len(self.info.text_fields) == 2 else None)
+    ids = encoding.build_inputs(ids_a, ids_b, self.info.max_seq_len, tokenizer.bos_id,
+                                tokenizer.eos_id)
+    return _ragged_dataset(ids, self._labels(examples, path), self.pad_id)
+
+  def loss_sum(self, outputs, labels):
+    if self.info.task_type == heads.REGRESSION:
+      return tf.reduce_sum(tf.square(outputs["logits"] - tf.cast(labels, tf.float32)))
+    return _cross_entropy_sum(labels, outputs["logits"])
+
+  def evaluate(self, batch_outputs):
+    logits = np.concatenate([b["logits"] for b in batch_outputs])
+    if self.info.task_type == heads.REGRESSION:
+      return metrics.regression_metrics(self._dev_labels, logits)
+    return metrics.classification_metrics(self._dev_labels, logits.argmax(-1),
+                                          len(self.info.labels))
+
+
+class MultipleChoiceTask(Task):
+  """One `<s> passage </s></s> question+option </s>` sequence per option, softmax over options."""
+
+  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[task_data.ChoiceExample],
+               dev: Sequence[task_data.ChoiceExample]):
+    super().__init__(info, tokenizer.pad_id)
+    for name, examples in (("training", train), ("dev", dev)):
+      if len(examples[0].options) != info.num_choices:
+        raise task_data.TaskDataError(
+            f"the {name} questions have {len(examples[0].options)} options, the task "
+            f"{info.num_choices}")
+    self._train, self.num_train = self._features(tokenizer, train), len(train)
+    self._eval, self.num_eval = self._features(tokenizer, dev), len(dev)
+    self._dev_labels = np.asarray([e.label for e in dev], np.int32)
+
+  def _features(self, tokenizer, examples) -> tf.data.Dataset:
+    contexts = [e.context for e in examples for _ in e.options]
+    seconds = [task_data.option_text(e.question, o) for e in examples for o in e.options]
+    ids = encoding.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
+                                self.info.max_seq_len, tokenizer.bos_id, tokenizer.eos_id)
+    ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
+    labels = np.asarray([e.label for e in examples], np.int32)
+    return _ragged_dataset(ids, labels, self.pad_id)
+
+  def loss_sum(self, outputs, labels):
+    return _cross_entropy_sum(labels, outputs["logits"])
+
+  def evaluate(self, batch_outputs):
+    logits = np.concatenate([b["logits"] for b in batch_outputs])
+    return {"accuracy": metrics.accuracy(self._dev_labels, logits.argmax(-1))}
+
+
+class ExtractiveQATask(Task):
+  """SQuAD: start/end logits over the feature's tokens, decoded back to context text."""
+
+  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[squad.SquadExample],
+               dev: Sequence[squad.SquadExample]):
+    super().__init__(info, tokenizer.pad_id)
+    self.byte_lengths = squad.token_byte_lengths(tokenizer)
+    self._train, self.num_train, self.unlocated = self._features(tokenizer, train)[:3]
+    self._eval, self.num_eval, _, self._dev_features, self._dev_contexts = self._features(
+        tokenizer, dev)
+    self._dev = list(dev)
+    self.predictions = None
+
+  def _features(self, tokenizer, examples):
+    features, contexts, unlocated = squad.featurize(
+        examples, tokenizer, max_seq_len=self.info.max_seq_len,
+        max_query_len=self.info.max_query_len, doc_stride=self.info.doc_stride,
+        byte_lengths=self.byte_lengths)
+    ids = tf.RaggedTensor.from_row_lengths(
+        np.concatenate(features.input_ids), [len(x) for x in features.input_ids])
+    labels = {"start_positions": features.start_positions,
+              "end_positions": features.end_positions}
+    return (_ragged_dataset(ids, labels, self.pad_id), len(features.input_ids), unlocated,
+            features, contexts)
+
+  def loss_sum(self, outputs, labels):
+    return 0.5 * (_cross_entropy_sum(labels["start_positions"], outputs["start_logits"]) +
+                  _cross_entropy_sum(labels["end_positions"], outputs["end_logits"]))
+
+  def evaluate(self, batch_outputs):
+    starts = [row for b in batch_outputs for row in b["start_logits"]]
+    ends = [row for b in batch_outputs for row in b["end_logits"]]
+    predictions, nbest, null_scores = squad.decode(
+        self._dev, self._dev_features, self._dev_contexts, starts, ends,
+        version_2=self.info.version_2, n_best_size=self.info.n_best_size,
+        max_answer_len=self.info.max_answer_len,
+        null_score_threshold=self.info.null_score_threshold)
+    self.predictions = (predictions, nbest, null_scores)
+    return squad_eval.evaluate(squad.gold_answers(self._dev), predictions, self.info.version_2)
+
+
+def load_task(cfg, tokenizer) -> Task:
+  """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig)."""
+  kind = cfg.task
+  if kind in (heads.CLASSIFICATION, heads.REGRESSION):
+    regression = kind == heads.REGRESSION
+    train = task_data.read_text_examples(cfg.train_file, cfg.text_fields, cfg.label_field,
+                                         regression)
+    dev = task_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
+                                       regression)
+    labels = () if regression else tuple(task_data.label_names(train, cfg.labels))
+    info = TaskInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
+    return SequenceTask(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
+  if kind == heads.MULTIPLE_CHOICE:
+    train = task_data.read_choice_examples(cfg.train_file)
+    dev = task_data.read_choice_examples(cfg.eval_file)
+    info = TaskInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
+    return MultipleChoiceTask(info, tokenizer, train, dev)
+  train, train_v2 = squad.read_squad(cfg.train_file)
+  dev, dev_v2 = squad.read_squad(cfg.eval_file)
+  info = TaskInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
+                  doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
+                  n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
+                  null_score_threshold=cfg.null_score_threshold)
+  return ExtractiveQATask(info, tokenizer, train, dev)

@@ -1,0 +1,221 @@
+"""The fine-tuning loop: one run per learning rate of the sweep, the best dev run kept.
+
+A run: seed -> encoder (pretrained or random) + fresh head under the strategy -> AdamW (weight
+decay not on LayerNorm or biases) with 6% linear warmup then linear decay to 0 over
+epochs x ceil(examples / batch) steps -> per epoch: one shuffled pass, then the dev metrics; the
+best epoch's weights are checkpointed; `early_stopping_patience` epochs without improvement end
+the run. Across the sweep the run with the best dev metric is kept: its checkpoint, config and
+vocab go to model_dir, its metrics to model_dir/eval_results.json (see model_dir.py).
+
+Distribution: each replica's loss is its examples' loss SUM divided by the global number of
+examples in the step (all-reduced), and keras' AdamW all-reduces (sums) the gradients inside
+`apply`, so the update is the gradient of the global batch mean under any number of replicas.
+(`training.optimizer.PreReducedAdamW` skips that all-reduce -- right for the pretraining step,
+which reduces by hand, wrong here -- so this loop uses keras.optimizers.AdamW itself.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.finetuning import model_dir as model_dir_lib
+from roberta_tf.finetuning import squad
+from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training import strategy as strategy_lib
+from roberta_tf.training.schedule import WarmupLinearDecay
+
+_SUM = tf.distribute.ReduceOp.SUM
+
+
+class FinetuneError(RuntimeError):
+  """A run cannot go on (diverged, inconsistent inputs); the message says what to change."""
+
+
+def log(line: str) -> None:
+  print(line, flush=True)
+
+
+def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
+  """init_from's config, else the --config preset/JSON sized for the vocab and max_seq_len."""
+  if cfg.init_from:
+    config = models.read_config(cfg.init_from)
+    if cfg.max_seq_len > config.max_seq_len:
+      raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds the pretrained model's "
+                       f"{config.max_seq_len} (its position table)")
+  elif os.path.isfile(cfg.config):
+    config = models.RobertaConfig.load(cfg.config)
+  else:
+    config = models.preset(cfg.config, vocab_size=vocab_size, max_seq_len=cfg.max_seq_len)
+  if cfg.dropout >= 0:
+    config = config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
+  if config.vocab_size != vocab_size:
+    raise ValueError(f"the vocabulary has {vocab_size} ids, the model {config.vocab_size}: "
+                     "wrong --vocab_dir?")
+  return config
+
+
+def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int):
+  """keras AdamW (it all-reduces gradients itself), warmup + linear decay, no decay on
+  LayerNorm/bias; wrapped for dynamic loss scaling under mixed_float16."""
+  warmup = int(round(cfg.warmup_ratio * total_steps))
+  opt = keras.optimizers.AdamW(
+      learning_rate=WarmupLinearDecay(learning_rate, warmup, total_steps),
+      weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
+      epsilon=cfg.adam_epsilon)
+  opt.exclude_from_weight_decay(var_names=list(optimizer_lib.NO_DECAY_NAMES))
+  if cfg.precision == "mixed_float16":
+    opt = keras.optimizers.LossScaleOptimizer(opt)
+  return opt
+
+
+@dataclasses.dataclass
+class RunResult:
+  learning_rate: float
+  best_epoch: int
+  metrics: dict
+  history: list
+  checkpoint: str
+  run_dir: str
+
+
+def _format(metrics: dict) -> str:
+  return " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.endswith("total"))
+
+
+def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
+              learning_rate: float, strategy: tf.distribute.Strategy, run_dir: str,
+              metric: str) -> RunResult:
+  """Fine-tunes one model at one learning rate (see the module docstring)."""
+  keras.utils.set_random_seed(cfg.seed)
+  replicas = strategy.num_replicas_in_sync
+  steps_per_epoch = math.ceil(task.num_train / cfg.batch_size)
+  total_steps = cfg.epochs * steps_per_epoch
+  with strategy.scope():
+    model = model_dir_lib.build_model(model_config, task.info, dtype=cfg.precision,
+                                      init_from=cfg.init_from)
+    opt = build_optimizer(cfg, learning_rate, total_steps)
+    opt.build(model.trainable_variables)
+
+  def replica_step(inputs, labels):
+    ctx = tf.distribute.get_replica_context()
+    count = ctx.all_reduce(_SUM, tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32))
+    with tf.GradientTape() as tape:
+      outputs = model(inputs, training=True)
+      loss = task.loss_sum(outputs, labels) / tf.maximum(count, 1.0)
+      scaled = opt.scale_loss(loss)
+    grads = tape.gradient(scaled, model.trainable_variables)
+    opt.apply(grads, model.trainable_variables)
+    return loss
+
+  def distributed(ds):
+    return strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds
+
+  first = distributed(task.train_dataset(cfg.batch_size, cfg.seed))
+  spec = first.element_spec
+
+  @tf.function(input_signature=list(spec))
+  def train_step(inputs, labels):
+    losses = strategy.run(replica_step, args=(inputs, labels))
+    return strategy.reduce(_SUM, losses, axis=None)
+
+  eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
+  predict = tf.function(lambda inputs: model(inputs, training=False),
+                        input_signature=[eval_ds.element_spec])
+
+  def evaluate():
+    outputs = [{k: v.numpy() for k, v in predict(batch).items()} for batch in eval_ds]
+    return task.evaluate(outputs)
+
+  os.makedirs(run_dir, exist_ok=True)
+  history, best, best_epoch, since_best, prefix = [], None, 0, 0, ""
+  for epoch in range(1, cfg.epochs + 1):
+    start = time.perf_counter()
+    ds = first if epoch == 1 else distributed(task.train_dataset(cfg.batch_size,
+                                                                 cfg.seed + epoch - 1))
+    losses = [float(train_step(inputs, labels)) for inputs, labels in ds]
+    train_loss = float(np.mean(losses))
+    if not math.isfinite(train_loss):
+      raise FinetuneError(f"learning rate {learning_rate:g}: the training loss is {train_loss} "
+                          f"in epoch {epoch}; lower the learning rate")
+    dev = evaluate()
+    improved = tasks_lib.is_better(metric, dev[metric], best)
+    history.append({"epoch": epoch, "step": epoch * steps_per_epoch, "train_loss": train_loss,
+                    "dev": dev, "seconds": time.perf_counter() - start})
+    log(f"lr {learning_rate:g} epoch {epoch}/{cfg.epochs}: train_loss {train_loss:.4f} | dev "
+        f"{_format(dev)} | {history[-1]['seconds']:.1f}s{' (best)' if improved else ''}")
+    if improved:
+      best, best_epoch, since_best = dev[metric], epoch, 0
+      prefix = model_dir_lib.save_checkpoint(run_dir, model, epoch)
+      if isinstance(task, tasks_lib.ExtractiveQATask):
+        squad.write_predictions(run_dir, *task.predictions)
+    else:
+      since_best += 1
+      if cfg.early_stopping_patience and since_best >= cfg.early_stopping_patience:
+        log(f"lr {learning_rate:g}: early stop after epoch {epoch} ({since_best} epochs without "
+            f"a better dev {metric}; best {best:.4f} at epoch {best_epoch})")
+        break
+  metrics_at_best = history[best_epoch - 1]["dev"]
+  result = RunResult(learning_rate, best_epoch, metrics_at_best, history, prefix, run_dir)
+  model_dir_lib.write_json(os.path.join(run_dir, model_dir_lib.RESULTS_FILE),
+                           {**metrics_at_best, "learning_rate": learning_rate,
+                            "epoch": best_epoch, "history": history})
+  return result
+
+
+def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
+  """Runs the sweep and writes the fine-tuned model dir; returns eval_results.json's content."""
+  cfg.validate()
+  strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
+  vocab_dir = cfg.vocab_dir or cfg.init_from
+  tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  model_config = resolve_model_config(cfg, tokenizer.vocab_size)
+  if cfg.max_seq_len > model_config.max_seq_len:
+    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
+                     f"{model_config.max_seq_len}")
+  model_dir_lib.prepare(cfg.model_dir, cfg.overwrite, protected=(cfg.init_from, cfg.vocab_dir))
+  task = tasks_lib.load_task(cfg, tokenizer)
+  metric = cfg.metric or tasks_lib.DEFAULT_METRIC[cfg.task]
+  if metric not in task.info.metric_names():
+    raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
+                     f"{list(task.info.metric_names())}")
+  log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
+      f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
+      f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "
+      f"{strategy.num_replicas_in_sync} replica(s), {cfg.precision}")
+
+  runs = [train_run(cfg, task, model_config, lr, strategy,
+                    os.path.join(cfg.model_dir, "runs", f"lr_{lr:g}"), metric)
+          for lr in cfg.sweep]
+  best = runs[0]
+  for run in runs[1:]:
+    if tasks_lib.is_better(metric, run.metrics[metric], best.metrics[metric]):
+      best = run
+
+  # The kept run's weights become the model dir's checkpoint (float32 variables either way).
+  model = model_dir_lib.build_model(model_config, task.info, dtype="float32")
+  model_dir_lib.restore(model, best.checkpoint)
+  model_dir_lib.write_config(cfg.model_dir, model_config, task.info, cfg.to_dict())
+  model_dir_lib.save_checkpoint(cfg.model_dir, model, best.best_epoch)
+  model_dir_lib.copy_tokenizer(vocab_dir, cfg.model_dir)
+  if cfg.task == "extractive_qa":
+    for name in ("predictions.json", "nbest_predictions.json"):
+      os.replace(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
+  results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
+             "epoch": best.best_epoch, "init_from": cfg.init_from or None,
+             "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,
+                       "metrics": r.metrics, "history": r.history} for r in runs]}
+  model_dir_lib.write_json(os.path.join(cfg.model_dir, model_dir_lib.RESULTS_FILE), results)
+  log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {_format(best.metrics)} "
+      f"-> {cfg.model_dir}")
+  return results

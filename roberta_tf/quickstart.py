@@ -1,0 +1,123 @@
+"""The README demo, end to end on the embedded corpus: vocab → shards → pretrain → export → fill-mask.
+
+  python -m roberta_tf.quickstart [--work_dir=runs/quickstart] [--train_steps=N]
+
+Runs the project's own binaries one after another (each command is printed, so it can be rerun
+by hand): `data_prep.train_tokenizer` (8K byte-level BPE on `stdlib`, the running Python's
+documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 2% validation),
+`roberta_tf.train --flagfile=flags/quickstart.flags` (the `small` model; mixed_bfloat16 where the
+CPU has native bf16, else float32), `roberta_tf.export`, `roberta_tf.fill_mask`. Prints the
+held-out perplexity at the start and the end and where the TensorBoard logs are.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
+                    "(replaced if it exists).")
+flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.")
+flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with native bf16), or "
+                    "float32 / mixed_bfloat16 / mixed_float16.")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SENTENCES = [
+    "The <mask> statement is used to define a function.",
+    "A list is a mutable <mask> of items.",
+    "Use the open() function to read a <mask>.",
+    "Exceptions are raised with the <mask> statement.",
+]
+
+
+def cpu_has_bf16() -> bool:
+  """Native bf16 matmuls (AVX-512 BF16 or AMX): where mixed_bfloat16 beats float32 on a CPU."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      cpu_flags = f.read()
+  except OSError:
+    return False
+  return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", cpu_flags))
+
+
+def _run(args, log_lines=None):
+  cmd = [sys.executable, "-m", *args]
+  print("\n$ python -m " + " ".join(args), flush=True)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  for line in proc.stdout:
+    if _is_noise(line):
+      continue
+    print("  " + line, end="", flush=True)
+    if log_lines is not None:
+      log_lines.append(line)
+  if proc.wait() != 0:
+    raise SystemExit(f"quickstart: {' '.join(args[:1])} failed (exit {proc.returncode})")
+
+
+def _is_noise(line: str) -> bool:
+  """TF/absl start-up chatter that says nothing about the job."""
+  return bool(re.match(r"^(WARNING: All log messages|[IWE]\d{4} |I0000|E0000|W0000)", line))
+
+
+def main(argv):
+  del argv
+  start = time.time()
+  work = os.path.abspath(FLAGS.work_dir)
+  if os.path.isdir(work):
+    shutil.rmtree(work)
+  os.makedirs(work)
+  vocab, shards = os.path.join(work, "vocab"), os.path.join(work, "shards")
+  model, export = os.path.join(work, "model"), os.path.join(work, "saved_model")
+  precision = FLAGS.precision
+  if precision == "auto":
+    precision = "mixed_bfloat16" if cpu_has_bf16() else "float32"
+
+  _run(["data_prep.train_tokenizer", "--input=stdlib", "--vocab_size=8000",
+        f"--output_dir={vocab}"])
+  _run(["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
+        f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
+        "--validation_fraction=0.02"])
+  train_args = ["roberta_tf.train", "--flagfile=flags/quickstart.flags",
+                f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
+                f"--precision={precision}"]
+  if FLAGS.train_steps:
+    train_args.append(f"--train_steps={FLAGS.train_steps}")
+  train_log = []
+  _run(train_args, train_log)
+  _run(["roberta_tf.export", f"--model_dir={model}", f"--export_dir={export}"])
+  _run(["roberta_tf.fill_mask", f"--saved_model={export}", *SENTENCES])
+
+  evals = [(int(m.group(1)), float(m.group(2))) for m in
+           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)", l)
+            for l in train_log) if m]
+  summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
+  if evals:
+    (s0, p0), (s1, p1) = evals[0], evals[-1]
+    summary.update(initial_perplexity=p0, final_perplexity=p1, reduction=round(p0 / p1, 1))
+    print(f"\nheld-out perplexity: {p0:.1f} at step {s0} -> {p1:.1f} at step {s1} "
+          f"({p0 / p1:.1f}x lower)")
+  print(f"TensorBoard logs: {model}/train and {model}/eval  "
+        f"(tensorboard --logdir {model})")
+  print(f"SavedModel: {export}  (python -m roberta_tf.fill_mask --saved_model={export} "
+        "\"Your text with a <mask>.\")")
+  print(f"quickstart finished in {summary['minutes']} min")
+  with open(os.path.join(work, "quickstart_summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=2)
+  return 0
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

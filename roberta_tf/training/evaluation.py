@@ -1,0 +1,119 @@
+"""Held-out MLM evaluation: the distributed eval step, and a model dir's checkpoint on shards.
+
+`Evaluator` is what training runs every --eval_every steps; `evaluate_checkpoint` is what
+`python -m roberta_tf.evaluate` runs. Both sum loss, masked-token count and correct predictions
+over the whole eval set before dividing, so the batch size does not change the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.data import dataset_info
+from roberta_tf.data import masking as masking_lib
+from roberta_tf.data import pipeline
+from roberta_tf.training.losses import mlm_sums
+from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.training.trainer import MODEL_INPUTS
+
+
+class Evaluator:
+  """MLM loss, perplexity and masked-token accuracy of ``model`` over a distributed dataset."""
+
+  def __init__(self, strategy: tf.distribute.Strategy, model):
+    self.strategy = strategy
+    self.model = model
+    self._step = tf.function(self._eval_step)
+
+  def _eval_step(self, batch):
+    def replica(batch):
+      logits = self.model({k: batch[k] for k in MODEL_INPUTS}, training=False)
+      return mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+    sums = self.strategy.run(replica, args=(batch,))
+    return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
+
+  def __call__(self, dataset, max_batches: int = 0) -> dict:
+    """Metrics over ``dataset`` (its first ``max_batches`` batches if > 0).
+
+    Returns:
+      {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats.
+    Raises:
+      ValueError: the dataset held no masked token.
+    """
+    loss_sum = count = correct = 0.0  # float64 on the host: exact over long evals
+    for i, batch in enumerate(dataset):
+      if max_batches and i >= max_batches:
+        break
+      batch_loss, batch_count, batch_correct = (float(x.numpy()) for x in self._step(batch))
+      loss_sum, count, correct = loss_sum + batch_loss, count + batch_count, correct + batch_correct
+    if count == 0:
+      raise ValueError("evaluation saw no masked tokens: is the eval split empty?")
+    loss = loss_sum / count
+    return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+            "mlm_accuracy": correct / count, "masked_tokens": count}
+
+
+def training_config(model_dir: str) -> TrainConfig | None:
+  """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
+  path = os.path.join(model_dir, "config.json")
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      doc = json.load(f)
+  except (OSError, tf.errors.OpError, json.JSONDecodeError):
+    return None
+  training = doc.get("training") if isinstance(doc, dict) else None
+  return TrainConfig.from_dict(training) if isinstance(training, dict) else None
+
+
+def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | None = None,
+                        split: str = "validation", batch_size: int = 32,
+                        max_seq_len: int | None = None, eval_steps: int = 0,
+                        seed: int | None = None,
+                        masking: masking_lib.MaskingConfig | None = None,
+                        strategy: tf.distribute.Strategy | None = None) -> dict:
+  """MLM loss, perplexity and masked-token accuracy of a checkpoint on a shard split.
+
+  The masks are a pure function of the seed and each record's place (epoch 0), independent of
+  the batch size, so with the defaults below this equals the final eval of the training run
+  that wrote ``model_dir`` (over the whole split, i.e. when it ran with eval_steps 0).
+
+  Args:
+    model_dir: config.json + checkpoints.
+    eval_data: a shard directory (data_prep.build_shards output).
+    checkpoint: a checkpoint prefix instead of the latest.
+    split: the shard split to read.
+    batch_size: global sequences per eval batch.
+    max_seq_len / seed / masking: default to the training run's (config.json "training"),
+      else to the shards' max_seq_len, 0 and MaskingConfig().
+    eval_steps: batches to evaluate (0: the whole split once).
+  Returns:
+    {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}.
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  info = dataset_info.read(eval_data)
+  trained = training_config(model_dir)
+  if trained is not None:
+    max_seq_len = max_seq_len or trained.max_seq_len
+    seed = trained.seed if seed is None else seed
+    masking = masking or trained.masking_config()
+  max_seq_len = max_seq_len or info["max_seq_len"]
+  seed = seed or 0
+  config = models.read_config(model_dir)
+  prefix = checkpoint or models.model_dir.latest_checkpoint(model_dir)
+  with strategy.scope():
+    model = models.load(model_dir, checkpoint=prefix)
+  per_replica = max(batch_size // strategy.num_replicas_in_sync, 1)
+
+  def eval_fn(ctx):
+    return pipeline.build_dataset(eval_data, split, training=False, batch_size=per_replica,
+                                  max_seq_len=max_seq_len, masking=masking, model_config=config,
+                                  seed=seed, shuffle_buffer=0, input_context=ctx)
+  dataset = strategy.distribute_datasets_from_function(eval_fn)
+  metrics = Evaluator(strategy, model)(dataset, eval_steps)
+  metrics["checkpoint"] = prefix
+  return metrics

@@ -1,0 +1,96 @@
+"""data_prep.train_tokenizer: RoBERTa id layout, determinism, formats, refusals, parity."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data_prep import corpus
+from data_prep import train_tokenizer
+from roberta_tf.tokenizer import BytePairTokenizer
+from tests.conftest import REPO, TESTDATA
+from tests.test_tokenizer import corpus_lines, hf_ids, hf_tokenizer
+
+SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
+
+
+def _train(out, vocab_size=600, **kwargs):
+  return train_tokenizer.train(SMALL, vocab_size, str(out), show_progress=False, **kwargs)
+
+
+def test_layout_and_parity(tmp_path):
+  counts = _train(tmp_path)
+  assert counts["vocab_size"] == 600 and counts["num_merges"] == 600 - 4 - 256 - 1
+  with open(tmp_path / "vocab.json", encoding="utf-8") as f:
+    vocab = json.load(f)
+  assert sorted(vocab.values()) == list(range(600))
+  assert [vocab[t] for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")] == [0, 1, 2, 3, 599]
+  merges = (tmp_path / "merges.txt").read_text(encoding="utf-8").split("\n")
+  assert merges[0] == "#version: 0.2" and merges[-1] == "" and len(merges) == 2 + 339
+  assert sorted(os.listdir(tmp_path)) == ["merges.txt", "vocab.json"]  # no temp files left
+  tok = BytePairTokenizer.from_dir(str(tmp_path))
+  assert (tok.vocab_size, tok.mask_id, tok.all_occurrences) == (600, 599, True)
+  lines = corpus_lines(SMALL)[:500] + ["is <mask> here", "<s>x</s>"]
+  hf = hf_tokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+  assert tok(lines).to_list() == hf_ids(hf, lines)
+
+
+def test_deterministic(tmp_path):
+  _train(tmp_path / "a", min_frequency=3)
+  _train(tmp_path / "b", min_frequency=3)
+  for name in ("vocab.json", "merges.txt"):
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_min_frequency_limits_vocab(tmp_path):
+  counts = _train(tmp_path, vocab_size=50265, min_frequency=50)
+  assert counts["vocab_size"] < 50265  # the corpus cannot supply more frequent pairs
+  with open(tmp_path / "vocab.json", encoding="utf-8") as f:
+    vocab = json.load(f)
+  assert vocab["<mask>"] == len(vocab) - 1
+
+
+def test_txt_and_jsonl_inputs(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "a.txt").write_text("hello world\nhello there\n\nsecond doc here\n", encoding="utf-8")
+  with gzip.open(data / "b.jsonl.gz", "wt", encoding="utf-8") as f:
+    f.write(json.dumps({"text": "hello again\nworld peace"}) + "\n")
+  spec = f"{data}/*.txt,{data / 'b.jsonl.gz'}"
+  counts = train_tokenizer.train(spec, 300, str(tmp_path / "out"), min_frequency=1,
+                                 show_progress=False)
+  assert counts["documents"] == 3 and counts["sentences"] == 5
+  tok = BytePairTokenizer.from_dir(str(tmp_path / "out"))
+  assert tok.id_to_token(tok("hello").numpy()[0]) == "hello"  # a frequent word is one token
+
+
+def test_refusals(tmp_path):
+  _train(tmp_path)
+  before = (tmp_path / "vocab.json").read_bytes()
+  with pytest.raises(train_tokenizer.TrainTokenizerError, match="not empty"):
+    _train(tmp_path, vocab_size=700)
+  assert (tmp_path / "vocab.json").read_bytes() == before
+  _train(tmp_path, vocab_size=700, overwrite=True)
+  assert BytePairTokenizer.from_dir(str(tmp_path)).vocab_size == 700
+  with pytest.raises(train_tokenizer.TrainTokenizerError, match="--vocab_size=100"):
+    _train(tmp_path / "new", vocab_size=100)
+  with pytest.raises(corpus.CorpusError, match="nothing"):
+    train_tokenizer.train(str(tmp_path / "nothing*.txt"), 600, str(tmp_path / "new"),
+                          show_progress=False)
+
+
+def test_binary(tmp_path):
+  out = tmp_path / "vocab"
+  cmd = [sys.executable, "-m", "data_prep.train_tokenizer", f"--input={SMALL}",
+         "--vocab_size=400", f"--output_dir={out}"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "400 tokens, <mask>=399" in result.stderr and "MB/s" in result.stderr
+  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+  assert result.returncode != 0 and "not empty" in result.stderr
