@@ -8,6 +8,8 @@ Input: every line of the corpus (each document's text split on "\n"), in batches
 HF `tokenizers` runs `encode_batch` (Rust threads on all cores). "cold" is a fresh tokenizer's
 first pass (graph tracing and, for keras-hub, an empty word cache included; the construction
 time is printed apart), "warm" the second pass. MB are UTF-8 bytes of the input lines (1e6).
+CPU s/MB (process time, all threads) is printed beside each MB/s: on a shared machine it is the
+steadier figure.
 
 Also printed: id parity with HF over every line (this tokenizer and keras-hub), the time for
 one line of --long_mb MB without whitespace, and the memory of the tables (RSS growth while
@@ -17,21 +19,23 @@ the corpus (roberta-base's size by default).
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
-import psutil  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from absl import (
+  app,  # noqa: E402
+  flags,  # noqa: E402
+)
 
 from roberta_tf.tokenizer import BytePairTokenizer  # noqa: E402
 
@@ -42,7 +46,7 @@ flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", ".jso
 flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
                     "vocab.json + merges.txt used for throughput and parity.")
 flags.DEFINE_float("max_mb", 0, "Use only the first MB of lines (0: all).")
-flags.DEFINE_integer("batch_size", 1024, "Lines per batch.")
+flags.DEFINE_integer("batch_size", 4096, "Lines per batch (~150 KB of this corpus).")
 flags.DEFINE_integer("parallel_calls", 2, "tf.data map parallelism (the machine has 2 cores).")
 flags.DEFINE_bool("keras_hub", True, "Include keras-hub's BytePairTokenizer (slow: ~1 min).")
 flags.DEFINE_float("long_mb", 1.0, "Size of the line without whitespace (0: skip).")
@@ -82,9 +86,9 @@ def tf_passes(make_fn, lines, batch_size, parallel_calls, passes=2):
       fn, num_parallel_calls=parallel_calls, deterministic=True).prefetch(4)
   times, ids = [], None
   for p in range(passes):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = [batch for batch in ds]
-    times.append(time.perf_counter() - start)
+    times.append((time.perf_counter() - start, time.process_time() - cpu))
     if p == 0:
       ids = out
   return build, times, ids
@@ -96,12 +100,12 @@ def hf_passes(vocab_dir, lines, batch_size, passes=2):
   build = time.perf_counter() - start
   times, ids = [], None
   for p in range(passes):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = []
     for i in range(0, len(lines), batch_size):
       out.extend(e.ids for e in hf.encode_batch(lines[i:i + batch_size],
                                                 add_special_tokens=False))
-    times.append(time.perf_counter() - start)
+    times.append((time.perf_counter() - start, time.process_time() - cpu))
     if p == 0:
       ids = out
   return build, times, ids, hf
@@ -110,12 +114,7 @@ def hf_passes(vocab_dir, lines, batch_size, passes=2):
 def mismatches(batches, expected) -> int:
   got = [row for b in batches for row in b.to_list()]
   assert len(got) == len(expected)
-  return sum(g != e for g, e in zip(got, expected))
-
-
-def rss_mb() -> float:
-  gc.collect()
-  return psutil.Process().memory_info().rss / 1e6
+  return sum(g != e for g, e in zip(got, expected, strict=True))
 
 
 def table_bytes(tok: BytePairTokenizer) -> int:
@@ -133,10 +132,28 @@ def table_bytes(tok: BytePairTokenizer) -> int:
   return total
 
 
+def build_rss_mb(vocab_dir: str) -> float:
+  """RSS growth (MB) of building a tokenizer for `vocab_dir`, in a fresh process where TF and
+  a first tokenizer (the test vocabulary) are already loaded, so only the new tables count."""
+  code = ("import gc, os, psutil, sys\n"
+          "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+          "from roberta_tf.tokenizer import BytePairTokenizer as B\n"
+          "B.from_dir(sys.argv[1])\n"
+          "gc.collect(); before = psutil.Process().memory_info().rss\n"
+          "tok = B.from_dir(sys.argv[2])\n"
+          "gc.collect(); print((psutil.Process().memory_info().rss - before) / 1e6)\n")
+  out = subprocess.run([sys.executable, "-c", code, FLAGS.vocab_dir, vocab_dir], cwd=REPO,
+                       capture_output=True, text=True, check=True)
+  return float(out.stdout.strip().splitlines()[-1])
+
+
 def report_throughput(name, mb, build, times):
-  print(f"  {name:<22} build {build:6.2f} s   cold {mb / times[0]:7.2f} MB/s   "
-        f"warm {mb / times[1]:7.2f} MB/s", flush=True)
-  return mb / times[0], mb / times[1]
+  """Prints wall-clock MB/s and CPU seconds per MB (all threads; the latter does not depend on
+  what else runs on the machine) of the cold and warm pass; returns the two MB/s."""
+  (cold, cold_cpu), (warm, warm_cpu) = times
+  print(f"  {name:<20} build {build:5.2f} s  cold {mb / cold:6.2f} MB/s ({cold_cpu / mb:5.2f} "
+        f"CPU s/MB)  warm {mb / warm:6.2f} MB/s ({warm_cpu / mb:5.2f} CPU s/MB)", flush=True)
+  return mb / cold, mb / warm
 
 
 def long_line(kind: str, size: int, corpus_lines: list[str]) -> str:
@@ -160,7 +177,6 @@ def main(argv):
   print("throughput (MB/s of input text):")
   build, times, hf_ids, hf = hf_passes(FLAGS.vocab_dir, lines, FLAGS.batch_size)
   hf_cold, hf_warm = report_throughput("HF tokenizers", mb, build, times)
-  before = rss_mb()
   build, times, ours = tf_passes(lambda: BytePairTokenizer.from_dir(FLAGS.vocab_dir), lines,
                                  FLAGS.batch_size, FLAGS.parallel_calls)
   ours_cold, ours_warm = report_throughput("roberta_tf", mb, build, times)
@@ -193,6 +209,15 @@ def main(argv):
           f"{kh_bad} mismatches")
 
   tok = BytePairTokenizer.from_dir(FLAGS.vocab_dir)
+  if FLAGS.keras_hub:
+    pitfalls = ["trailing spaces   ", "tabs\t\t", "६ digits ६६", "x६y", "is <mask>.", "a <s> b",
+                "it's  'sup", "new\n\nlines\n"]
+    want = [e.ids for e in hf.encode_batch(pitfalls, add_special_tokens=False)]
+    ours_p = tok(pitfalls).to_list()
+    kh_p = tf.function(make_keras_hub())(tf.constant(pitfalls)).to_list()  # its TF path
+    print(f"  on {len(pitfalls)} pitfall strings (trailing whitespace, '६', special tokens, "
+          f"contractions): roberta_tf {sum(a != b for a, b in zip(ours_p, want, strict=True))} "
+          f"mismatches, keras-hub {sum(a != b for a, b in zip(kh_p, want, strict=True))}")
   if FLAGS.long_mb:
     size = int(FLAGS.long_mb * 1e6)
     print(f"one line of {size} bytes without whitespace:")
@@ -207,21 +232,21 @@ def main(argv):
       print(f"  {kind:<8} roberta_tf {ours_s:7.2f} s   HF {hf_s:6.2f} s   "
             f"{len(want)} ids, identical: {np.array_equal(got, want)}", flush=True)
 
-  print("tables (RSS growth while building; tensor + table contents):")
-  print(f"  {tok.vocab_size:>6} vocab: {rss_mb() - before:7.1f} MB RSS (first build, includes "
-        f"TF graph caches)  {table_bytes(tok) / 1e6:6.1f} MB contents")
+  print("tables (RSS growth of building one more tokenizer; tensor + table contents):")
+  print(f"  {tok.vocab_size:>6} vocab: {build_rss_mb(FLAGS.vocab_dir):7.1f} MB RSS  "
+        f"{table_bytes(tok) / 1e6:6.1f} MB contents")
   if FLAGS.big_vocab_size:
     from data_prep import train_tokenizer  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory() as big_dir:
       start = time.perf_counter()
-      train_tokenizer.train(FLAGS.corpus, FLAGS.big_vocab_size, big_dir, show_progress=False)
+      # min_frequency=1: this 11 MB corpus has too few pairs seen twice for 50K merges.
+      train_tokenizer.train(FLAGS.corpus, FLAGS.big_vocab_size, big_dir, min_frequency=1,
+                            show_progress=False)
       trained = time.perf_counter() - start
-      before = rss_mb()
       start = time.perf_counter()
       big = BytePairTokenizer.from_dir(big_dir)
       build = time.perf_counter() - start
-      grown = rss_mb() - before
-      print(f"  {big.vocab_size:>6} vocab: {grown:7.1f} MB RSS  "
+      print(f"  {big.vocab_size:>6} vocab: {build_rss_mb(big_dir):7.1f} MB RSS  "
             f"{table_bytes(big) / 1e6:6.1f} MB contents  (trained in {trained:.0f} s on the "
             f"corpus, built in {build:.1f} s)")
       del big

@@ -20,8 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from data_prep import corpus
 from data_prep import progress as progress_lib
@@ -141,14 +140,17 @@ flags.DEFINE_bool("progress", True, "Progress output on stderr.")
 def main(argv):
   del argv
   if not FLAGS.input or not FLAGS.output_dir:
-    print("error: --input and --output_dir are required", file=sys.stderr)
+    print("train_tokenizer: error: --input and --output_dir are required", file=sys.stderr)
     return 2
   try:
     counts = train(FLAGS.input, FLAGS.vocab_size, FLAGS.output_dir,
                    min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
                    overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
   except (TrainTokenizerError, corpus.CorpusError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    print(f"train_tokenizer: error: {e}", file=sys.stderr)
+    return 1
+  except OSError as e:  # disk full, permissions: name the file the OS names
+    print(f"train_tokenizer: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
     return 1
   print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
         f"{counts['vocab_size'] - 1}) and {MERGES_FILE} ({counts['num_merges']} merges) from "
@@ -156,6 +158,10 @@ def main(argv):
         + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
            if counts["invalid_utf8"] else ""), file=sys.stderr)
   return 0
+
+
+def run():
+  app.run(main)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,12 @@ each step finds, per word, the lowest-rank pair and merges
   ("a a a" with merge "a a") merge from the left: positions 0, 2, 4, ... of the run.
 - only the leftmost occurrence (`all_occurrences=False`): exact for any merges file, slower.
 
-The loop stops when no word has a mergeable pair. Symbols are vocabulary ids; a pair is looked up
-with the key `left * vocab_size + right` (int64).
+In the first mode a step also merges every pair that provably survives, untouched, until its
+turn (`_untouchable`), which cuts the steps for long words. A word leaves the working arrays as
+soon as it has no mergeable pair, so late steps only touch the few long words. The loop stops
+when no word is left. Symbols are vocabulary ids; a pair is looked up with the key
+`left * vocab_size + right` (int64). Pair ranks are kept between steps and looked up again only
+next to a merge.
 """
 
 from __future__ import annotations
@@ -83,8 +87,8 @@ def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup
     live = tf.gather(tf.math.unsorted_segment_max(mergeable, word, num_words) > 0, word)
     finished = tf.where(keep & ~live)[:, 0]
     live = tf.where(keep & live)[:, 0]
-    return (tf.gather(packed, live), tf.gather(rank, live), done.write(k, tf.gather(packed, finished)),
-            k + 1)
+    done = done.write(k, tf.gather(packed, finished))
+    return tf.gather(packed, live), tf.gather(rank, live), done, k + 1
 
   def step(packed, rank, done, k):
     n = tf.size(rank)

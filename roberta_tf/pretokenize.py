@@ -23,9 +23,10 @@ corrections that reproduce the regex exactly:
 `\\s` is Unicode White_Space (Oniguruma's and Rust's definition); `\\p{L}`/`\\p{N}` are the
 general categories of Unicode 16.0 (the tables of the Oniguruma that `tokenizers` 0.23 links).
 
-The work is on bytes: the segments are joined into one buffer, every byte gets the class of the
+The work is on bytes: the texts are joined into one buffer, every byte gets the class of the
 character it belongs to, and words come back as byte ranges of that buffer, so nothing is
-re-encoded and the BPE can read a word's bytes directly.
+re-encoded and the BPE reads a word's bytes directly. Special-token strings are found in the same
+buffer (`Special`); they end the segment before them and start a new one after.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ _UNICODE_16_ADDITIONS = (
     (0x31350, 0x323AF, 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def codepoint_classes() -> np.ndarray:
   """The class of every codepoint: int8 [0x110000], values CLASS_*.
 
@@ -188,40 +189,56 @@ def _is_valid_utf8(data: tf.Tensor, first: tf.Tensor) -> tf.Tensor:
   return tf.reduce_all(cont | lead_ok) & tf.equal(claimed, tf.reduce_sum(tf.cast(cont, tf.int32)))
 
 
-def _char_classes(data: tf.Tensor, class_table: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-  """(class int8 [C], byte position int64 [C]) of each character of valid UTF-8 bytes."""
+def _byte_classes(data: tf.Tensor, class_table: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """Per byte of valid UTF-8: the class of its character, and whether it starts one.
+
+  ASCII is classified with arithmetic and only the (usually few) other bytes are gathered:
+  TF's gather costs ~20x an elementwise op on CPU.
+
+  Returns:
+    (classes int8 [T], is_lead bool [T]).
+  """
   b = tf.cast(data, tf.int32)
-  lead_pos = tf.where(tf.not_equal(b & 0xC0, 0x80))[:, 0]
-  lead = tf.gather(b, lead_pos)
-  classes = tf.gather(class_table[:128], tf.minimum(lead, 127))  # exact for ASCII
-  high = tf.where(lead >= 0x80)[:, 0]                              # non-ASCII chars (few)
+  lower = b | 0x20
+  letter = (lower >= ord("a")) & (lower <= ord("z"))
+  digit = (b >= ord("0")) & (b <= ord("9"))
+  space = ((b >= 0x09) & (b <= 0x0D)) | tf.equal(b, 0x20)
+  classes = tf.where(letter, tf.constant(CLASS_LETTER, tf.int8),
+                     tf.where(digit, tf.constant(CLASS_NUMBER, tf.int8),
+                              tf.where(space, tf.constant(CLASS_SPACE, tf.int8),
+                                       tf.constant(CLASS_OTHER, tf.int8))))
+  high = tf.where(b >= 0x80)[:, 0]
 
   def non_ascii():
-    b0, b1, b2, b3 = _padded_gather(b, tf.gather(lead_pos, high), 4, 0)
+    b0, b1, b2, b3 = _padded_gather(b, high, 4, 0)
     shl = tf.bitwise.left_shift
     cp = tf.where(b0 >= 0xF0,
                   shl(b0 & 0x07, 18) | shl(b1 & 0x3F, 12) | shl(b2 & 0x3F, 6) | (b3 & 0x3F),
                   tf.where(b0 >= 0xE0,
                            shl(b0 & 0x0F, 12) | shl(b1 & 0x3F, 6) | (b2 & 0x3F),
                            shl(b0 & 0x1F, 6) | (b1 & 0x3F)))
-    return tf.tensor_scatter_nd_update(classes, high[:, None], tf.gather(class_table, cp))
+    lead = tf.not_equal(b0 & 0xC0, 0x80)
+    # A continuation byte takes the class of the last lead byte before it.
+    lead_classes = tf.gather(class_table, tf.boolean_mask(cp, lead))
+    sub = tf.gather(lead_classes, tf.maximum(tf.cumsum(tf.cast(lead, tf.int32)) - 1, 0))
+    return tf.tensor_scatter_nd_update(classes, high[:, None], sub)
 
   classes = tf.cond(tf.size(high) > 0, non_ascii, lambda: classes)
-  return classes, lead_pos
+  return classes, tf.not_equal(b & 0xC0, 0x80)
 
 
-def _mark_specials(start, end, kind, num_chars):
-  """Per char flags of special-token spans: (starts one, inside one, kind int32 [K], follows one)."""
-  special_start = _flags(start, num_chars)
+def _mark_specials(start, end, kind, size):
+  """Byte flags of special-token spans: (starts one, inside one, kind int32 [K], follows one)."""
+  special_start = _flags(start, size)
   depth = tf.cumsum(tf.scatter_nd(tf.concat([start, end], 0)[:, None],
                                   tf.concat([tf.ones_like(start), -tf.ones_like(end)], 0),
-                                  tf.reshape(num_chars + 1, [1])))[:-1]
-  after = _flags(end, num_chars + 1)[:-1]
+                                  tf.reshape(size + 1, [1])))[:-1]
+  after = _flags(end, size + 1)[:-1]
   return special_start, depth > 0, kind, after
 
 
-def _find_specials(data, row_splits, lead_pos, is_space, specials):
-  """Spans of special tokens in character indices.
+def _find_specials(data, row_splits, is_space, specials):
+  """Spans of special tokens (their absorbed whitespace included) in byte positions.
 
   Returns:
     (start int64 [K], end int64 [K] exclusive, kind int32 [K]) in increasing order.
@@ -240,18 +257,17 @@ def _find_specials(data, row_splits, lead_pos, is_space, specials):
     length = tf.where(hit, tf.constant(len(s.text), tf.int64), length)
   found = kind >= 0
   kind = tf.boolean_mask(kind, found)
-  start = tf.searchsorted(lead_pos, tf.boolean_mask(at, found), out_type=tf.int64)
-  end = start + tf.boolean_mask(length, found)                       # ASCII: bytes == chars
+  start = tf.boolean_mask(at, found)
+  end = start + tf.boolean_mask(length, found)
   lstrip = tf.gather(tf.constant([s.lstrip for s in specials]), kind)
 
   def strip_left():
-    # The whitespace run before `start` begins after the last non-space char, in the text.
+    # The whitespace run before `start` begins after the last non-space byte, in the text.
     nonspace = tf.where(~is_space)[:, 0]
     seen = tf.cumsum(tf.cast(~is_space, tf.int64))                   # non-spaces at or before i
     before = tf.gather(tf.concat([[0], seen], 0), start)             # non-spaces before start
     run_start = tf.gather(tf.concat([[-1], nonspace], 0), before) + 1
-    text_start = tf.searchsorted(lead_pos, tf.gather(row_splits, tf.boolean_mask(row, found)),
-                                 out_type=tf.int64)
+    text_start = tf.gather(row_splits, tf.boolean_mask(row, found))
     return tf.where(lstrip, tf.maximum(run_start, text_start), start)
 
   start = tf.cond(tf.reduce_any(lstrip), strip_left, lambda: start)
@@ -275,34 +291,42 @@ def split_words(texts: tf.Tensor, class_table: tf.Tensor,
   joined = _join(texts)
   joined = tf.cond(_is_valid_utf8(joined[1], joined[3]), lambda: joined,
                    lambda: _join(repair_utf8(texts)))
-  buffer, data, row_splits, first_byte = joined
+  buffer, data, row_splits, first = joined
   total = tf.size(data, out_type=tf.int64)
-  cls, lead_pos = _char_classes(data, class_table)
-  num_chars = tf.size(lead_pos, out_type=tf.int64)
-  first = tf.gather(first_byte, lead_pos)                            # first char of a text
+  # Byte-level arrays. A character's properties are read at its first byte (its "lead"); the
+  # class of every byte is its character's, so byte i - 1 tells the previous character's class.
+  cls, lead = _byte_classes(data, class_table)
   is_space = tf.equal(cls, CLASS_SPACE)
-  ch = tf.gather(data, lead_pos)  # the lead byte: equals the character for ASCII
-  special_start = tf.zeros([num_chars], tf.bool)
+  special_start = tf.zeros_like(first)
   in_special = special_start
   span_kind = tf.zeros([0], tf.int32)
   if specials:
-    spans = _find_specials(data, row_splits, lead_pos, is_space, specials)
+    spans = _find_specials(data, row_splits, is_space, specials)
     special_start, in_special, span_kind, after = tf.cond(
-        tf.size(spans[0]) > 0, lambda: _mark_specials(*spans, num_chars),
+        tf.size(spans[0]) > 0, lambda: _mark_specials(*spans, total),
         lambda: (special_start, in_special, span_kind, special_start))
     first = first | after                                            # a segment starts after
-  last = _shift_left(first | special_start, True)                    # last char of a segment
+  # At the LAST byte of a character (the byte before the next lead): is it the last character
+  # of its segment, and the next character's class.
+  end_last = _shift_left(first | special_start, True)
+  cls_next = tf.where(end_last, tf.constant(-1, tf.int8), _shift_left(cls, -1))
   cls_prev = tf.where(first, tf.constant(-1, tf.int8), _shift_right(cls, -1))
-  cls_next = tf.where(last, tf.constant(-1, tf.int8), _shift_left(cls, -1))
   run_start = tf.not_equal(cls, cls_prev)                            # class change / segment start
-  # (1) Last char of a whitespace run that non-whitespace follows in the same segment.
-  last_ws = is_space & tf.not_equal(cls_next, CLASS_SPACE) & ~last
-  glued = last_ws & tf.equal(ch, ord(" "))
+  # (1) Last char of a whitespace run that non-whitespace follows in the same segment, found at
+  # its last byte and moved to its lead (whitespace is 1 to 3 bytes long).
+  cont = ~lead
+  at_end = is_space & _shift_left(lead, True) & ~end_last & tf.not_equal(cls_next, CLASS_SPACE)
+  last_ws = lead & (at_end | (_shift_left(at_end, False) & _shift_left(cont, False)) |
+                    (_shift_left(at_end, False, 2) & _shift_left(cont, False) &
+                     _shift_left(cont, False, 2)))
+  glued = last_ws & tf.equal(data, ord(" "))
   prev_glued = _shift_right(glued, False)
-  # (2) Contractions: "'" at a P-run start that no glued space precedes.
-  c1 = tf.where(last, tf.constant(0, tf.uint8), _shift_left(ch, 0))
-  c2 = tf.where(last | _shift_left(last, True), tf.constant(0, tf.uint8), _shift_left(ch, 0, 2))
-  apos = tf.equal(ch, ord("'")) & run_start & ~prev_glued
+  # (2) Contractions: "'" at a P-run start that no glued space precedes (all ASCII: one byte
+  # per character).
+  c1 = tf.where(end_last, tf.constant(0, tf.uint8), _shift_left(data, 0))
+  c2 = tf.where(end_last | _shift_left(end_last, True), tf.constant(0, tf.uint8),
+                _shift_left(data, 0, 2))
+  apos = tf.equal(data, ord("'")) & run_start & ~prev_glued
   one = (tf.equal(c1, ord("s")) | tf.equal(c1, ord("t")) | tf.equal(c1, ord("m")) |
          tf.equal(c1, ord("d")))
   two = ((tf.equal(c1, ord("r")) & tf.equal(c2, ord("e"))) |
@@ -312,13 +336,13 @@ def split_words(texts: tf.Tensor, class_table: tf.Tensor,
   contraction3 = apos & two
   start = (run_start | last_ws) & ~prev_glued & ~_shift_right(contraction2 | contraction3, False)
   # The letters after a contraction start a word (a no-op where a new run starts anyway).
-  start = start | _shift_right(contraction2, False, 2) | _shift_right(contraction3, False, 3)
+  start = lead & (start | _shift_right(contraction2, False, 2) |
+                  _shift_right(contraction3, False, 3))
   # (3) A special token is one word.
   start = tf.where(in_special, special_start, start)
-  word_char = tf.where(start)[:, 0]
-  starts = tf.gather(lead_pos, word_char)                            # int64 [W]
+  starts = tf.where(start)[:, 0]                                     # int64 [W]
   lengths = tf.concat([starts[1:], tf.reshape(total, [1])], axis=0)[:tf.size(starts)] - starts
-  is_special_word = tf.gather(in_special, word_char)
+  is_special_word = tf.gather(in_special, starts)
   special = tf.scatter_nd(tf.where(is_special_word), span_kind,
                           tf.shape(starts, out_type=tf.int64))
   special = tf.where(is_special_word, special, -1)

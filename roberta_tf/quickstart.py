@@ -13,6 +13,7 @@ held-out perplexity at the start and the end and where the TensorBoard logs are.
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,12 +50,12 @@ def cpu_has_bf16() -> bool:
 
 def _run(args, log_lines=None):
   cmd = [sys.executable, "-m", *args]
-  print("\n$ python -m " + " ".join(args), flush=True)
+  print("\n$ python -m " + shlex.join(args), flush=True)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
   for line in proc.stdout:
-    if _is_noise(line):
+    if _is_noise(line) or not line.strip():
       continue
     print("  " + line, end="", flush=True)
     if log_lines is not None:
@@ -90,7 +91,8 @@ def main(argv):
                 f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
                 f"--precision={precision}"]
   if FLAGS.train_steps:
-    train_args.append(f"--train_steps={FLAGS.train_steps}")
+    train_args += [f"--train_steps={FLAGS.train_steps}",
+                   f"--warmup_steps={max(FLAGS.train_steps // 10, 1)}"]
   train_log = []
   _run(train_args, train_log)
   _run(["roberta_tf.export", f"--model_dir={model}", f"--export_dir={export}"])

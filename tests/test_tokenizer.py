@@ -80,7 +80,7 @@ def test_fixture_cases(tok):
   with open(os.path.join(HF_TINY, "tokenizer_cases.jsonl"), encoding="utf-8") as f:
     cases = [json.loads(line) for line in f]
   got = tok([c["text"] for c in cases]).to_list()
-  for case, ids in zip(cases, got):
+  for case, ids in zip(cases, got, strict=True):
     assert ids == case["ids"], case["text"]
 
 
