@@ -10,17 +10,12 @@ validation split and the output contract).
 
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
-from data_prep import corpus
-from data_prep import encoding
+from data_prep import corpus, encoding, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
-from data_prep import shard_writer
-from data_prep.shard_builder import BuildError
-from data_prep.shard_builder import build_shards
-from data_prep.shard_builder import summary
+from data_prep.shard_builder import BuildError, build_shards, summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Corpus: .txt/.jsonl(.gz) files, globs, directories (comma "
@@ -74,5 +69,10 @@ def main(argv):
   return 0
 
 
-if __name__ == "__main__":
+def run():
+  """The console-script entry point (pyproject.toml)."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -167,7 +167,8 @@ def _iter_file(path: str, text_field: str, stats: CorpusStats, max_line_bytes: i
           if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
             raise CorpusError(f"{path}:{lineno}: no string field {text_field!r} "
                               "(set --text_field)")
-          sentences = [s for s in obj[text_field].split("\n") if s.strip()]
+          # "\r\n" line ends inside the text end a sentence like "\n" (as in .txt files).
+          sentences = [s.rstrip("\r") for s in obj[text_field].split("\n") if s.strip()]
           if sentences:
             yield _split_sentences(sentences, max_line_bytes, stats)
         elif line.strip():

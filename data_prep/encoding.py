@@ -28,26 +28,25 @@ import collections
 import concurrent.futures
 import dataclasses
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
-from roberta_tf.data import dataset_info
+from roberta_tf.data import dataset_info, vocab_info
 
-VOCAB_FILE = "vocab.json"
+VOCAB_FILE = vocab_info.VOCAB_FILE
 MERGES_FILE = "merges.txt"
 # The RoBERTa special tokens, by the names dataset_info.json uses.
-SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+SPECIAL_TOKENS = vocab_info.SPECIAL_TOKENS
 
 Encoded = tuple[np.ndarray, np.ndarray]  # (values int32 [N], row_splits int64 [B + 1])
 Encoder = Callable[[list[str]], Encoded]
 
 
-class VocabError(ValueError):
-  """The vocabulary directory is missing a file or holds a malformed one; names the file."""
+# The vocabulary directory is missing a file or holds a malformed one; the message names the file.
+VocabError = vocab_info.VocabError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,23 +72,9 @@ def load_vocab(vocab_dir: str) -> Vocab:
       raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
                        f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
     paths[name] = path
-  try:
-    with open(paths[VOCAB_FILE], encoding="utf-8") as f:
-      vocab = json.load(f)
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise VocabError(f"{paths[VOCAB_FILE]} is not a readable JSON file: {e}") from e
-  if not isinstance(vocab, dict) or not vocab:
-    raise VocabError(f"{paths[VOCAB_FILE]} is not a JSON object mapping tokens to ids")
-  missing = [tok for tok in SPECIAL_TOKENS.values() if tok not in vocab]
-  if missing:
-    raise VocabError(f"{paths[VOCAB_FILE]} lacks the special tokens {missing}")
-  ids = sorted(vocab.values())
-  if ids != list(range(len(ids))):
-    raise VocabError(f"{paths[VOCAB_FILE]}: ids are not exactly 0..{len(ids) - 1}")
+  info = vocab_info.VocabInfo.from_vocab_json(paths[VOCAB_FILE])
   return Vocab(vocab_dir=vocab_dir, vocab_path=paths[VOCAB_FILE], merges_path=paths[MERGES_FILE],
-               size=len(vocab),
-               special_ids={name: int(vocab[tok]) for name, tok in SPECIAL_TOKENS.items()},
-               sha256=dataset_info.file_sha256(paths[VOCAB_FILE]),
+               size=info.vocab_size, special_ids=info.special_ids, sha256=info.sha256,
                merges_sha256=dataset_info.file_sha256(paths[MERGES_FILE]))
 
 
@@ -124,6 +109,7 @@ class TfEncoder:
 
   def __init__(self, vocab: Vocab):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
     self._tf = tf
     try:

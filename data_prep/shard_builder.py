@@ -24,16 +24,16 @@ from __future__ import annotations
 import os
 import random
 import re
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from data_prep import corpus
-from data_prep import encoding
+import numpy as np
+
+from data_prep import corpus, encoding, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
-from data_prep import shard_writer
+from roberta_tf import tokenizer
 from roberta_tf.data import dataset_info
 
 TRAIN = "train"
@@ -95,15 +95,6 @@ def _remove_stale_shards(output_dir: str, keep: set[str]) -> None:
       os.remove(os.path.join(output_dir, name))
 
 
-def _copy_vocab(vocab: encoding.Vocab, output_dir: str) -> None:
-  """Copies vocab.json and merges.txt beside the shards (atomically; same names)."""
-  for path, name in ((vocab.vocab_path, "vocab.json"), (vocab.merges_path, "merges.txt")):
-    target = os.path.join(output_dir, name)
-    if os.path.abspath(path) != os.path.abspath(target):
-      shutil.copyfile(path, target + ".tmp")
-      os.replace(target + ".tmp", target)
-
-
 def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict[str, Any]:
   sequences = sum(s.num_sequences for s in shards)
   tokens = sum(s.num_tokens for s in shards)
@@ -119,6 +110,8 @@ def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict
 def _pack_batch(batch: encoding.Batch, values, row_splits,
                 packers: dict[str, packing_lib.Packer]) -> None:
   """Feeds one encoded batch's sentences to the packer of their document's split."""
+  # The packer holds int64 ids: convert the batch once, so each sentence is a view, not a copy.
+  values = np.asarray(values, np.int64)
   i = 0
   for split, count, ends_document in batch.segments:
     packer = packers[split]
@@ -266,7 +259,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "warnings": warnings,
       },
   }
-  _copy_vocab(vocab, output_dir)
+  tokenizer.copy_vocab_files(vocab.vocab_dir, output_dir)
   dataset_info.write(output_dir, info)
   if progress:
     sequences = sum(s["num_sequences"] for s in info["splits"].values())

@@ -16,19 +16,14 @@ import random
 import numpy as np
 import tensorflow as tf
 
+from roberta_tf.data import dataset_info, example_spec
+
 TMP_SUFFIX = ".tmp"
-COMPRESSIONS = {"none": "", "gzip": "GZIP"}
+COMPRESSIONS = dataset_info.COMPRESSIONS
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
   return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
-
-
-def serialize_example(ids: np.ndarray) -> bytes:
-  """A tf.train.Example {input_ids: int64 list} holding ``ids`` (int [L])."""
-  feature = tf.train.Feature(int64_list=tf.train.Int64List(value=ids.tolist()))
-  return tf.train.Example(
-      features=tf.train.Features(feature={"input_ids": feature})).SerializeToString()
 
 
 @dataclasses.dataclass
@@ -68,7 +63,7 @@ class SplitWriter:
     """Queues one block (int [L], ``<s>`` ... ``</s>``) for writing."""
     if self._writers is None:  # opened lazily: an empty corpus fails before any file exists
       self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_paths]
-    self._buffer.append((serialize_example(ids), len(ids)))
+    self._buffer.append((example_spec.serialize(ids), len(ids)))
     self.num_added += 1
     if len(self._buffer) >= self._buffer_size:
       # Swap a random record to the end and write it: a reservoir-style bounded shuffle.
@@ -92,7 +87,7 @@ class SplitWriter:
   def commit(self) -> list[str]:
     """Renames the closed temporary files to their final names; returns the final paths."""
     assert self._closed, "close() first"
-    for tmp, path in zip(self.temp_paths, self._paths):
+    for tmp, path in zip(self.temp_paths, self._paths, strict=True):
       os.replace(tmp, path)
     return self._paths
 

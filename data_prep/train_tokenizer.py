@@ -9,7 +9,7 @@ data_prep/corpus.py, so every corpus format works (.txt, .jsonl, .gz, globs, com
 `stdlib`). The files are in the GPT-2/RoBERTa format with roberta-base's id layout: `<s>`=0,
 `<pad>`=1, `</s>`=2, `<unk>`=3, then the 256 byte symbols and the merges, and `<mask>` last
 (id vocab_size - 1). Same input and flags, same files. Both files are written under temporary
-names and renamed when complete.
+names and renamed when complete, vocab.json last (so its presence marks a complete pair).
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int 
     raise AssertionError(f"unexpected id layout from tokenizers: {list(vocab.items())[:8]}")
 
   ordered = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
+  # vocab.json is written last and marks a complete pair: an old one goes first, so that a run
+  # stopped between the two files never leaves new merges beside an old vocab.json.
+  if os.path.exists(os.path.join(output_dir, VOCAB_FILE)):
+    os.remove(os.path.join(output_dir, VOCAB_FILE))
   _write_atomic(os.path.join(output_dir, MERGES_FILE),
                 "#version: 0.2\n" + "".join(m + "\n" for m in merges))
   _write_atomic(os.path.join(output_dir, VOCAB_FILE),
@@ -138,7 +142,8 @@ flags.DEFINE_bool("progress", True, "Progress output on stderr.")
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.input or not FLAGS.output_dir:
     print("train_tokenizer: error: --input and --output_dir are required", file=sys.stderr)
     return 2

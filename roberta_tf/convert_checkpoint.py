@@ -15,15 +15,13 @@ and merges.txt, when present, are copied along so the result carries its tokeniz
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 from absl import app, flags
 
+from roberta_tf import tokenizer
 from roberta_tf.models import hf_weights, model_dir
 from roberta_tf.models.config import ConfigError
-
-TOKENIZER_FILES = ("vocab.json", "merges.txt")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "
@@ -34,23 +32,11 @@ flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of imp
 flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.")
 
 
-def copy_tokenizer_files(src_dir: str, dst_dir: str) -> list[str]:
-  """Copies vocab.json / merges.txt from src_dir to dst_dir if present; returns those copied."""
-  copied = []
-  for name in TOKENIZER_FILES:
-    src = os.path.join(src_dir, name)
-    if os.path.isfile(src):
-      shutil.copyfile(src, os.path.join(dst_dir, name + ".tmp"))
-      os.replace(os.path.join(dst_dir, name + ".tmp"), os.path.join(dst_dir, name))
-      copied.append(name)
-  return copied
-
-
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   """HF checkpoint dir → new model dir; returns the checkpoint prefix written."""
   pretrainer = hf_weights.load_hf(hf_dir)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite)
-  copy_tokenizer_files(hf_dir, out_model_dir)
+  tokenizer.copy_vocab_files(hf_dir, out_model_dir)
   return prefix
 
 
@@ -61,7 +47,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> No
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
   pretrainer = model_dir.load(in_model_dir)
   hf_weights.save_hf(out_hf_dir, pretrainer)
-  copy_tokenizer_files(in_model_dir, out_hf_dir)
+  tokenizer.copy_vocab_files(in_model_dir, out_hf_dir)
 
 
 def main(argv):
@@ -81,5 +67,10 @@ def main(argv):
     sys.exit(f"convert_checkpoint: error: {e}")
 
 
-if __name__ == "__main__":
+def run():
+  """The console-script entry point (pyproject.toml)."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

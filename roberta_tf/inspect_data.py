@@ -6,8 +6,9 @@ r"""Shows what the model will see: decoded masked sequences and masking statisti
 The batches come from the training pipeline itself (roberta_tf/data/pipeline.py), so the
 statistics are those of training: the selection rate over maskable tokens, the
 `<mask>`/random/unchanged split of the selected ones, tokens per sequence, padding fraction.
-Text is decoded with roberta_tf.tokenizer when it is importable, else from vocab.json's pieces
-(GPT-2 byte-level); special tokens are shown literally, so `<mask>` reads as `<mask>`.
+Text is decoded from vocab.json's byte-level pieces (--vocab_dir, else the vocab.json the shards
+were encoded with: the copy beside them or data_prep's recorded vocab_dir, same sha256);
+special tokens are shown literally, so `<mask>` reads as `<mask>`.
 """
 
 from __future__ import annotations
@@ -16,55 +17,43 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import tensorflow as tf
 from absl import app, flags
 
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
-from roberta_tf.data.vocab_info import SPECIAL_TOKENS, VocabInfo
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-  """GPT-2's reversible byte → printable character table."""
-  keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
-  table, extra = {}, 0
-  for b in range(256):
-    if b in keep:
-      table[b] = chr(b)
-    else:
-      table[b] = chr(256 + extra)
-      extra += 1
-  return table
+from roberta_tf.data.vocab_info import (
+  SPECIAL_TOKENS,
+  VOCAB_FILE,
+  VocabInfo,
+  find_vocab_dir,
+  read_vocab_json,
+)
+from roberta_tf.tokenizer import token_bytes_table
 
 
 class Decoder:
-  """ids → text; special ids are written as their token strings (`<mask>`, `</s>`, ...)."""
+  """ids → text; special ids are written as their token strings (`<mask>`, `</s>`, ...).
+
+  Byte-level BPE decodes by concatenating each id's bytes (`tokenizer.token_bytes_table`, the
+  table `BytePairTokenizer.detokenize` uses), so the pieces of vocab.json suffice: no tokenizer
+  tables to build.
+  """
 
   def __init__(self, vocab_json: str, special_ids: dict[str, int]):
-    with open(vocab_json, encoding="utf-8") as f:
-      self.pieces = {i: p for p, i in json.load(f).items()}
+    vocab = read_vocab_json(vocab_json)
+    self.pieces = {i: p for p, i in vocab.items()}
     self.special = {i: SPECIAL_TOKENS[n] for n, i in special_ids.items()}
-    self._bytes = {c: b for b, c in _bytes_to_unicode().items()}
-    self.name = "vocab.json"
-    self._tokenizer = None
-    try:
-      from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
-      self._tokenizer = tokenizer.BytePairTokenizer.from_dir(os.path.dirname(vocab_json))
-      self.name = "roberta_tf.tokenizer"
-    except ImportError:
-      pass
+    self._bytes = token_bytes_table(vocab)
+    self.name = vocab_json
 
   def _decode_run(self, ids: list[int]) -> str:
-    if self._tokenizer is not None:
-      import tensorflow as tf  # pylint: disable=import-outside-toplevel
-      text = self._tokenizer.detokenize(tf.ragged.constant([ids], dtype=tf.int32))
-      return text.numpy()[0].decode("utf-8", "replace")
-    data = bytes(self._bytes.get(c, ord("?")) for i in ids for c in self.pieces.get(i, "?"))
-    return data.decode("utf-8", "replace")
+    return b"".join(self._bytes[i] for i in ids).decode("utf-8", "replace")
 
   def decode(self, ids: Sequence[int]) -> str:
     """Runs of ordinary ids are decoded together; special ids are inserted literally."""
@@ -95,7 +84,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
     A JSON-able dict: the settings, `statistics` (selection_rate, mask/random/keep fractions
     of the selected tokens, tokens_per_sequence, padding_fraction, predictions_per_sequence,
     max_predictions_used) and `examples` (decoded masked/original text and the predictions,
-    when a vocab.json is known).
+    when a vocab.json is known; `decoder` names it).
   """
   masking = masking or MaskingConfig()
   info = dataset_info.read(data_dir)
@@ -106,12 +95,12 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
                            "num_sequences", 10_000)))
   ds = build_pretraining_dataset(data_dir, split, vocab, config, masking)
   special = vocab.special_flags()
-  vocab_json = _vocab_json(data_dir, info, vocab_dir, vocab)
-  decoder = Decoder(vocab_json, vocab.special_ids) if vocab_json else None
+  vocab_dir = vocab_dir or find_vocab_dir(data_dir, info)
+  decoder = Decoder(os.path.join(vocab_dir, VOCAB_FILE), vocab.special_ids) if vocab_dir else None
 
   totals = dict(rows=0, real=0, slots=0, maskable=0, selected=0, mask=0, random=0, keep=0)
   max_used, examples = 0, []
-  for _, batch in zip(range(num_batches), ds):
+  for batch in ds.take(num_batches):
     b = {k: v.numpy() for k, v in batch.items()}
     w = b["mask_weights"] > 0
     original = b["input_ids"].copy()
@@ -136,7 +125,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
             "predictions": [
                 {"position": int(p), "original": decoder.piece(o), "input": decoder.piece(i)}
                 for p, o, i in zip(b["mask_positions"][r][w[r]], b["mask_ids"][r][w[r]],
-                                   b["input_ids"][r][b["mask_positions"][r][w[r]]])]})
+                                   b["input_ids"][r][b["mask_positions"][r][w[r]]], strict=True)]})
   totals["random"] = totals["selected"] - totals["mask"] - totals["keep"]
   sel = max(totals["selected"], 1)
   rows = max(totals["rows"], 1)
@@ -159,18 +148,6 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
       },
       "examples": examples,
   }
-
-
-def _vocab_json(data_dir, info, vocab_dir, vocab) -> str | None:
-  """The vocab.json to decode with: --vocab_dir, else data_prep's recorded one if it matches."""
-  if vocab_dir:
-    return os.path.join(vocab_dir, "vocab.json")
-  recorded = (info.get("source") or {}).get("vocab_dir")
-  if recorded and vocab.word_start is not None:  # for_dataset found and verified it
-    for candidate in (recorded, os.path.join(data_dir, recorded)):
-      if os.path.isfile(os.path.join(candidate, "vocab.json")):
-        return os.path.join(candidate, "vocab.json")
-  return None
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -226,9 +203,17 @@ def main(argv):
                           vocab_dir=FLAGS.vocab_dir, num_examples=FLAGS.num_examples)
   except (ValueError, OSError) as e:  # DatasetInfoError, VocabError are ValueErrors
     sys.exit(f"error: {e}")
+  except tf.errors.OpError as e:  # a damaged shard, found while reading: its message names it
+    message = e.message.partition("assertion failed: ")[2] or e.message
+    sys.exit(f"error: {message.splitlines()[0]}")
   print(json.dumps(report, indent=2, ensure_ascii=False) if FLAGS.json else format_report(report))
 
 
-if __name__ == "__main__":
+def run():
+  """The console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,4 +1,4 @@
-"""The README demo, end to end on the embedded corpus: vocab → shards → pretrain → export → fill-mask.
+"""The README demo on the embedded corpus: vocab → shards → pretrain → export → fill-mask.
 
   python -m roberta_tf.quickstart [--work_dir=runs/quickstart] [--train_steps=N]
 
@@ -19,17 +19,18 @@ import subprocess
 import sys
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
-                    "(replaced if it exists).")
+                    "(replaced if it holds only an earlier quickstart's outputs).")
 flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.")
 flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with native bf16), or "
                     "float32 / mixed_bfloat16 / mixed_float16.")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What a run writes into --work_dir (and what a re-run may delete).
+OUTPUTS = ("vocab", "shards", "model", "saved_model", "quickstart_summary.json")
 SENTENCES = [
     "The <mask> statement is used to define a function.",
     "A list is a mutable <mask> of items.",
@@ -74,7 +75,15 @@ def main(argv):
   start = time.time()
   work = os.path.abspath(FLAGS.work_dir)
   if os.path.isdir(work):
+    # Replaced only when it holds nothing but an earlier quickstart's outputs: a mistyped
+    # --work_dir (".", a home directory) must not be deleted.
+    foreign = sorted(n for n in os.listdir(work) if n.split(".tmp-")[0] not in OUTPUTS)
+    if foreign:
+      raise SystemExit(f"quickstart: --work_dir={FLAGS.work_dir} holds files that are not "
+                       f"quickstart outputs ({', '.join(foreign[:3])}...); choose another one")
     shutil.rmtree(work)
+  elif os.path.exists(work):
+    raise SystemExit(f"quickstart: --work_dir={FLAGS.work_dir} exists and is not a directory")
   os.makedirs(work)
   vocab, shards = os.path.join(work, "vocab"), os.path.join(work, "shards")
   model, export = os.path.join(work, "model"), os.path.join(work, "saved_model")
@@ -99,8 +108,8 @@ def main(argv):
   _run(["roberta_tf.fill_mask", f"--saved_model={export}", *SENTENCES])
 
   evals = [(int(m.group(1)), float(m.group(2))) for m in
-           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)", l)
-            for l in train_log) if m]
+           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)", line)
+            for line in train_log) if m]
   summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
   if evals:
     (s0, p0), (s1, p1) = evals[0], evals[-1]

@@ -25,7 +25,7 @@ import shutil
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.tokenizer import BytePairTokenizer, TokenizerFileError
 
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="input_ids")
@@ -124,27 +124,42 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
       when complete).
     checkpoint: a checkpoint prefix instead of the latest.
     vocab_dir: where vocab.json/merges.txt are, when not in model_dir.
-    top_k: predictions per <mask> in fill_mask.
-    max_seq_len: truncation length (default: the model's position table allows).
+    top_k: predictions per <mask> in fill_mask, in [1, vocab_size].
+    max_seq_len: truncation length, in [3, the model's max_seq_len] (default: the latter).
     overwrite: replace an existing export_dir.
   Returns:
     export_dir.
+  Raises:
+    ExportError, ModelDirError: naming the flag, directory or file at fault.
   """
-  if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+  if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+    raise ExportError(f"--export_dir {export_dir!r} exists and is not a directory")
+  if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
     raise ExportError(f"{export_dir!r} exists and is not empty; pass --overwrite to replace it")
   config = models.read_config(model_dir)
+  max_seq_len = max_seq_len or config.max_seq_len
+  if not 3 <= max_seq_len <= config.max_seq_len:  # <s>, at least one token, </s>
+    raise ExportError(f"--max_seq_len={max_seq_len}: must be in [3, {config.max_seq_len}] "
+                      "(the model's max_seq_len)")
+  if not 1 <= top_k <= config.vocab_size:
+    raise ExportError(f"--top_k={top_k}: must be in [1, {config.vocab_size}] (the vocab size)")
   vocab_dir = vocab_dir or model_dir
   if not os.path.isfile(os.path.join(vocab_dir, "vocab.json")):
     raise ExportError(f"no vocab.json in {vocab_dir!r}: pass --vocab_dir (the directory "
                       "data_prep.train_tokenizer wrote)")
-  tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  try:
+    tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  except TokenizerFileError as e:
+    raise ExportError(f"cannot load the tokenizer in {vocab_dir!r}: {e}") from e
   if tokenizer.vocab_size != config.vocab_size:
     raise ExportError(f"vocab in {vocab_dir!r} has {tokenizer.vocab_size} ids, the model "
                       f"{config.vocab_size}: wrong --vocab_dir?")
+  # The model's position ids count from pad_id: the vocabulary must use the config's ids.
+  for name in ("bos_id", "pad_id", "eos_id"):
+    if getattr(tokenizer, name) != getattr(config, name):
+      raise ExportError(f"vocab in {vocab_dir!r} has {name}={getattr(tokenizer, name)}, the "
+                        f"model {getattr(config, name)}: wrong --vocab_dir?")
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
-  max_seq_len = max_seq_len or config.max_seq_len
-  if max_seq_len > config.max_seq_len:
-    raise ExportError(f"--max_seq_len={max_seq_len} exceeds the model's {config.max_seq_len}")
   module = ServingModule(pretrainer, tokenizer, max_seq_len=max_seq_len, top_k=top_k)
   export_dir = os.path.normpath(export_dir)
   tmp = f"{export_dir}.tmp-{os.getpid()}"

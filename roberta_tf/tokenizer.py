@@ -33,15 +33,16 @@ word of random letters takes ~35 s (HF ~1 s); 1 MB of real text without whitespa
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from roberta_tf import bpe_merge, pretokenize
+from roberta_tf.data import dataset_info
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = (BOS, PAD, EOS, UNK, MASK)
@@ -82,6 +83,38 @@ def _token_bytes(token: str, unicode_to_byte: Mapping[str, int]) -> bytes | None
     return bytes(unicode_to_byte[c] for c in token)
   except KeyError:
     return None
+
+
+def token_bytes_table(vocab: Mapping[str, int]) -> list[bytes]:
+  """id -> the raw bytes it decodes to, for ids 0..max id (gaps: b"").
+
+  Byte-level tokens give the bytes they stand for; the special tokens and any token outside
+  the byte-level alphabet give their own UTF-8 text (so `<mask>` reads as "<mask>").
+  """
+  unicode_to_byte = {c: b for b, c in bytes_to_unicode().items()}
+  table = [b""] * (max(vocab.values()) + 1)
+  for token, i in vocab.items():
+    raw = None if token in SPECIAL_TOKENS else _token_bytes(token, unicode_to_byte)
+    table[i] = raw if raw is not None else token.encode("utf-8")
+  return table
+
+
+def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
+  """Copies vocab.json and merges.txt, where present, from `src_dir` into `dst_dir`.
+
+  Each file is copied under a temporary name and renamed, so a reader never sees half a file.
+  Copying a directory onto itself is a no-op. Returns the names copied.
+  """
+  copied = []
+  for name in (VOCAB_FILE, MERGES_FILE):
+    src, dst = os.path.join(src_dir, name), os.path.join(dst_dir, name)
+    if not os.path.isfile(src):
+      continue
+    if os.path.abspath(src) != os.path.abspath(dst):
+      shutil.copyfile(src, dst + ".tmp")
+      os.replace(dst + ".tmp", dst)
+    copied.append(name)
+  return copied
 
 
 def read_vocab(path: str) -> dict[str, int]:
@@ -189,16 +222,8 @@ class BytePairTokenizer(tf.Module):
           tf.lookup.KeyValueTensorInitializer(
               tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), default_value=-1)
       self._special_id_list = tf.constant([self._vocab[t] for t in SPECIAL_TOKENS], tf.int32)
-      self._id_bytes = tf.constant(self._detokenization_bytes(unicode_to_byte), tf.string)
+      self._id_bytes = tf.constant(token_bytes_table(self._vocab), tf.string)
       self._build_word_cache(unicode_to_byte, byte_ids)
-
-  def _detokenization_bytes(self, unicode_to_byte: Mapping[str, int]) -> list[bytes]:
-    """id -> raw bytes (special and non-byte-level tokens: their UTF-8 text; gaps: empty)."""
-    id_bytes = [b""] * self.vocab_size
-    for token, i in self._vocab.items():
-      raw = None if token in SPECIAL_TOKENS else _token_bytes(token, unicode_to_byte)
-      id_bytes[i] = raw if raw is not None else token.encode("utf-8")
-    return id_bytes
 
   def _build_word_cache(self, unicode_to_byte: Mapping[str, int], byte_ids: np.ndarray):
     """The BPE of every byte-level vocabulary entry, keyed by its raw bytes.
@@ -246,9 +271,8 @@ class BytePairTokenizer(tf.Module):
     """Loads GPT-2/RoBERTa format files (roberta-base's load as they are)."""
     vocab = read_vocab(vocab_json)
     merges = read_merges(merges_txt)
-    with open(vocab_json, "rb") as f:
-      sha = hashlib.sha256(f.read()).hexdigest()
-    return cls(vocab, merges, vocab_sha256=sha, vocab_path=vocab_json, merges_path=merges_txt)
+    return cls(vocab, merges, vocab_sha256=dataset_info.file_sha256(vocab_json),
+               vocab_path=vocab_json, merges_path=merges_txt)
 
   @classmethod
   def from_dir(cls, directory: str) -> BytePairTokenizer:

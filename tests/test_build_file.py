@@ -1,9 +1,11 @@
 """BUILD stays true: a target for every module, binary and test, and nothing that is gone."""
 
+import ast
 import os
 import re
 import subprocess
 import sys
+import tomllib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ("roberta_tf", "data_prep", "tests", "benchmarks", "tools")
@@ -53,3 +55,16 @@ def test_build_is_what_the_generator_writes():
   proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "gen_build.py"), "--check"],
                         capture_output=True, text=True, check=False)
   assert proc.returncode == 0, proc.stderr
+
+
+def test_console_scripts_name_existing_functions():
+  """Every pyproject.toml [project.scripts] entry is a top-level function of its module."""
+  with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+    scripts = tomllib.load(f)["project"]["scripts"]
+  assert scripts
+  for name, target in scripts.items():
+    module, _, function = target.partition(":")
+    with open(os.path.join(REPO, *module.split(".")) + ".py", encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert function in defined, f"{name} = {target!r}: {module} has no top-level {function}()"

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf import models
-from roberta_tf import serving
+from roberta_tf import models, serving
 from roberta_tf.models import hf_weights
 from roberta_tf.tokenizer import BytePairTokenizer
 
@@ -124,4 +123,11 @@ def test_export_refuses_nonempty_dir_and_missing_vocab(exported, tmp_path):
       (bare / name).write_bytes((open(os.path.join(model_dir, name), "rb")).read())
   with pytest.raises(serving.ExportError, match="no vocab.json"):
     serving.export_saved_model(str(bare), str(tmp_path / "out"))
+  shutil.copy(os.path.join(model_dir, "vocab.json"), bare)  # merges.txt still missing
+  with pytest.raises(serving.ExportError, match="cannot load the tokenizer.*merges.txt"):
+    serving.export_saved_model(str(bare), str(tmp_path / "out"))
+  with pytest.raises(serving.ExportError, match="--top_k=0"):
+    serving.export_saved_model(model_dir, str(tmp_path / "out"), top_k=0)
+  with pytest.raises(serving.ExportError, match="--max_seq_len=1: must be in"):
+    serving.export_saved_model(model_dir, str(tmp_path / "out"), max_seq_len=1)
   assert not (tmp_path / "out").exists()

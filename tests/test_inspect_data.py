@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -56,6 +57,21 @@ def test_report_decodes_like_the_peer_and_measures_the_masking(shards):
   assert any("<mask>" in ex["masked"] for ex in report["examples"])
 
 
+def test_decodes_with_the_vocab_copied_beside_the_shards(tmp_path):
+  """The recorded vocab_dir gone (or changed), the copy data_prep put beside the shards decodes."""
+  vocab_dir = tmp_path / "vocab"
+  vocab_dir.mkdir()
+  for name in ("vocab.json", "merges.txt"):
+    shutil.copy(os.path.join(HF_TINY, name), vocab_dir)
+  out = str(tmp_path / "shards")
+  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), str(vocab_dir), out,
+               max_seq_len=64, num_shards=1, validation_fraction=0.0, encoder="hf")
+  shutil.rmtree(vocab_dir)
+  report = inspect_lib.inspect_data(out, num_batches=1, batch_size=2, num_examples=1)
+  assert report["decoder"] == os.path.join(out, "vocab.json")
+  assert report["examples"][0]["original"] in hf_decoded_records(out)
+
+
 def run_cli(*args):
   return subprocess.run([sys.executable, "-m", "roberta_tf.inspect_data", *args], cwd=REPO,
                         capture_output=True, text=True, timeout=120,
@@ -73,3 +89,12 @@ def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):
   bad = run_cli(f"--data={tmp_path}")
   assert bad.returncode != 0
   assert f"{tmp_path}/dataset_info.json not found" in bad.stderr
+  # A truncated shard: a one-line error naming it, no traceback.
+  damaged = tmp_path / "damaged"
+  shutil.copytree(shards, damaged)
+  shard = damaged / "train-00000-of-00002.tfrecord"
+  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+  bad = run_cli(f"--data={damaged}", "--num_batches=100")
+  assert bad.returncode != 0
+  assert f"error: [shard] [{shard}] [is truncated or corrupt:]" in bad.stderr, bad.stderr[-2000:]
+  assert "Traceback" not in bad.stderr

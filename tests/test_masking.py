@@ -196,5 +196,10 @@ def test_vocab_info_reads_vocab_json(vocab, tmp_path):
   (tmp_path / "vocab.json").write_text(json.dumps(pieces))
   with pytest.raises(VocabError, match="lacks the special tokens.*<mask>"):
     VocabInfo.from_dir(str(tmp_path))
+  pieces["<mask>"] = 4  # two pieces share id 4, and id 100 is free: 8000 pieces, max id 7999
+  del pieces[next(p for p, i in pieces.items() if i == 100)]
+  (tmp_path / "vocab.json").write_text(json.dumps(pieces))
+  with pytest.raises(VocabError, match=r"ids are not exactly 0\.\.7999"):
+    VocabInfo.from_dir(str(tmp_path))
   with pytest.raises(ValueError, match="word starts"):
     Masker(VocabInfo(8000, vocab.special_ids), MaskingConfig(whole_word=True), S)

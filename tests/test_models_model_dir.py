@@ -30,7 +30,7 @@ def test_save_load_round_trip(pretrainer, tmp_path):
       "checkpoint", "ckpt-0.data-00000-of-00001", "ckpt-0.index", "config.json"]
   assert models.read_config(model_dir) == CONFIG
   loaded = models.load(model_dir)
-  for a, b in zip(pretrainer.weights, loaded.weights):
+  for a, b in zip(pretrainer.weights, loaded.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
   np.testing.assert_array_equal(loaded(BATCH), pretrainer(BATCH))
   # Loaded under a mixed policy: same float32 weights.
@@ -70,6 +70,8 @@ def test_missing_files_are_named(pretrainer, tmp_path):
   CONFIG.save(str(tmp_path / "config.json"))
   with pytest.raises(ModelDirError, match="no TF checkpoint"):
     models.load(str(tmp_path))
+  with pytest.raises(ModelDirError, match="checkpoint '.*ckpt-7' not found"):
+    models.load(str(tmp_path), checkpoint=str(tmp_path / "ckpt-7"))
 
 
 def test_config_checkpoint_mismatch_names_shapes_and_variables(pretrainer, tmp_path):

@@ -98,14 +98,17 @@ def generate() -> str:
     deps = sorted(deps) + [f'requirement("{THIRD_PARTY[e]}")' for e in sorted(external)]
     if is_test:
       rule, extra = "py_test", '    size = "medium",\n'
+      data = []
       if os.path.isdir(os.path.join(REPO, "tests", "testdata")):
-        extra += '    data = glob(["tests/testdata/**"]),\n'
+        data.append('glob(["tests/testdata/**"])')
+      if path == os.path.join("tests", "test_build_file.py"):
+        data.append('["BUILD", "tools/gen_build.py"]')  # it reads BUILD and runs the generator
+      if data:
+        extra += f"    data = {' + '.join(data)},\n"
     elif _is_binary(path):
       rule, extra = "py_binary", ""
     else:
       rule, extra = "py_library", ""
-    if path == os.path.join("tests", "test_build_file.py"):
-      extra += '    data = ["BUILD"],\n' if "data" not in extra else ""
     dep_lines = "".join(f"        {d},\n" for d in deps)
     blocks.append(
         f'{rule}(\n    name = "{_target(path)}",\n    srcs = ["{path}"],\n'

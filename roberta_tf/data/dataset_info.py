@@ -32,7 +32,8 @@ from typing import Any
 
 FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
-SPECIAL_NAMES = ("bos", "pad", "eos", "unk", "mask")
+# "compression" values → tf.data / tf.io compression_type.
+COMPRESSIONS = {"none": "", "gzip": "GZIP"}
 
 
 class DatasetInfoError(ValueError):
@@ -69,6 +70,8 @@ def read(data_dir: str) -> dict[str, Any]:
       info = json.load(f)
   except (OSError, json.JSONDecodeError) as e:
     raise DatasetInfoError(f"{path} is not valid JSON: {e}") from e
+  if not isinstance(info, dict):
+    raise DatasetInfoError(f"{path} is not a JSON object")
   for key in ("format_version", "vocab", "special_ids", "max_seq_len", "packing", "splits"):
     if key not in info:
       raise DatasetInfoError(f"{path} lacks the field {key!r}")

@@ -22,7 +22,6 @@ from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import Masker, MaskingConfig, shard_key
 from roberta_tf.data.vocab_info import VocabInfo
 
-_COMPRESSION = {"none": "", "gzip": "GZIP"}
 # Records parsed and validated per op. In skip mode a damaged shard is used up to the start of
 # the chunk holding the damage, so up to _CHUNK - 1 good records before it are lost too.
 _CHUNK = 64
@@ -67,7 +66,7 @@ class InputConfig:
       raise ValueError(f"shuffle_buffer={self.shuffle_buffer} must be >= 0 and cycle_length="
                        f"{self.cycle_length} >= 1")
 
-  def for_eval(self) -> "InputConfig":
+  def for_eval(self) -> InputConfig:
     """The same reader for evaluation: no shuffling, one pass, padded last batch."""
     return dataclasses.replace(self, shuffle_buffer=0, repeat=False)
 
@@ -108,7 +107,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
       where=data_dir)
   files = dataset_info.split_files(data_dir, info, split)
   counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
-  compression = _COMPRESSION.get(info.get("compression", "none"))
+  compression = dataset_info.COMPRESSIONS.get(info.get("compression", "none"))
   if compression is None:
     raise dataset_info.DatasetInfoError(
         f"{data_dir}/{dataset_info.FILENAME}: unknown compression {info['compression']!r}")

@@ -19,10 +19,11 @@ from roberta_tf.data import dataset_info
 SPACE_MARKER = "\u0120"  # "Ġ": byte-level BPE's picture of b" ".
 # The RoBERTa layout's special pieces by their dataset_info.json names.
 SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+VOCAB_FILE = "vocab.json"
 
 
 class VocabError(ValueError):
-  """vocab.json is missing, malformed, or lacks a special token."""
+  """A vocabulary file is missing, malformed, or lacks a special token; names the file."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -67,55 +68,83 @@ class VocabInfo:
     return flags
 
   @classmethod
-  def from_vocab_json(cls, path: str) -> "VocabInfo":
-    """Reads a GPT-2/RoBERTa vocab.json; ids must be dense 0..V-1."""
-    try:
-      with open(path, encoding="utf-8") as f:
-        vocab = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-      raise VocabError(f"cannot read vocabulary {path}: {e}") from e
-    if not isinstance(vocab, dict) or not vocab:
-      raise VocabError(f"{path} is not a JSON object mapping pieces to ids")
-    size = max(vocab.values()) + 1
-    if size != len(vocab):
-      raise VocabError(f"{path}: ids are not dense (max id {size - 1}, {len(vocab)} pieces)")
-    missing = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
-    if missing:
-      raise VocabError(f"{path} lacks the special tokens {missing}")
+  def from_vocab_json(cls, path: str, sha256: str | None = None) -> VocabInfo:
+    """Reads a GPT-2/RoBERTa vocab.json; ids must be exactly 0..V-1 (each once).
+
+    Args:
+      path: the vocab.json.
+      sha256: its sha256 if the caller already computed it (else it is computed here).
+    """
+    vocab = read_vocab_json(path)
+    size = len(vocab)
     word_start = np.zeros([size], bool)
     for piece, i in vocab.items():
       word_start[i] = piece.startswith(SPACE_MARKER)
     return cls(vocab_size=size,
                special_ids={n: vocab[t] for n, t in SPECIAL_TOKENS.items()},
-               word_start=word_start, sha256=dataset_info.file_sha256(path))
+               word_start=word_start, sha256=sha256 or dataset_info.file_sha256(path))
 
   @classmethod
-  def from_dir(cls, vocab_dir: str) -> "VocabInfo":
+  def from_dir(cls, vocab_dir: str) -> VocabInfo:
     """Reads `vocab_dir/vocab.json` (the directory the tokenizer is built from)."""
-    return cls.from_vocab_json(os.path.join(vocab_dir, "vocab.json"))
+    return cls.from_vocab_json(os.path.join(vocab_dir, VOCAB_FILE))
 
   @classmethod
-  def from_dataset_info(cls, info: dict) -> "VocabInfo":
+  def from_dataset_info(cls, info: dict) -> VocabInfo:
     """Size and special ids as the shards recorded them (no word starts: no whole-word masking)."""
     return cls(vocab_size=int(info["vocab"]["size"]),
                special_ids={n: int(info["special_ids"][n]) for n in SPECIAL_TOKENS},
                word_start=None, sha256=info["vocab"].get("sha256"))
 
   @classmethod
-  def for_dataset(cls, data_dir: str, info: dict, vocab_dir: str | None = None) -> "VocabInfo":
+  def for_dataset(cls, data_dir: str, info: dict, vocab_dir: str | None = None) -> VocabInfo:
     """The vocabulary of a shard directory.
 
-    `vocab_dir` if given; else the vocab.json beside the shards (data_prep copies it there) or
-    in the vocab_dir data_prep recorded, when it is still the one the shards were encoded with
-    (same sha256); else the size and special ids recorded in dataset_info.json (no word starts).
+    `vocab_dir` if given; else the vocab.json `find_vocab_dir` finds (the one the shards were
+    encoded with); else the size and special ids recorded in dataset_info.json (no word starts).
     """
     if vocab_dir:
       return cls.from_dir(vocab_dir)
-    recorded = (info.get("source") or {}).get("vocab_dir") or ""
-    # data_prep copies the vocab beside the shards; older dirs only record where it was.
-    for candidate in (data_dir, recorded, os.path.join(data_dir, recorded)):
-      path = os.path.join(candidate, "vocab.json")
-      if (candidate and os.path.isfile(path)
-          and dataset_info.file_sha256(path) == info["vocab"]["sha256"]):
-        return cls.from_vocab_json(path)
+    found = find_vocab_dir(data_dir, info)
+    if found:
+      return cls.from_vocab_json(os.path.join(found, VOCAB_FILE), sha256=info["vocab"]["sha256"])
     return cls.from_dataset_info(info)
+
+
+def read_vocab_json(path: str) -> dict[str, int]:
+  """A GPT-2/RoBERTa vocab.json (piece → id) with dense ids and the five special tokens.
+
+  Raises:
+    VocabError naming the file: unreadable, not an object of piece → int id, ids not exactly
+    0..V-1 each once, or a special token missing.
+  """
+  try:
+    with open(path, encoding="utf-8") as f:
+      vocab = json.load(f)
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise VocabError(f"cannot read vocabulary {path}: {e}") from e
+  if not isinstance(vocab, dict) or not vocab or not all(
+      type(i) is int for i in vocab.values()):  # pylint: disable=unidiomatic-typecheck
+    raise VocabError(f"{path} is not a JSON object mapping pieces to int ids")
+  if sorted(vocab.values()) != list(range(len(vocab))):
+    raise VocabError(f"{path}: ids are not exactly 0..{len(vocab) - 1}, each once")
+  missing = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
+  if missing:
+    raise VocabError(f"{path} lacks the special tokens {missing}")
+  return vocab
+
+
+def find_vocab_dir(data_dir: str, info: dict) -> str | None:
+  """The directory holding the vocab.json the shards in `data_dir` were encoded with, or None.
+
+  Looks beside the shards (data_prep copies vocab.json + merges.txt there), then in the
+  vocab_dir data_prep recorded (as given, or relative to `data_dir`); a candidate counts only
+  when its vocab.json has the sha256 recorded in dataset_info.json.
+  """
+  recorded = (info.get("source") or {}).get("vocab_dir") or ""
+  for candidate in (data_dir, recorded, os.path.join(data_dir, recorded) if recorded else ""):
+    path = os.path.join(candidate, VOCAB_FILE)
+    if (candidate and os.path.isfile(path)
+        and dataset_info.file_sha256(path) == info["vocab"]["sha256"]):
+      return candidate
+  return None

@@ -187,7 +187,7 @@ def set_from_hf_tensors(pretrainer: RobertaPretrainer, tensors: dict[str, np.nda
     raise HFCheckpointError(f"{source}: {TOKEN_TYPE_KEY} has shape {token_type.shape}, "
                             f"expected [type_vocab_size, {hidden}]")
   entries = _weight_map(pretrainer)
-  for key, variable, transpose in entries:
+  for key, _, _ in entries:
     if key not in tensors:
       raise HFCheckpointError(f"{source}: missing key {key!r} (a RobertaForMaskedLM checkpoint "
                               f"for {pretrainer.config} is expected)")
@@ -233,9 +233,13 @@ def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
   if os.path.isfile(weights_path):
     files = [weights_path]
   elif os.path.isfile(index_path):
-    with open(index_path, encoding="utf-8") as f:
-      files = [os.path.join(hf_dir, name)
-               for name in sorted(set(json.load(f)["weight_map"].values()))]
+    try:
+      with open(index_path, encoding="utf-8") as f:
+        files = [os.path.join(hf_dir, name)
+                 for name in sorted(set(json.load(f)["weight_map"].values()))]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+      raise HFCheckpointError(f"{index_path} is not a safetensors index (a JSON object with a "
+                              f"'weight_map'): {e!r}") from e
   else:
     raise HFCheckpointError(f"{weights_path} not found (only safetensors checkpoints are read; "
                             "convert pytorch_model.bin with transformers first)")

@@ -64,8 +64,8 @@ def _pairs(backbone, encoder):
             theirs.token_embedding.embeddings),
            ("embeddings/layer_norm/gamma", ours.layer_norm.gamma, norm.gamma),
            ("embeddings/layer_norm/beta", ours.layer_norm.beta, norm.beta)]
-  num_layers = len([l for l in backbone.layers if l.name.startswith("transformer_layer_")])
-  ours_layers = len([l for l in encoder.layers if l.name.startswith("transformer_layer_")])
+  num_layers = sum(layer.name.startswith("transformer_layer_") for layer in backbone.layers)
+  ours_layers = sum(layer.name.startswith("transformer_layer_") for layer in encoder.layers)
   if num_layers != ours_layers:
     raise KerasHubWeightsError(f"the backbone has {num_layers} Transformer layers, the encoder "
                                f"{ours_layers}")

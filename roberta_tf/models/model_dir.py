@@ -102,6 +102,9 @@ def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPr
   """
   config = read_config(model_dir)
   prefix = checkpoint or latest_checkpoint(model_dir)
+  if checkpoint and not tf.io.gfile.exists(checkpoint + ".index"):
+    raise ModelDirError(f"checkpoint {checkpoint!r} not found (no {checkpoint}.index; give a "
+                        f"prefix such as {os.path.join(model_dir, CHECKPOINT_NAME)}-N)")
   pretrainer = RobertaPretrainer(config, dtype=dtype)
   restore(pretrainer, prefix)
   return pretrainer
@@ -129,10 +132,14 @@ def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False)
   tmp = f"{model_dir}.tmp-{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   os.makedirs(tmp)
-  pretrainer.config.save(os.path.join(tmp, CONFIG_FILE))
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
-                                       max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
-  prefix = manager.save(checkpoint_number=0)
+  try:
+    pretrainer.config.save(os.path.join(tmp, CONFIG_FILE))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
+                                         max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
+    prefix = manager.save(checkpoint_number=0)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)  # e.g. disk full: leave no half-written copy behind
+    raise
   if os.path.isdir(model_dir):
     shutil.rmtree(model_dir)
   os.replace(tmp, model_dir)
