@@ -9,8 +9,7 @@ SIGTERM saves a checkpoint and exits cleanly. See README "Training" for the reci
 
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from roberta_tf.training.train_config import TrainConfig
 
@@ -37,12 +36,15 @@ flags.DEFINE_float("mask_token_prob", _D.mask_token_prob, "Of the selected token
                    "replaced by <mask> (0.8).")
 flags.DEFINE_float("random_token_prob", _D.random_token_prob, "Of the selected tokens, the "
                    "fraction replaced by a random token (0.1); the rest stay unchanged.")
-flags.DEFINE_bool("whole_word_masking", _D.whole_word_masking, "Mask all pieces of a word.")
+flags.DEFINE_bool("whole_word_masking", _D.whole_word_masking, "Select whole words (all their "
+                  "byte-level pieces) for masking instead of single pieces (needs the shards' "
+                  "vocab.json).")
 flags.DEFINE_enum("masking", _D.masking, ["dynamic", "static"], "dynamic: a fresh mask each time "
                   "a sequence is read (RoBERTa); static: BERT's fixed masks, --dupe_factor copies.")
 flags.DEFINE_integer("dupe_factor", _D.dupe_factor, "Static masking: copies with different fixed "
                      "masks (the paper's static baseline used 10).")
-flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Sequences in the shuffle buffer.")
+flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Sequences in the shuffle buffer "
+                     "(0: no shuffling, shards read in order; for tests and parity checks).")
 flags.DEFINE_bool("skip_corrupt_shards", _D.skip_corrupt_shards, "Skip (and count) corrupt shards "
                   "instead of failing.")
 flags.DEFINE_integer("batch_size", _D.batch_size, "GLOBAL sequences per optimizer update = "
@@ -50,14 +52,18 @@ flags.DEFINE_integer("batch_size", _D.batch_size, "GLOBAL sequences per optimize
 flags.DEFINE_integer("grad_accum_steps", _D.grad_accum_steps, "Micro-batches accumulated per "
                      "update on each replica.")
 flags.DEFINE_integer("train_steps", _D.train_steps, "Optimizer updates; the LR reaches 0 here.")
-flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate after warmup.")
-flags.DEFINE_integer("warmup_steps", _D.warmup_steps, "Linear warmup steps.")
+flags.DEFINE_float("learning_rate", _D.learning_rate, "Peak learning rate, reached after "
+                   "--warmup_steps (RoBERTa base: 6e-4 at 8K batch; large: 4e-4).")
+flags.DEFINE_integer("warmup_steps", _D.warmup_steps, "Steps of linear warmup from 0 to "
+                     "--learning_rate; then linear decay to 0 at --train_steps.")
 flags.DEFINE_float("weight_decay", _D.weight_decay, "AdamW decoupled weight decay (not on "
                    "LayerNorm or biases).")
-flags.DEFINE_float("adam_beta1", _D.adam_beta1, "AdamW beta1.")
+flags.DEFINE_float("adam_beta1", _D.adam_beta1, "AdamW beta1, the first-moment decay "
+                   "(RoBERTa: 0.9).")
 flags.DEFINE_float("adam_beta2", _D.adam_beta2, "AdamW beta2 (RoBERTa: 0.98 for stability with "
                    "large batches).")
-flags.DEFINE_float("adam_epsilon", _D.adam_epsilon, "AdamW epsilon (RoBERTa: 1e-6).")
+flags.DEFINE_float("adam_epsilon", _D.adam_epsilon, "AdamW epsilon (RoBERTa: 1e-6, for "
+                   "stability with large batches; keras' default is 1e-7).")
 flags.DEFINE_float("clip_norm", _D.clip_norm, "Global gradient-norm clipping; 0 disables.")
 flags.DEFINE_float("dropout", _D.dropout, "Override the model's dropout (and attention dropout); "
                    "< 0 keeps the config's.")
@@ -66,13 +72,17 @@ flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16", "mixe
 flags.DEFINE_enum("strategy", _D.strategy, ["auto", "default", "mirrored", "multi_worker", "tpu"],
                   "auto: mirrored with more than one GPU, else default; multi_worker reads "
                   "TF_CONFIG.")
-flags.DEFINE_string("tpu", _D.tpu, "TPU address for --strategy=tpu.")
+flags.DEFINE_string("tpu", _D.tpu, "TPU name or grpc:// address for "
+                    "--strategy=tpu (empty: the local TPU).")
 flags.DEFINE_integer("cpu_replicas", _D.cpu_replicas, "Split the CPU into this many logical "
                      "devices (to run --strategy=mirrored without GPUs, for testing).")
-flags.DEFINE_integer("checkpoint_every", _D.checkpoint_every, "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoints", _D.keep_checkpoints, "Checkpoints kept.")
+flags.DEFINE_integer("checkpoint_every", _D.checkpoint_every, "Steps between checkpoints (one "
+                     "is also written at the end and on SIGTERM).")
+flags.DEFINE_integer("keep_checkpoints", _D.keep_checkpoints, "Newest checkpoints kept in "
+                     "--model_dir; older ones are deleted.")
 flags.DEFINE_integer("eval_every", _D.eval_every, "Steps between evals (0: start and end only).")
-flags.DEFINE_integer("eval_steps", _D.eval_steps, "Eval batches (0: the whole eval split).")
+flags.DEFINE_integer("eval_steps", _D.eval_steps, "Eval batches of --batch_size / "
+                     "--grad_accum_steps sequences (0: the whole eval split).")
 flags.DEFINE_integer("log_every", _D.log_every, "Steps between console lines and train summaries.")
 flags.DEFINE_integer("max_bad_steps", _D.max_bad_steps, "Non-finite steps in a row before the run "
                      "restores the last good checkpoint and stops.")
@@ -85,7 +95,8 @@ flags.DEFINE_float("peak_flops", _D.peak_flops, "Peak FLOP/s of one replica, for
                    "--peak_flops_fp32 or --peak_flops_bf16 by --precision.")
 flags.DEFINE_float("peak_flops_fp32", _D.peak_flops_fp32, "Peak fp32 FLOP/s (default: the 2-core "
                    "dev CPU's measured 2048^3 matmul).")
-flags.DEFINE_float("peak_flops_bf16", _D.peak_flops_bf16, "Peak bf16/fp16 FLOP/s.")
+flags.DEFINE_float("peak_flops_bf16", _D.peak_flops_bf16, "Peak bf16/fp16 FLOP/s of one "
+                   "replica, for MFU under mixed precision.")
 flags.mark_flags_as_required(["model_dir", "train_data"])
 
 

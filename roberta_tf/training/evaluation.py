@@ -14,9 +14,8 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info
+from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data import masking as masking_lib
-from roberta_tf.data import pipeline
 from roberta_tf.training.losses import mlm_sums
 from roberta_tf.training.train_config import TrainConfig
 from roberta_tf.training.trainer import MODEL_INPUTS

@@ -6,12 +6,15 @@
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy
   → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
-    counters, data position)
+    counters, dropout RNG state, data position), then on SIGTERM a clean exit
+The host waits for the device only at log steps, bad-step checks (every --max_bad_steps
+steps), saves and evals: step outputs stay tensors until then (no per-step sync).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -22,19 +25,14 @@ import keras
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info
-from roberta_tf.data import pipeline
+from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.training import checkpointing
-from roberta_tf.training import evaluation
-from roberta_tf.training import flops
+from roberta_tf.training import checkpointing, evaluation, flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
-from roberta_tf.training.train_config import TrainConfig
-from roberta_tf.training.train_config import write_config_json
-from roberta_tf.training.trainer import StepConfig
-from roberta_tf.training.trainer import Trainer
+from roberta_tf.training.train_config import TrainConfig, write_config_json
+from roberta_tf.training.trainer import StepConfig, Trainer
 
 
 class TrainingError(RuntimeError):
@@ -43,9 +41,21 @@ class TrainingError(RuntimeError):
 
 @dataclasses.dataclass
 class RunResult:
+  """What `train` returns.
+
+  Attributes:
+    step: the last step run.
+    final_train: the last log window's train metrics: loss and accuracy (means over the
+      window's applied steps, weighted by masked tokens), last_step_loss, grad_norm (mean),
+      learning_rate and loss_scale (of the last step), perplexity, tokens_per_sec,
+      examples_per_sec, mfu, input_wait_fraction, skipped_steps.
+    eval_history: [(step, {"loss", "perplexity", "mlm_accuracy", "masked_tokens"})], with the
+      eval at step 0 (fresh runs) and at the end.
+    stopped_by_signal: SIGTERM ended the run early (after a checkpoint).
+  """
   step: int
   final_train: dict
-  eval_history: list          # [(step, metrics)] including the initial and final evals
+  eval_history: list
   stopped_by_signal: bool = False
 
 
@@ -75,7 +85,8 @@ def find_vocab_dir(data_dir: str, info: dict) -> str | None:
   recorded = (info.get("source") or {}).get("vocab_dir") or ""
   for candidate in (data_dir, recorded, os.path.join(data_dir, recorded)):
     vocab = os.path.join(candidate, "vocab.json")
-    if (candidate and os.path.isfile(vocab) and os.path.isfile(os.path.join(candidate, "merges.txt"))
+    merges = os.path.join(candidate, "merges.txt")
+    if (candidate and os.path.isfile(vocab) and os.path.isfile(merges)
         and dataset_info.file_sha256(vocab) == info["vocab"]["sha256"]):
       return candidate
   return None
@@ -93,7 +104,8 @@ def copy_vocab(data_dir: str, info: dict, model_dir: str) -> bool:
   return True
 
 
-def build_datasets(cfg: TrainConfig, strategy, model_config, skip_rounds: int):
+def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                   model_config: models.RobertaConfig, skip_rounds: int):
   """The distributed train dataset (positioned after ``skip_rounds`` micro-batch rounds) and eval.
 
   Each replica takes one batch per micro-batch round, so an input pipeline feeding k replicas
@@ -102,12 +114,7 @@ def build_datasets(cfg: TrainConfig, strategy, model_config, skip_rounds: int):
   stream. (tf.data iterator checkpoints would avoid re-reading, but a non-chief worker's
   checkpoints are deleted, so it could not restore its own position; skip works everywhere.)
   """
-  replicas = strategy.num_replicas_in_sync
-  per_step = replicas * cfg.grad_accum_steps
-  if cfg.batch_size % per_step:
-    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
-                     f"--grad_accum_steps ({cfg.grad_accum_steps})")
-  per_replica = cfg.batch_size // per_step
+  per_replica = per_replica_batch(cfg, strategy)
   common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len,
                 masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
@@ -125,7 +132,64 @@ def build_datasets(cfg: TrainConfig, strategy, model_config, skip_rounds: int):
       return pipeline.build_dataset(cfg.eval_data, "validation", training=False,
                                     shuffle_buffer=0, input_context=ctx, **common)
     evaluation = strategy.distribute_datasets_from_function(eval_fn)
-  return train, evaluation, per_replica
+  return train, evaluation
+
+
+# Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
+_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "grad_accum_steps", "max_seq_len", "seed",
+                        "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
+                        "whole_word_masking", "dupe_factor")
+
+
+def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
+  """Logs a warning when a resume changes what the data position means.
+
+  The position is a count of micro-batch rounds; replayed with another batch split, seed or
+  data, the resumed run reads a different stream than an uninterrupted one would have (it still
+  trains, but is no longer exact).
+  """
+  if not tf.train.latest_checkpoint(cfg.model_dir):
+    return
+  before = evaluation.training_config(cfg.model_dir)
+  if before is None:
+    return
+  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
+             for k in _DATA_ORDER_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  try:
+    with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
+      replicas_before = json.load(f).get("data", {}).get("replicas", replicas)
+  except (OSError, ValueError):
+    replicas_before = replicas
+  if replicas_before != replicas:
+    changed.append(f"replicas: {replicas_before} -> {replicas}")
+  if changed:
+    summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
+                      + "): the data stream will not continue exactly where it stopped")
+
+
+def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int:
+  """Sequences per replica per micro-batch: --batch_size / (replicas x --grad_accum_steps)."""
+  replicas = strategy.num_replicas_in_sync
+  if cfg.batch_size % (replicas * cfg.grad_accum_steps):
+    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
+                     f"--grad_accum_steps ({cfg.grad_accum_steps})")
+  return cfg.batch_size // (replicas * cfg.grad_accum_steps)
+
+
+def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                  model_config: models.RobertaConfig) -> Trainer:
+  """A fresh pretrainer, AdamW and their Trainer, created under ``strategy``'s scope."""
+  per_replica = per_replica_batch(cfg, strategy)
+  with strategy.scope():
+    model = models.RobertaPretrainer(model_config, dtype=cfg.precision)
+    opt = optimizer_lib.build_optimizer(
+        learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+        train_steps=cfg.train_steps, weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1,
+        beta_2=cfg.adam_beta2, epsilon=cfg.adam_epsilon)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  return Trainer(strategy, model, opt, StepConfig(
+      grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
+      norm_per_micro_batch=float(per_replica * predictions), jit_compile=cfg.jit_compile))
 
 
 class _SigtermFlag:
@@ -204,37 +268,30 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
   info = dataset_info.read(cfg.train_data)
   model_config = resolve_model_config(cfg, info)
   if chief:
+    warn_if_data_order_changed(cfg, strategy.num_replicas_in_sync)
     write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
                       extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
-                                      "vocab": info["vocab"], "special_ids": info["special_ids"]}})
+                                      "vocab": info["vocab"], "special_ids": info["special_ids"],
+                                      "replicas": strategy.num_replicas_in_sync}})
     if not copy_vocab(cfg.train_data, info, cfg.model_dir):
       summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
                         f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")
 
-  with strategy.scope():
-    model = models.RobertaPretrainer(model_config, dtype=cfg.precision)
-    opt = optimizer_lib.build_optimizer(
-        learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
-        train_steps=cfg.train_steps, weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1,
-        beta_2=cfg.adam_beta2, epsilon=cfg.adam_epsilon)
-  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
-  per_replica = cfg.batch_size // (strategy.num_replicas_in_sync * cfg.grad_accum_steps)
-  trainer = Trainer(strategy, model, opt, StepConfig(
-      grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
-      norm_per_micro_batch=float(max(per_replica, 1) * predictions),
-      jit_compile=cfg.jit_compile))
+  trainer = build_trainer(cfg, strategy, model_config)
+  model, opt = trainer.model, trainer.optimizer
   ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
                                                     **trainer.checkpoint_items()},
                                     keep=cfg.keep_checkpoints, is_chief=chief,
                                     task_id=strategy_lib.task_id(strategy))
   try:
-    return _run(cfg, strategy, chief, model_config, model, trainer, ckpt)
+    return _run(cfg, strategy, chief, model_config, trainer, ckpt)
   finally:
     ckpt.close()
 
 
-def _run(cfg, strategy, chief, model_config, model, trainer, ckpt) -> RunResult:
+def _run(cfg, strategy, chief, model_config, trainer, ckpt) -> RunResult:
   """The loop of `train`: resume, data, evals, steps, logs, saves."""
+  model = trainer.model
   resumed = ckpt.restore_latest(chief_dir=cfg.model_dir)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(trainer.step.numpy())}")
@@ -242,7 +299,7 @@ def _run(cfg, strategy, chief, model_config, model, trainer, ckpt) -> RunResult:
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
 
-  train_ds, eval_ds, _ = build_datasets(cfg, strategy, model_config,
+  train_ds, eval_ds = build_datasets(cfg, strategy, model_config,
                                         skip_rounds=int(trainer.data_rounds.numpy()))
   iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
@@ -302,7 +359,8 @@ def _run(cfg, strategy, chief, model_config, model, trainer, ckpt) -> RunResult:
       step += 1
       # The host syncs with the device only here: log steps, bad-step checks, saves, evals.
       log_now = step % cfg.log_every == 0 or step == cfg.train_steps
-      save_now = sigterm.raised or (step % cfg.checkpoint_every == 0 and step < cfg.train_steps)
+      stop_now = sigterm.raised  # read once: a SIGTERM arriving later is handled next step
+      save_now = stop_now or (step % cfg.checkpoint_every == 0 and step < cfg.train_steps)
       if log_now or save_now or step % cfg.max_bad_steps == 0:
         check_bad_steps(step)
       if log_now:
@@ -331,7 +389,7 @@ def _run(cfg, strategy, chief, model_config, model, trainer, ckpt) -> RunResult:
         run_eval(step)
       if save_now:
         save(step)
-      if sigterm.raised:
+      if stop_now:
         summaries_lib.log(f"SIGTERM: saved step {step}; exiting cleanly")
         stopped = True
         break

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-  """lr(step) = peak * step / warmup for step < warmup, then peak * (total - step) / (total - warmup).
+  """lr(step) = peak * step / warmup below warmup, then peak * (total - step) / (total - warmup).
 
   Reaches exactly 0 at ``total_steps`` and stays there (the paper's schedule; fairseq's
   ``polynomial_decay`` with power 1 and end_learning_rate 0).
@@ -16,7 +16,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     if total_steps <= 0:
       raise ValueError(f"total_steps must be > 0, got {total_steps}")
     if not 0 <= warmup_steps <= total_steps:
-      raise ValueError(f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}")
+      raise ValueError(f"warmup_steps must be in [0, total_steps={total_steps}], "
+                       f"got {warmup_steps}")
     self.peak_learning_rate = float(peak_learning_rate)
     self.warmup_steps = int(warmup_steps)
     self.total_steps = int(total_steps)

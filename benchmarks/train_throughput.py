@@ -1,0 +1,247 @@
+r"""Training throughput: our Trainer vs. keras-hub `RobertaMaskedLM.fit`, tokens/s and MFU.
+
+    python benchmarks/train_throughput.py [--quick] [--presets=small,medium] \
+        [--precisions=float32,mixed_bfloat16] [--batch_size=32] [--max_seq_len=128] \
+        [--warmup_steps=3] [--rounds=4] [--window=3]
+
+For each preset and precision, on the same synthetic shards (random ids, V=8000, every sequence
+a full --max_seq_len, with a dataset_info.json like data_prep's) read by the real pipeline:
+  ours:      run.py's own objects: `run.build_trainer` (RobertaPretrainer, AdamW, Trainer) and
+             `run.build_datasets` on the default strategy; a window is --window calls of
+             `Trainer.train_step` with one host sync at its end, as the loop does between logs;
+  keras-hub: `keras_hub.models.RobertaMaskedLM` on a `RobertaBackbone` of the same dims, compiled
+             with the same AdamW (weight decay 0.01 off LayerNorm/biases, beta2 0.98, eps 1e-6),
+             masked cross-entropy with sample weights and weighted accuracy (our step computes
+             accuracy too); a window is --window calls of the `train_function` that `fit` runs
+             per step, on the same pipeline's batches as (token_ids, padding_mask,
+             mask_positions) -> mask_ids, sample weights mask_weights.
+Both use the preset's dropout (0.1) and run --warmup_steps untimed steps first. Then the windows
+alternate, ours / keras-hub, for --rounds rounds. The machine is shared and its load swings
+(windows of one side differ up to 2x), so the ratio is the median of the rounds' paired ratios
+(ours / keras-hub in adjacent windows, which see about the same load); tokens/s per side are
+the median windows, and the best windows are printed too.
+MFU = roberta_tf.training.flops.train_step_flops / step time / peak, the peak of TrainConfig
+(the dev CPU's measured 2048^3 matmul; --peak_flops_* override). The matmul rate measured now is
+printed for context.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from roberta_tf import models  # noqa: E402
+from roberta_tf.data import dataset_info, pipeline  # noqa: E402
+from roberta_tf.training import flops, run  # noqa: E402
+from roberta_tf.training.train_config import TrainConfig  # noqa: E402
+
+HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
+VOCAB_SIZE = 8000
+SPECIAL_IDS = {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}  # the fixture vocab's
+
+
+def parse_args(argv=None):
+  # argparse, not absl: this script is not a binary of the package and defines no flags.
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--quick", action="store_true",
+                 help="small preset only, fewer steps (a smoke run of the comparison).")
+  p.add_argument("--presets", default="small,medium", help="Comma list of model presets.")
+  p.add_argument("--precisions", default="float32,mixed_bfloat16", help="Comma list.")
+  p.add_argument("--batch_size", type=int, default=32, help="Sequences per step.")
+  p.add_argument("--max_seq_len", type=int, default=128, help="S.")
+  p.add_argument("--warmup_steps", type=int, default=3,
+                 help="Untimed steps per side (tracing, first allocations).")
+  p.add_argument("--rounds", type=int, default=8, help="Timed windows per side.")
+  p.add_argument("--window", type=int, default=1, help="Steps per timing window.")
+  p.add_argument("--peak_flops_fp32", type=float, default=TrainConfig.peak_flops_fp32)
+  p.add_argument("--peak_flops_bf16", type=float, default=TrainConfig.peak_flops_bf16)
+  args = p.parse_args(argv)
+  if args.quick:
+    args.presets, args.rounds, args.warmup_steps = "small", 5, 2
+  return args
+
+
+def write_synthetic_shards(out: str, num_sequences: int, seq_len: int, seed: int = 0) -> str:
+  """Full-length random sequences (<s> ids </s>) as 2 train shards + dataset_info.json."""
+  rng = np.random.default_rng(seed)
+  shards = []
+  for index in range(2):
+    name = f"train-{index:05d}-of-00002.tfrecord"
+    with tf.io.TFRecordWriter(os.path.join(out, name)) as writer:
+      for _ in range(num_sequences // 2):
+        ids = np.concatenate([[SPECIAL_IDS["bos"]], rng.integers(5, VOCAB_SIZE, seq_len - 2),
+                              [SPECIAL_IDS["eos"]]])
+        feature = tf.train.Feature(int64_list=tf.train.Int64List(value=ids.tolist()))
+        writer.write(tf.train.Example(features=tf.train.Features(
+            feature={"input_ids": feature})).SerializeToString())
+    shards.append({"file": name, "num_sequences": num_sequences // 2,
+                   "num_tokens": num_sequences // 2 * seq_len})
+  total = sum(s["num_sequences"] for s in shards)
+  dataset_info.write(out, {
+      "format_version": 1,
+      "vocab": {"sha256": dataset_info.file_sha256(os.path.join(HF_TINY, "vocab.json")),
+                "merges_sha256": dataset_info.file_sha256(os.path.join(HF_TINY, "merges.txt")),
+                "size": VOCAB_SIZE},
+      "special_ids": SPECIAL_IDS, "max_seq_len": seq_len, "packing": "full_sentences",
+      "compression": "none",
+      "splits": {"train": {"num_sequences": total, "num_tokens": total * seq_len,
+                           "packing_efficiency": 1.0, "shards": shards}},
+      "source": {"synthetic": True, "vocab_dir": HF_TINY}})
+  return out
+
+
+def matmul_peak(dtype, n=2048, reps=8) -> float:
+  """FLOP/s of an n^3 matmul now (the best of ``reps``)."""
+  a = tf.random.normal([n, n], dtype=tf.float32)
+  a = tf.cast(a, dtype)
+  mm = tf.function(lambda x: tf.matmul(x, x))
+  mm(a).numpy()
+  best = float("inf")
+  for _ in range(reps):
+    start = time.perf_counter()
+    mm(a).numpy()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n**3 / best
+
+
+def build_ours(args, data, preset, precision):
+  """A function running one step of our Trainer on the pipeline; returns a tensor to sync on."""
+  cfg = TrainConfig(model_dir="", train_data=data, config=preset, max_seq_len=args.max_seq_len,
+                    batch_size=args.batch_size, train_steps=10**6, warmup_steps=1,
+                    learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0)
+  strategy = tf.distribute.get_strategy()
+  model_config = run.resolve_model_config(cfg, dataset_info.read(data))
+  trainer = run.build_trainer(cfg, strategy, model_config)
+  train_ds, _ = run.build_datasets(cfg, strategy, model_config, skip_rounds=0)
+  iterator = iter(train_ds)
+  return lambda: trainer.train_step(lambda: next(iterator))[0]["loss"]
+
+
+def build_keras_hub(args, data, preset, precision):
+  """A function running one keras-hub `fit` step (its train_function) on the same batches."""
+  import keras  # pylint: disable=import-outside-toplevel
+  import keras_hub  # pylint: disable=import-outside-toplevel
+  config = models.preset(preset, vocab_size=VOCAB_SIZE, max_positions=args.max_seq_len + 2)
+  keras.utils.set_random_seed(0)
+  previous = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy(precision)
+  try:
+    backbone = keras_hub.models.RobertaBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+        num_heads=config.num_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.dropout,
+        max_sequence_length=args.max_seq_len)
+    model = keras_hub.models.RobertaMaskedLM(backbone, preprocessor=None)
+    opt = keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, beta_1=0.9,
+                                 beta_2=0.98, epsilon=1e-6)
+    opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    model.compile(optimizer=opt,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()])
+  finally:
+    keras.mixed_precision.set_global_policy(previous)
+
+  def to_keras(batch):
+    x = {"token_ids": batch["input_ids"], "padding_mask": batch["padding_mask"],
+         "mask_positions": batch["mask_positions"]}
+    return x, batch["mask_ids"], batch["mask_weights"]
+  ds = pipeline.build_dataset(data, "train", training=True, batch_size=args.batch_size,
+                              max_seq_len=args.max_seq_len, model_config=config,
+                              shuffle_buffer=1000).map(to_keras)
+  # What fit() runs per step (steps_per_execution=1, jit_compile="auto": no XLA on CPU), minus
+  # its callbacks and progress bar: if anything, this favors keras-hub.
+  model.make_train_function()
+  train_function, iterator = model.train_function, iter(ds)
+  return lambda: train_function(iterator)["loss"]
+
+
+def time_windows(steps: dict, args) -> dict:
+  """{name: [tokens/s of each window]}: warm-up, then alternating windows of each step fn."""
+  for step in steps.values():
+    for _ in range(args.warmup_steps):
+      out = step()
+    out.numpy()
+  rates = {name: [] for name in steps}
+  tokens = args.batch_size * args.max_seq_len * args.window
+  for _ in range(args.rounds):
+    for name, step in steps.items():
+      start = time.perf_counter()
+      for _ in range(args.window):
+        out = step()
+      out.numpy()  # one host sync per window, as the training loop between log steps
+      rates[name].append(tokens / (time.perf_counter() - start))
+  return rates
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  work = tempfile.mkdtemp(prefix="train_throughput_")
+  try:
+    shards = os.path.join(work, "shards")
+    os.makedirs(shards)
+    data = write_synthetic_shards(shards, num_sequences=1024, seq_len=args.max_seq_len)
+    peaks = {"float32": args.peak_flops_fp32, "mixed_bfloat16": args.peak_flops_bf16}
+    print(f"matmul 2048^3 now: fp32 {matmul_peak(tf.float32) / 1e9:.0f} GFLOP/s, bf16 "
+          f"{matmul_peak(tf.bfloat16) / 1e9:.0f} GFLOP/s; MFU uses peak fp32 "
+          f"{peaks['float32'] / 1e9:.0f}, bf16 {peaks['mixed_bfloat16'] / 1e9:.0f} GFLOP/s",
+          flush=True)
+    print(f"B={args.batch_size} S={args.max_seq_len} V={VOCAB_SIZE}; tokens/s = median of "
+          f"{args.rounds} alternating {args.window}-step windows after {args.warmup_steps} "
+          "warm-up steps; ratio = median of paired window ratios", flush=True)
+    header = (f"{'preset':8} {'precision':15} {'ours tok/s':>10} {'MFU':>6} "
+              f"{'keras-hub tok/s':>15} {'MFU':>6} {'ratio':>6}  [paired range]")
+    print(header, flush=True)
+    rows = []
+    for preset in args.presets.split(","):
+      config = models.preset(preset, vocab_size=VOCAB_SIZE, max_positions=args.max_seq_len + 2)
+      predictions = TrainConfig(model_dir="", train_data="").masking_config() \
+          .resolved_max_predictions(args.max_seq_len)
+      step_flops = flops.train_step_flops(
+          num_layers=config.num_layers, hidden_size=config.hidden_size,
+          intermediate_size=config.intermediate_size, vocab_size=VOCAB_SIZE,
+          seq_len=args.max_seq_len, predictions_per_seq=predictions, sequences=args.batch_size)
+      for precision in args.precisions.split(","):
+        rates = time_windows({"ours": build_ours(args, data, preset, precision),
+                              "keras_hub": build_keras_hub(args, data, preset, precision)},
+                             args)
+        ours, theirs = (statistics.median(rates[k]) for k in ("ours", "keras_hub"))
+        best = {k: max(v) for k, v in rates.items()}
+        paired = [a / b for a, b in zip(rates["ours"], rates["keras_hub"], strict=True)]
+        def mfu(rate, step_flops=step_flops, peak=peaks[precision]):
+          return rate / (args.batch_size * args.max_seq_len) * step_flops / peak
+        row = {"preset": preset, "precision": precision, "ours_tokens_per_sec": ours,
+               "ours_mfu": mfu(ours), "keras_hub_tokens_per_sec": theirs,
+               "keras_hub_mfu": mfu(theirs), "ratio": statistics.median(paired),
+               "paired_ratio_range": [min(paired), max(paired)],
+               "ours_best_tokens_per_sec": best["ours"],
+               "keras_hub_best_tokens_per_sec": best["keras_hub"], "windows": rates}
+        rows.append(row)
+        print(f"{preset:8} {precision:15} {ours:10,.0f} {row['ours_mfu']:6.2f} "
+              f"{theirs:15,.0f} {row['keras_hub_mfu']:6.2f} {row['ratio']:6.2f}x  "
+              f"[{min(paired):.2f}-{max(paired):.2f}]  best windows {best['ours']:,.0f} vs "
+              f"{best['keras_hub']:,.0f} ({best['ours'] / best['keras_hub']:.2f}x)", flush=True)
+    print(json.dumps(rows))
+    slower = [r for r in rows if r["ratio"] < 1.0]
+    if slower:
+      print(f"SLOWER than keras-hub at: {[(r['preset'], r['precision']) for r in slower]}")
+    return 1 if slower else 0
+  finally:
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,51 @@
+"""AdamW as RoBERTa uses it, and the warmup + linear-decay schedule."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training.schedule import WarmupLinearDecay
+
+
+def test_adamw_hyperparameters():
+  opt = optimizer_lib.build_optimizer(learning_rate=6e-4, warmup_steps=10, train_steps=100)
+  assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay) == (0.9, 0.98, 1e-6, 0.01)
+
+
+def test_weight_decay_skips_layer_norm_and_biases():
+  """Zero gradients: Adam's step is 0, so only decoupled weight decay moves a variable."""
+  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=300, max_positions=18))
+  lr, decay = 0.5, 0.01
+  opt = optimizer_lib.build_optimizer(learning_rate=lr, warmup_steps=0, train_steps=10,
+                                      weight_decay=decay)
+  variables = model.trainable_variables
+  before = {v.path: np.array(v.numpy()) for v in variables}
+  opt.apply([tf.zeros_like(v) for v in variables], variables)
+  decayed = {v.path for v in variables if not np.array_equal(v.numpy(), before[v.path])}
+
+  expected = {v.path for v in variables if v.path.endswith(("/kernel", "/embeddings"))}
+  assert decayed == expected
+  # What stays: every LayerNorm gamma/beta and every bias (the MLM head's output bias too).
+  kept = {v.path for v in variables} - decayed
+  assert kept == {v.path for v in variables if v.path.endswith(("/gamma", "/beta", "bias"))}
+  assert "mlm_head/output_bias" in kept and "embeddings/layer_norm/gamma" in kept
+  assert "embeddings/token_embedding/embeddings" in decayed
+  for v in variables:
+    if v.path in decayed:  # keras AdamW: w <- w - lr * decay * w
+      np.testing.assert_allclose(v.numpy(), before[v.path] * (1 - lr * decay), rtol=1e-6)
+
+
+def test_schedule_warms_up_then_decays_to_zero():
+  schedule = WarmupLinearDecay(1e-3, warmup_steps=10, total_steps=50)
+  steps = [0, 5, 10, 30, 49, 50, 60]
+  values = [float(schedule(tf.constant(s))) for s in steps]
+  np.testing.assert_allclose(values, [0.0, 5e-4, 1e-3, 5e-4, 2.5e-5, 0.0, 0.0], atol=1e-9)
+  assert float(WarmupLinearDecay(1e-3, 0, 10)(0)) == pytest.approx(1e-3)  # no warmup
+
+
+@pytest.mark.parametrize("warmup, total", [(5, 0), (11, 10), (-1, 10)])
+def test_schedule_rejects_bad_lengths(warmup, total):
+  with pytest.raises(ValueError, match="steps"):
+    WarmupLinearDecay(1e-3, warmup, total)

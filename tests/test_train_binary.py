@@ -1,0 +1,209 @@
+"""`python -m roberta_tf.train` end to end: console, config.json, TensorBoard, evaluate, flags.
+
+One 12-step tiny run (eval at 0, 6 and 12) is shared by the tests; beside it, a run that
+starts from a model with NaN weights must stop with a clear error and a non-zero exit.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.training import run
+from roberta_tf.training.train_config import TrainConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 12
+TRAIN_SCALARS = {"loss", "perplexity", "mlm_accuracy", "learning_rate", "grad_norm",
+                 "tokens_per_sec", "examples_per_sec", "mfu", "input_wait_fraction",
+                 "skipped_steps"}
+EVAL_SCALARS = {"loss", "perplexity", "mlm_accuracy"}
+
+
+def _train_cmd(train_shards, model_dir, *extra):
+  return [sys.executable, "-m", "roberta_tf.train", "--flagfile=flags/tiny.flags",
+          f"--train_data={train_shards}", f"--eval_data={train_shards}",
+          f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
+          f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4", "--eval_every=6",
+          "--eval_steps=0", "--checkpoint_every=6", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(train_shards, tmp_path_factory):
+  """(model_dir, console output) of the shared run, and (exit code, stderr, model_dir) of the
+  NaN run, started beside it."""
+  root = tmp_path_factory.mktemp("binary")
+  model_dir, nan_init = str(root / "run"), str(root / "nan_init")
+  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=8000, max_positions=66))
+  kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
+  kernel.assign(tf.fill(kernel.shape, float("nan")))
+  models.save(nan_init, model)
+  procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+           for cmd in (_train_cmd(train_shards, model_dir),
+                       _train_cmd(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
+                                  "--max_bad_steps=2"))]
+  try:
+    (out, err), (_, nan_err) = (p.communicate(timeout=240) for p in procs)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  assert procs[0].returncode == 0, err[-3000:]
+  return model_dir, out, (procs[1].returncode, nan_err, str(root / "nan_run"))
+
+
+def _scalars(model_dir, split):
+  """{tag: {step: value}} from model_dir/split's event files."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  acc = event_accumulator.EventAccumulator(os.path.join(model_dir, split),
+                                           size_guidance={"tensors": 0})
+  acc.Reload()
+  return {tag: {e.step: tf.make_ndarray(e.tensor_proto) for e in acc.Tensors(tag)}
+          for tag in acc.Tags()["tensors"]}
+
+
+@pytest.mark.timeout(300)
+def test_console_progress_and_config(trained):
+  model_dir, out, _ = trained
+  lines = re.findall(r"^step (\d+)/12 \| loss ([\d.]+) \| lr ([\d.e+-]+) \| ([\d,]+) tok/s \| "
+                     r"grad_norm [\d.]+ \| ETA \d+:\d\d:\d\d$", out, re.M)
+  assert [int(step) for step, *_ in lines] == [4, 8, 12]
+  assert all(float(tokens.replace(",", "")) > 0 for *_, tokens in lines)
+  assert re.search(r"^eval step 12: loss [\d.]+ \| perplexity", out, re.M)
+  with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+    config = json.load(f)
+  assert config["model"]["num_layers"] == 2 and config["model"]["vocab_size"] == 8000
+  assert config["training"]["batch_size"] == 8 and config["training"]["train_steps"] == STEPS
+  assert config["data"]["vocab"]["size"] == 8000
+  assert os.path.isfile(os.path.join(model_dir, "vocab.json"))
+  # keep_checkpoints (tiny.flags: 3) of ckpt-6 and ckpt-12.
+  assert tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths[-2:] == [
+      os.path.join(model_dir, "ckpt-6"), os.path.join(model_dir, "ckpt-12")]
+
+
+@pytest.mark.timeout(300)
+def test_event_files_hold_every_scalar_and_the_config(trained):
+  model_dir, _, _ = trained
+  train, evaluation = _scalars(model_dir, "train"), _scalars(model_dir, "eval")
+  assert TRAIN_SCALARS <= set(train)
+  for tag in TRAIN_SCALARS:
+    assert sorted(train[tag]) == [4, 8, 12], tag
+  assert 0 < train["mfu"][12] < 1 and 0 <= train["input_wait_fraction"][12] < 1
+  assert train["learning_rate"][4] == pytest.approx(1e-3 * (STEPS - 3) / (STEPS - 2))
+  assert set(evaluation) == EVAL_SCALARS
+  assert sorted(evaluation["loss"]) == [0, 6, 12]
+  config_text = train["config"][0].item().decode()
+  assert '"batch_size": 8' in config_text
+
+
+@pytest.mark.timeout(300)
+def test_evaluate_binary_equals_final_eval(trained):
+  model_dir, _, _ = trained
+  train_shards = json.load(open(os.path.join(model_dir, "config.json")))["data"]["eval"]
+  result = subprocess.run([sys.executable, "-m", "roberta_tf.evaluate", f"--model_dir={model_dir}",
+                           f"--eval_data={train_shards}", "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  metrics = json.loads(result.stdout[result.stdout.index("{"):])
+  assert metrics["checkpoint"] == os.path.join(model_dir, f"ckpt-{STEPS}")
+  final = _scalars(model_dir, "eval")
+  for name in EVAL_SCALARS:
+    assert metrics[name] == pytest.approx(float(final[name][STEPS]), rel=1e-5), name
+
+
+@pytest.mark.timeout(300)
+def test_init_from_continues_from_the_trained_weights(trained, tmp_path):
+  """A new run --init_from the model dir starts at the trained model's eval (same masks)."""
+  model_dir, _, _ = trained
+  saved = json.load(open(os.path.join(model_dir, "config.json")))["data"]
+  result = run.train(TrainConfig(
+      model_dir=str(tmp_path), train_data=saved["train"], eval_data=saved["eval"],
+      init_from=model_dir, max_seq_len=64, batch_size=8, train_steps=1, warmup_steps=0,
+      learning_rate=1e-4, log_every=1))
+  step, start = result.eval_history[0]
+  assert step == 0
+  assert start["loss"] == pytest.approx(float(_scalars(model_dir, "eval")["loss"][STEPS]),
+                                        rel=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_non_finite_weights_stop_the_run_with_an_error(trained):
+  _, _, (returncode, stderr, model_dir) = trained
+  assert returncode == 1, stderr[-3000:]
+  assert re.search(r"^error: 2 steps in a row \(>= --max_bad_steps=2\) had a non-finite loss "
+                   r"or gradient", stderr, re.M), stderr[-3000:]
+  assert tf.train.latest_checkpoint(model_dir) is None  # nothing non-finite was saved
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+@pytest.mark.timeout(120)
+def test_tensorboard_serves_the_train_loss(trained):
+  model_dir, _, _ = trained
+  port = _free_port()
+  board = subprocess.Popen(
+      [os.path.join(os.path.dirname(sys.executable), "tensorboard"), f"--logdir={model_dir}",
+       "--host=localhost", f"--port={port}", "--reload_interval=1"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  url = f"http://localhost:{port}/data/plugin/scalars/scalars?run=train&tag=loss"
+  points = None
+  try:
+    deadline = time.time() + 90
+    while time.time() < deadline and not points:
+      try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+          points = json.loads(response.read())
+      except (OSError, ValueError):
+        pass
+      if not points:
+        assert board.poll() is None, "tensorboard exited"
+        time.sleep(0.5)
+  finally:
+    board.kill()
+    board.wait()
+  assert points, f"no answer from {url} within 90 s"
+  steps = [step for _, step, _ in points]  # [wall_time, step, value]
+  expected = _scalars(model_dir, "train")["loss"]
+  assert steps == [4, 8, 12]
+  assert [value for *_, value in points] == pytest.approx([float(expected[s]) for s in steps])
+
+
+def test_flagfiles_parse_and_every_setting_has_a_flag():
+  """Every flagfile resolves to a valid TrainConfig; every TrainConfig field is a flag with help."""
+  script = r"""
+import glob, dataclasses
+from absl import flags
+import roberta_tf.train  # defines the flags
+from roberta_tf.training.train_config import TrainConfig
+FLAGS = flags.FLAGS
+for field in dataclasses.fields(TrainConfig):
+  assert field.name in FLAGS, field.name
+  assert len(FLAGS[field.name].help) > 15, field.name
+for path in sorted(glob.glob("flags/*.flags")):
+  FLAGS.unparse_flags()
+  FLAGS(["train", f"--flagfile={path}", "--model_dir=m", "--train_data=d"])
+  cfg = TrainConfig(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainConfig)})
+  cfg.validate()
+  print(path, cfg.config, cfg.batch_size, cfg.max_seq_len, cfg.train_steps)
+"""
+  result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+  assert result.returncode == 0, result.stderr[-3000:]
+  names = {os.path.basename(line.split()[0]) for line in result.stdout.splitlines()}
+  assert {"tiny.flags", "small.flags", "medium.flags", "base.flags", "large.flags",
+          "paper_base.flags", "paper_large.flags", "quickstart.flags"} <= names
+  assert "flags/paper_base.flags base 8192 512 500000" in result.stdout

@@ -1,0 +1,173 @@
+"""The train step and the loop in-process: clipping, the NaN guard, precisions, bad configs.
+
+Tiny model (L2 H128), sequences of 64, batches of 8 from the real pipeline over the test shards.
+"""
+
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.data import dataset_info, pipeline
+from roberta_tf.training import checkpointing, run
+from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.training.trainer import StepConfig, Trainer
+
+SEQ = 64
+
+
+def _model_config():
+  return models.preset("tiny", vocab_size=8000, max_positions=SEQ + 2, dropout=0.0,
+                       attention_dropout=0.0)
+
+
+def _trainer(train_shards, **step_config):
+  """A Trainer on the default strategy, and a function returning the next batch of 8."""
+  keras.utils.set_random_seed(0)
+  model = models.RobertaPretrainer(_model_config(), dtype=step_config.get("precision"))
+  opt = optimizer_lib.build_optimizer(learning_rate=1e-3, warmup_steps=0, train_steps=100)
+  trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config))
+  batches = iter(pipeline.build_dataset(train_shards, "train", training=True, batch_size=8,
+                                        max_seq_len=SEQ, model_config=model.config,
+                                        shuffle_buffer=0))
+  return trainer, lambda: next(batches)
+
+
+def _values(variables):
+  return [np.array(v.numpy()) for v in variables]
+
+
+def _global_norm(arrays):
+  return math.sqrt(sum(float(np.sum(np.square(a.astype(np.float64)))) for a in arrays))
+
+
+def test_clip_norm_clips_the_averaged_gradient(train_shards):
+  clip = 0.01
+  trainer, next_batch = _trainer(train_shards, clip_norm=clip)
+  out, _ = trainer.train_step(next_batch)
+  assert float(out["grad_norm"]) > 10 * clip  # the norm is reported before clipping
+  # Adam's first moment after one step is (1 - beta1) x the applied (clipped) gradient.
+  momentums = [v for v in trainer.optimizer.variables if v.path.endswith("_momentum")]
+  assert len(momentums) == len(trainer.model.trainable_variables)
+  assert _global_norm(_values(momentums)) == pytest.approx(0.1 * clip, rel=1e-4)
+
+
+def test_xla_compiled_accumulating_step_matches_the_plain_one(train_shards):
+  """--jit_compile changes the kernels, not the update (2 steps of 2 micro-batches)."""
+  weights = []
+  for jit in (False, True):
+    trainer, next_batch = _trainer(train_shards, grad_accum_steps=2, jit_compile=jit)
+    for _ in range(2):
+      trainer.train_step(next_batch)
+    weights.append(_values(trainer.model.trainable_variables))
+  for a, b in zip(*weights, strict=True):
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+
+
+def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_path):
+  trainer, next_batch = _trainer(train_shards)
+  model, opt = trainer.model, trainer.optimizer
+  ckpt = checkpointing.Checkpointer(str(tmp_path), {"model": model, "optimizer": opt,
+                                                    **trainer.checkpoint_items()})
+  out, _ = trainer.train_step(next_batch)
+  assert float(out["applied"]) == 1.0
+  good = ckpt.save(1)
+  good_weights = _values(model.variables)
+
+  kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
+  kernel.assign(tf.tensor_scatter_nd_update(kernel, [[0, 0]], [float("nan")]))
+  before_model, before_opt = _values(model.variables), _values(opt.variables)
+  out, _ = trainer.train_step(next_batch)
+  assert float(out["applied"]) == 0.0 and not math.isfinite(float(out["loss"]))
+  assert int(trainer.skipped_steps.numpy()) == 1 and int(trainer.bad_steps_in_row.numpy()) == 1
+  assert int(trainer.step.numpy()) == 2
+  # Nothing moved but the iteration (the LR schedule follows the step count) and the counters.
+  assert int(opt.iterations.numpy()) == 2
+  for v, a, b in zip(model.variables, before_model, _values(model.variables), strict=True):
+    np.testing.assert_array_equal(a, b, err_msg=v.path)
+  for v, a, b in zip(opt.variables, before_opt, _values(opt.variables), strict=True):
+    if not v.path.endswith("iteration"):
+      np.testing.assert_array_equal(a, b, err_msg=v.path)
+
+  with pytest.raises(checkpointing.NonFiniteWeightsError, match="non-finite"):
+    ckpt.save(2)
+  assert tf.train.latest_checkpoint(str(tmp_path)) == good
+  assert not os.path.exists(os.path.join(str(tmp_path), "ckpt-2.index"))
+
+  ckpt.restore(good)  # the last good checkpoint: finite again, and it trains on
+  for v, a in zip(model.variables, good_weights, strict=True):
+    np.testing.assert_array_equal(v.numpy(), a, err_msg=v.path)
+  out, _ = trainer.train_step(next_batch)
+  assert float(out["applied"]) == 1.0 and int(trainer.bad_steps_in_row.numpy()) == 0
+
+
+def test_fp16_overflow_is_skipped_counted_and_halves_the_scale(train_shards):
+  """A loss scale of 2^60 overflows fp16 gradients: normal under fp16, not a bad step."""
+  trainer, next_batch = _trainer(train_shards, precision="mixed_float16",
+                                 loss_scale_initial=2.0**60)
+  before = _values(trainer.model.trainable_variables)
+  out, _ = trainer.train_step(next_batch)
+  assert math.isfinite(float(out["loss"])) and float(out["applied"]) == 0.0
+  assert float(out["loss_scale"]) == 2.0**60 and float(trainer.loss_scale.numpy()) == 2.0**59
+  assert int(trainer.overflow_steps.numpy()) == 1
+  assert int(trainer.skipped_steps.numpy()) == int(trainer.bad_steps_in_row.numpy()) == 0
+  for v, a in zip(trainer.model.trainable_variables, before, strict=True):
+    np.testing.assert_array_equal(v.numpy(), a, err_msg=v.path)
+
+
+def _config(train_shards, model_dir, **overrides):
+  values = dict(model_dir=str(model_dir), train_data=train_shards, eval_data=train_shards,
+                config="tiny", max_seq_len=SEQ, batch_size=8, train_steps=12, warmup_steps=2,
+                learning_rate=2e-3, log_every=4, checkpoint_every=100, seed=1)
+  values.update(overrides)
+  return TrainConfig(**values)
+
+
+def _train_tags(model_dir):
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  acc = event_accumulator.EventAccumulator(os.path.join(model_dir, "train"))
+  acc.Reload()
+  return set(acc.Tags()["tensors"])
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16", "mixed_float16"])
+def test_every_precision_trains(train_shards, tmp_path, precision):
+  result = run.train(_config(train_shards, tmp_path, precision=precision))
+  (first_step, first), (last_step, last) = result.eval_history[0], result.eval_history[-1]
+  assert (first_step, last_step) == (0, 12)
+  assert math.isfinite(last["loss"]) and last["loss"] < first["loss"] - 0.1, result.eval_history
+  assert math.isfinite(result.final_train["loss"]) and result.final_train["grad_norm"] > 0
+  tags = _train_tags(str(tmp_path))
+  if precision == "mixed_float16":
+    assert {"loss_scale", "overflow_steps"} <= tags
+    assert result.final_train["loss_scale"] >= 1.0
+  else:
+    assert "loss_scale" not in tags
+
+
+def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_path):
+  init = tmp_path / "nan_model"
+  model = models.RobertaPretrainer(_model_config())
+  kernel = next(v for v in model.trainable_variables if v.path.endswith("output_dense/kernel"))
+  kernel.assign(tf.fill(kernel.shape, float("nan")))
+  models.save(str(init), model)
+  model_dir = tmp_path / "run"
+  with pytest.raises(run.TrainingError, match=r"3 steps in a row .*--max_bad_steps=3"):
+    run.train(_config(train_shards, model_dir, init_from=str(init), eval_data="",
+                      max_bad_steps=3, train_steps=10))
+  assert tf.train.latest_checkpoint(str(model_dir)) is None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(batch_size=6, grad_accum_steps=4), r"--batch_size=6 is not divisible"),
+    (dict(max_seq_len=32), r"longer than --max_seq_len=32"),
+    (dict(warmup_steps=20), r"--warmup_steps=20"),
+])
+def test_bad_configs_name_the_flag(train_shards, tmp_path, overrides, message):
+  with pytest.raises((ValueError, dataset_info.DatasetInfoError), match=message):
+    run.train(_config(train_shards, tmp_path, **overrides))
