@@ -13,8 +13,7 @@ metrics go to OUT/eval_results.json (see roberta_tf/finetuning/model_dir.py for 
 
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
@@ -40,7 +39,8 @@ flags.DEFINE_list("text_fields", list(_D.text_fields), "Table fields holding the
 flags.DEFINE_string("label_field", _D.label_field, "Table field holding the label.")
 flags.DEFINE_list("labels", [], "Class names in id order (default: the sorted training labels).")
 flags.DEFINE_integer("max_seq_len", _D.max_seq_len, "Longest input in tokens, special tokens "
-                     "included; <= the pretrained model's.")
+                     "included; <= the pretrained model's. 0: the pretrained model's (random "
+                     "init: 512).")
 flags.DEFINE_integer("max_query_len", _D.max_query_len, "QA: question tokens kept.")
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "QA: tokens between the starts of consecutive "
                      "context windows.")
@@ -85,8 +85,12 @@ def main(argv):
   # Logical CPU devices must exist before TensorFlow initializes: split before the imports.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(FLAGS.cpu_replicas)
-  from roberta_tf.finetuning import export  # pylint: disable=import-outside-toplevel
-  from roberta_tf.finetuning import task_data, squad, trainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import (  # pylint: disable=import-outside-toplevel
+    export,  # pylint: disable=import-outside-toplevel
+    squad,
+    task_data,
+    trainer,
+  )
   from roberta_tf.models import ConfigError, ModelDirError  # pylint: disable=import-outside-toplevel
   from roberta_tf.tokenizer import TokenizerFileError  # pylint: disable=import-outside-toplevel
   errors = (ValueError, OSError, trainer.FinetuneError, task_data.TaskDataError,
@@ -95,7 +99,8 @@ def main(argv):
     if FLAGS.export_only:
       if not FLAGS.model_dir or not FLAGS.export_dir:
         raise app.UsageError("--export_only needs --model_dir and --export_dir")
-      print(f"exported {export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)}")
+      path = export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)
+      print(f"exported {path}")
       return 0
     values = {name: FLAGS[name].value for name in FinetuneConfig.__dataclass_fields__
               if name in FLAGS}
@@ -115,5 +120,10 @@ def main(argv):
   return 0
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point (pyproject: roberta-finetune)."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -5,6 +5,7 @@ Modules, in the order data flows through them:
   encoding        TF-op featurization shared by training and the SavedModel:
                   `<s> A </s></s> B </s>`, longest-first pair truncation, padding
   squad           SQuAD reader, doc-stride windows, token -> character offsets, n-best decoding
+  squad_tf        the same windows and best-span decoding in TF ops (for the SavedModel)
   squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
   metrics         accuracy, F1, MCC, Pearson, Spearman
   heads           classification/regression, multiple-choice and span heads on the encoder
@@ -14,4 +15,5 @@ Modules, in the order data flows through them:
   model_dir       fine-tuned model directories (config.json + checkpoint + vocab)
   export          SavedModel with raw-string signatures (classify / choose / answer)
   docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
+The binary is roberta_tf/finetune.py.
 """

@@ -7,9 +7,11 @@ r"""A real-text classification task: which part of the Python docs a paragraph c
 The corpus has one `{"text", "source"}` object per document, source like
 "python-3.11-docs/library/os.rst.txt"; the label is the top-level section (library, c-api,
 reference, tutorial, howto). Prose paragraphs only (no headings, directives, code, lists or
-tables). Documents, not paragraphs, are split between train and dev, so a dev paragraph never
-shares a page with a training one: the task asks what kind of text a paragraph is, not which
-page it was cut from. Writes DIR/train.jsonl and DIR/dev.jsonl ({"text", "label", "source"}).
+tables). Paragraphs are sampled per section and split at random between train and dev (a dev
+paragraph may share a page with training ones: splitting by page instead leaves too little in
+common between the splits for 60 examples a class to learn -- naive Bayes scores 0.29 there,
+0.63 here). Writes DIR/train.jsonl and DIR/dev.jsonl ({"text", "label", "source"}).
+Pretraining for this task must not see the dev paragraphs: `pretraining_documents`.
 """
 
 from __future__ import annotations
@@ -49,36 +51,45 @@ def prose_paragraphs(text: str, min_chars: int = 120, max_chars: int = 600) -> I
       yield paragraph
 
 
-def build(corpus: str, train_per_class: int = 60, dev_per_class: int = 30,
-          dev_fraction: float = 0.3, seed: int = 0) -> tuple[list[dict], list[dict]]:
-  """(train, dev) rows {"text", "label", "source"}, balanced per class, shuffled.
-
-  Each section's documents are shuffled (seeded) and the first dev_fraction of them (at least
-  one) hold the dev paragraphs; paragraphs are then sampled without replacement.
-  """
-  docs: dict[str, list[tuple[str, list[str]]]] = {s: [] for s in SECTIONS}
+def _read(corpus: str) -> Iterator[dict]:
   with gzip.open(corpus, "rt", encoding="utf-8") as f:
     for line in f:
-      doc = json.loads(line)
-      label = section_of(doc.get("source", ""))
-      if label:
-        docs[label].append((doc["source"], list(prose_paragraphs(doc["text"]))))
+      yield json.loads(line)
+
+
+def build(corpus: str, train_per_class: int = 60, dev_per_class: int = 30,
+          seed: int = 0) -> tuple[list[dict], list[dict]]:
+  """(train, dev) rows {"text", "label", "source"}, balanced per class, shuffled.
+
+  Each section's prose paragraphs (from all its pages) are sampled without replacement (seeded):
+  the first train_per_class go to train, the next dev_per_class to dev.
+  """
+  pools: dict[str, list[tuple[str, str]]] = {s: [] for s in SECTIONS}
+  for doc in _read(corpus):
+    label = section_of(doc.get("source", ""))
+    if label:
+      pools[label].extend((doc["source"], p) for p in prose_paragraphs(doc["text"]))
   rng = random.Random(seed)
   train, dev = [], []
   for label in SECTIONS:
-    pages = sorted(docs[label])
-    rng.shuffle(pages)
-    cut = max(1, round(dev_fraction * len(pages)))
-    for rows, part, count in ((dev, pages[:cut], dev_per_class),
-                              (train, pages[cut:], train_per_class)):
-      pool = [(source, p) for source, paragraphs in part for p in paragraphs]
-      if len(pool) < count:
-        raise ValueError(f"section {label!r} has only {len(pool)} paragraphs for {count}")
-      rows.extend({"text": p, "label": label, "source": source}
-                  for source, p in rng.sample(pool, count))
+    unique = sorted(set(pools[label]))
+    if len(unique) < train_per_class + dev_per_class:
+      raise ValueError(f"section {label!r} has only {len(unique)} paragraphs")
+    picked = rng.sample(unique, train_per_class + dev_per_class)
+    train += [{"text": p, "label": label, "source": s} for s, p in picked[:train_per_class]]
+    dev += [{"text": p, "label": label, "source": s} for s, p in picked[train_per_class:]]
   rng.shuffle(train)
   rng.shuffle(dev)
   return train, dev
+
+
+def pretraining_documents(corpus: str, exclude: set[str]) -> Iterator[str]:
+  """The corpus's documents with the paragraphs in `exclude` (as prose_paragraphs gives them)
+  cut out: pretraining text that never shows the model a dev paragraph."""
+  for doc in _read(corpus):
+    blocks = [b for b in _BLANK.split(doc["text"])
+              if " ".join(line.strip() for line in b.split("\n")) not in exclude]
+    yield "\n\n".join(blocks)
 
 
 def write_jsonl(path: str, rows: list[dict]) -> None:

@@ -5,7 +5,8 @@ A sequence task's input is RoBERTa's (fairseq's) layout:
   text pair:    <s> A </s></s> B </s>
 Pairs are truncated longest-first (HF's `truncation="longest_first"`: one token at a time from
 the longer side, from B on a tie), which in closed form keeps
-  len(A') = min(len(A), max(budget - len(B), ceil(budget / 2))),  len(B') = min(len(B), budget - len(A')).
+  len(A') = min(len(A), max(budget - len(B), ceil(budget / 2)))
+  len(B') = min(len(B), budget - len(A')).
 Everything here is TF ops on ragged tensors, so the SavedModel runs the same code as training.
 """
 

@@ -21,11 +21,8 @@ import shutil
 
 import tensorflow as tf
 
-from roberta_tf.finetuning import encoding
-from roberta_tf.finetuning import heads
+from roberta_tf.finetuning import encoding, heads, squad, squad_tf, task_types
 from roberta_tf.finetuning import model_dir as model_dir_lib
-from roberta_tf.finetuning import squad
-from roberta_tf.finetuning import squad_tf
 from roberta_tf.tokenizer import BytePairTokenizer
 
 _TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
@@ -48,7 +45,7 @@ class FinetunedModule(tf.Module):
                                 None if text_b is None else self.tokenizer(text_b),
                                 self.info.max_seq_len, self._bos, self._eos)
     logits = self.model(encoding.to_dense(ids, self._pad), training=False)["logits"]
-    if self.info.task_type == heads.REGRESSION:
+    if self.info.task_type == task_types.REGRESSION:
       return {"value": logits}
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
@@ -64,14 +61,19 @@ class FinetunedModule(tf.Module):
     shape = tf.shape(options)
     count = shape[1]
     flat_context = tf.repeat(context, count)
-    # option_text in TF: a cloze question gets the option in its blank(s), others get it after.
+    # task_data.option_text in TF: a cloze question gets the option in every blank "_" (a
+    # literal replacement), any other question is followed by " " and the option.
     flat_question = tf.repeat(question, count)
     flat_options = tf.reshape(options, [-1])
-    cloze = tf.strings.regex_full_match(flat_question, r"(?s).*_.*")
-    filled = tf.map_fn(  # literal replacement (no regex escapes in the option)
-        lambda qo: tf.strings.reduce_join(tf.strings.split(qo[0], "_"), separator=qo[1]),
-        (flat_question, flat_options), fn_output_signature=tf.string)
-    second = tf.where(cloze, filled, tf.strings.join([flat_question, flat_options], " "))
+    parts = tf.strings.split(flat_question, "_")                    # ragged [B*C, blanks + 1]
+    rows = parts.value_rowids()
+    is_last = (tf.ragged.range(parts.row_lengths()).flat_values ==
+               tf.gather(parts.row_lengths() - 1, rows))
+    filler = tf.where(is_last, "", tf.gather(flat_options, rows))
+    filled = tf.strings.reduce_join(
+        parts.with_flat_values(tf.strings.join([parts.flat_values, filler])), axis=1)
+    second = tf.where(parts.row_lengths() > 1, filled,
+                      tf.strings.join([flat_question, flat_options], " "))
     ids = encoding.build_inputs(self.tokenizer(flat_context), self.tokenizer(second),
                                 self.info.max_seq_len, self._bos, self._eos)
     dense = encoding.to_dense(ids, self._pad)
@@ -92,12 +94,12 @@ class FinetunedModule(tf.Module):
     """{name: tf.function} of the task's signature (and serving_default). Only the task's
     function is created: saving traces every tf.function a module holds."""
     kind = self.info.task_type
-    if kind in (heads.CLASSIFICATION, heads.REGRESSION):
+    if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
       if len(self.info.text_fields) == 2:
         name, fn, spec = "classify", self._classify_pair, [_TEXT("text_a"), _TEXT("text_b")]
       else:
         name, fn, spec = "classify", self._classify_single, [_TEXT("text_a")]
-    elif kind == heads.MULTIPLE_CHOICE:
+    elif kind == task_types.MULTIPLE_CHOICE:
       name, fn = "choose", self._choose
       spec = [_TEXT("context"), _TEXT("question"),
               tf.TensorSpec([None, None], tf.string, name="options")]
@@ -116,7 +118,7 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False)
   if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, _, info = model_dir_lib.load(model_dir, dtype="float32")
-  module = FinetunedModule(model, BytePairTokenizer.from_dir(model_dir), info)
+  module = FinetunedModule(model, model_dir_lib.load_tokenizer(model_dir), info)
   export_dir = os.path.normpath(export_dir)
   tmp = f"{export_dir}.tmp-{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from roberta_tf.finetuning import heads
+from roberta_tf.finetuning import task_types
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -29,7 +29,7 @@ class FinetuneConfig:
   text_fields: tuple[str, ...] = ("text",)
   label_field: str = "label"
   labels: tuple[str, ...] = ()       # class names in id order; empty: sorted training labels
-  max_seq_len: int = 512
+  max_seq_len: int = 0               # 0: init_from's maximum, else 512
   max_query_len: int = 64
   doc_stride: int = 128
   max_answer_len: int = 30
@@ -64,8 +64,8 @@ class FinetuneConfig:
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings."""
     checks = [
-        (self.task in heads.TASK_TYPES,
-         f"--task={self.task!r}: expected one of {', '.join(heads.TASK_TYPES)}"),
+        (self.task in task_types.TASK_TYPES,
+         f"--task={self.task!r}: expected one of {', '.join(task_types.TASK_TYPES)}"),
         (bool(self.model_dir), "--model_dir is required"),
         (bool(self.train_file), "--train_file is required"),
         (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
@@ -79,12 +79,13 @@ class FinetuneConfig:
         (all(lr > 0 for lr in self.sweep), f"learning rates must be > 0, got {self.sweep}"),
         (len(set(self.sweep)) == len(self.sweep), f"--learning_rates repeats a rate: {self.sweep}"),
         (0 <= self.warmup_ratio < 1, f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}"),
-        (self.max_seq_len >= 8, f"--max_seq_len must be >= 8, got {self.max_seq_len}"),
+        (self.max_seq_len == 0 or self.max_seq_len >= 8,
+         f"--max_seq_len must be 0 (the model's) or >= 8, got {self.max_seq_len}"),
         (self.early_stopping_patience >= 0,
          f"--early_stopping_patience must be >= 0, got {self.early_stopping_patience}"),
         (self.precision in PRECISIONS,
          f"--precision={self.precision!r}: expected one of {', '.join(PRECISIONS)}"),
-        (self.task not in (heads.CLASSIFICATION, heads.REGRESSION) or
+        (self.task not in (task_types.CLASSIFICATION, task_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),
         (self.max_answer_len > 0 and self.n_best_size > 0 and self.doc_stride > 0,

@@ -14,14 +14,16 @@ import keras
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.finetuning.task_types import (
+  CLASSIFICATION,
+  EXTRACTIVE_QA,
+  MULTIPLE_CHOICE,
+  REGRESSION,
+  TASK_TYPES,
+)
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.embeddings import truncated_normal
 
-CLASSIFICATION = "classification"
-REGRESSION = "regression"
-MULTIPLE_CHOICE = "multiple_choice"
-EXTRACTIVE_QA = "extractive_qa"
-TASK_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
 # Added to the logits of pad positions so that no span starts or ends there (float32-safe).
 _PAD_LOGIT = -1e9
 

@@ -32,7 +32,7 @@ def confusion_matrix(labels, predictions, num_classes: int) -> np.ndarray:
 
 
 def f1(labels, predictions, positive: int = 1) -> float:
-  """Binary F1 of class `positive` (GLUE's MRPC/QQP F1); 0 when it is never labelled nor predicted."""
+  """Binary F1 of class `positive` (GLUE's MRPC/QQP F1); 0 if never labelled nor predicted."""
   labels, predictions = _check(labels, predictions)
   tp = np.sum((predictions == positive) & (labels == positive))
   fp = np.sum((predictions == positive) & (labels != positive))

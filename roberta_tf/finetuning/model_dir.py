@@ -16,6 +16,7 @@ model_dir/
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.tokenizer import BytePairTokenizer
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"
@@ -99,6 +101,26 @@ def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.R
   return model, model_config, info
 
 
+_TOKENIZERS: dict[str, BytePairTokenizer] = {}  # sha256 of vocab.json + merges.txt -> tokenizer
+
+
+def load_tokenizer(vocab_dir: str) -> BytePairTokenizer:
+  """vocab_dir's tokenizer, shared within a process by every directory holding the same
+  vocab.json + merges.txt bytes: building one and tracing its first call take seconds, and a
+  sweep, an export after training or a test suite would otherwise pay that again and again."""
+  digest = hashlib.sha256()
+  for name in TOKENIZER_FILES:
+    try:
+      with open(os.path.join(vocab_dir, name), "rb") as f:
+        digest.update(f.read())
+    except OSError:  # let BytePairTokenizer name the missing file
+      return BytePairTokenizer.from_dir(vocab_dir)
+  key = digest.hexdigest()
+  if key not in _TOKENIZERS:
+    _TOKENIZERS[key] = BytePairTokenizer.from_dir(vocab_dir)
+  return _TOKENIZERS[key]
+
+
 def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
   for name in TOKENIZER_FILES:
     if os.path.abspath(src_dir) != os.path.abspath(dst_dir):
@@ -106,23 +128,24 @@ def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
       os.replace(os.path.join(dst_dir, name + ".tmp"), os.path.join(dst_dir, name))
 
 
-def prepare(model_dir: str, overwrite: bool, protected: tuple[str, ...] = ()) -> None:
-  """Creates model_dir, or clears what an earlier fine-tuning run wrote there (overwrite).
-
-  Raises:
-    ValueError: model_dir is not empty and overwrite is off, or is one of `protected` (the
-      pretrained model / vocab directories, never to be cleared).
-  """
+def check_writable(model_dir: str, overwrite: bool, protected: tuple[str, ...] = ()) -> None:
+  """Raises ValueError unless model_dir may receive a fine-tuning run: absent, empty, or
+  (overwrite) holding an earlier run; never one of `protected` (the pretrained model / vocab
+  directories)."""
   target = os.path.abspath(model_dir)
   if any(p and os.path.abspath(p) == target for p in protected):
     raise ValueError(f"--model_dir={model_dir!r} is the --init_from/--vocab_dir directory; "
                      "fine-tuning writes a new directory")
   if os.path.exists(model_dir) and not os.path.isdir(model_dir):
     raise ValueError(f"--model_dir={model_dir!r} exists and is not a directory")
-  if os.path.isdir(model_dir) and os.listdir(model_dir):
-    if not overwrite:
-      raise ValueError(f"--model_dir={model_dir!r} is not empty; pass --overwrite to replace an "
-                       "earlier fine-tuning run there")
+  if os.path.isdir(model_dir) and os.listdir(model_dir) and not overwrite:
+    raise ValueError(f"--model_dir={model_dir!r} is not empty; pass --overwrite to replace an "
+                     "earlier fine-tuning run there")
+
+
+def prepare(model_dir: str) -> None:
+  """Creates model_dir and removes what an earlier fine-tuning run wrote there (only that)."""
+  if os.path.isdir(model_dir):
     for name in os.listdir(model_dir):
       path = os.path.join(model_dir, name)
       if name == "runs":

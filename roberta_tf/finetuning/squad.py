@@ -136,7 +136,7 @@ def align_tokens(text: str, ids: np.ndarray, byte_lengths: np.ndarray,
   if ends.size and ends[-1] != len(raw):  # a <mask> ate whitespace: walk and skip it
     mask = tokenizer_lib.MASK.encode("utf-8")
     cursor, starts = 0, []
-    for i, n in zip(ids, lengths):
+    for i, n in zip(ids, lengths, strict=True):
       if i == mask_id:
         while cursor < len(raw) and not raw.startswith(mask, cursor):
           cursor += 1
@@ -174,7 +174,7 @@ def max_context_mask(starts: Sequence[int], lengths: Sequence[int], index: int) 
   positions = np.arange(start, start + length)
   best_score = np.full(length, -1)
   best_window = np.full(length, -1)
-  for w, (s, n) in enumerate(zip(starts, lengths)):
+  for w, (s, n) in enumerate(zip(starts, lengths, strict=True)):
     inside = (positions >= s) & (positions < s + n)
     k = positions - s
     score = 100 * np.minimum(k, n - 1 - k) + n
@@ -227,14 +227,14 @@ def featurize(examples: Sequence[SquadExample], tokenizer, *, max_seq_len: int,
     raise SquadError(f"--doc_stride must be >= 1, got {doc_stride}")
   byte_lengths = token_byte_lengths(tokenizer) if byte_lengths is None else byte_lengths
   unique = list(dict.fromkeys(e.context for e in examples))
-  context_ids = dict(zip(unique, _tokenize(tokenizer, unique)))
+  context_ids = dict(zip(unique, _tokenize(tokenizer, unique), strict=True))
   aligned = {c: align_tokens(c, context_ids[c], byte_lengths, tokenizer.mask_id) for c in unique}
   questions = _tokenize(tokenizer, [e.question for e in examples])
   bos, eos = tokenizer.bos_id, tokenizer.eos_id
   cols = {k: [] for k in ("input_ids", "example_index", "window_start", "window_len",
                           "context_offset", "max_context", "start_positions", "end_positions")}
   contexts, unlocated = [], 0
-  for index, (example, question) in enumerate(zip(examples, questions)):
+  for index, (example, question) in enumerate(zip(examples, questions, strict=True)):
     context = aligned[example.context]
     contexts.append(context)
     question = question[:max_query_len]
@@ -253,7 +253,7 @@ def featurize(examples: Sequence[SquadExample], tokenizer, *, max_seq_len: int,
     starts = window_starts(num_tokens, window, doc_stride)
     lengths = [min(num_tokens - s, window) for s in starts]
     offset = len(question) + 3
-    for w, (start, length) in enumerate(zip(starts, lengths)):
+    for w, (start, length) in enumerate(zip(starts, lengths, strict=True)):
       ids = np.concatenate([[bos], question, [eos, eos], context.ids[start:start + length],
                             [eos]]).astype(np.int32)
       label = (0, 0)

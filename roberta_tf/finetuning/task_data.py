@@ -32,7 +32,7 @@ class TaskDataError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TextExample:
-  """One classification/regression example: a text or a text pair, and its label (None if absent)."""
+  """A classification/regression example: a text or a text pair, and its label (or None)."""
   text_a: str
   text_b: str | None
   label: str | float | None
@@ -224,7 +224,7 @@ def _choice_examples(obj: Any, where: str, require_labels: bool) -> list[ChoiceE
                           "same length")
     base = str(obj.get("id", where))
     items = [(f"{base}-{i}", q, o, a) for i, (q, o, a) in
-             enumerate(zip(questions, options, answers))]
+             enumerate(zip(questions, options, answers, strict=True))]
   else:
     items = [(str(obj.get("id", where)), obj.get("question"), obj.get("options"),
               obj.get("answer", obj.get("label")))]

@@ -18,17 +18,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import encoding
-from roberta_tf.finetuning import heads
-from roberta_tf.finetuning import metrics
-from roberta_tf.finetuning import squad
-from roberta_tf.finetuning import squad_eval
-from roberta_tf.finetuning import task_data
+from roberta_tf.finetuning import encoding, metrics, squad, squad_eval, task_data, task_types
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
-DEFAULT_METRIC = {heads.CLASSIFICATION: "accuracy", heads.REGRESSION: "pearson",
-                  heads.MULTIPLE_CHOICE: "accuracy", heads.EXTRACTIVE_QA: "f1"}
+DEFAULT_METRIC = {task_types.CLASSIFICATION: "accuracy", task_types.REGRESSION: "pearson",
+                  task_types.MULTIPLE_CHOICE: "accuracy", task_types.EXTRACTIVE_QA: "f1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +31,7 @@ class TaskInfo:
   """What using a fine-tuned model needs besides its weights.
 
   Attributes:
-    task_type: one of heads.TASK_TYPES.
+    task_type: one of task_types.TASK_TYPES.
     max_seq_len: the longest input, special tokens included.
     labels: classification: the class names in id order.
     text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
@@ -58,14 +53,14 @@ class TaskInfo:
 
   @property
   def num_outputs(self) -> int:
-    return len(self.labels) if self.task_type == heads.CLASSIFICATION else 1
+    return len(self.labels) if self.task_type == task_types.CLASSIFICATION else 1
 
   def metric_names(self) -> tuple[str, ...]:
-    if self.task_type == heads.CLASSIFICATION:
+    if self.task_type == task_types.CLASSIFICATION:
       return ("accuracy", "mcc", "f1" if len(self.labels) == 2 else "macro_f1")
-    if self.task_type == heads.REGRESSION:
+    if self.task_type == task_types.REGRESSION:
       return ("pearson", "spearman", "mse")
-    if self.task_type == heads.MULTIPLE_CHOICE:
+    if self.task_type == task_types.MULTIPLE_CHOICE:
       return ("accuracy",)
     return ("exact_match", "f1")
 
@@ -151,7 +146,7 @@ class SequenceTask(Task):
     self._dev_labels = self._labels(dev, dev_path)
 
   def _labels(self, examples, path):
-    if self.info.task_type == heads.REGRESSION:
+    if self.info.task_type == task_types.REGRESSION:
       return np.asarray([e.label for e in examples], np.float32)
     return np.asarray(task_data.label_ids(examples, self.info.labels, path), np.int32)
 
@@ -164,13 +159,13 @@ class SequenceTask(Task):
     return _ragged_dataset(ids, self._labels(examples, path), self.pad_id)
 
   def loss_sum(self, outputs, labels):
-    if self.info.task_type == heads.REGRESSION:
+    if self.info.task_type == task_types.REGRESSION:
       return tf.reduce_sum(tf.square(outputs["logits"] - tf.cast(labels, tf.float32)))
     return _cross_entropy_sum(labels, outputs["logits"])
 
   def evaluate(self, batch_outputs):
     logits = np.concatenate([b["logits"] for b in batch_outputs])
-    if self.info.task_type == heads.REGRESSION:
+    if self.info.task_type == task_types.REGRESSION:
       return metrics.regression_metrics(self._dev_labels, logits)
     return metrics.classification_metrics(self._dev_labels, logits.argmax(-1),
                                           len(self.info.labels))
@@ -252,8 +247,8 @@ class ExtractiveQATask(Task):
 def load_task(cfg, tokenizer) -> Task:
   """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig)."""
   kind = cfg.task
-  if kind in (heads.CLASSIFICATION, heads.REGRESSION):
-    regression = kind == heads.REGRESSION
+  if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
+    regression = kind == task_types.REGRESSION
     train = task_data.read_text_examples(cfg.train_file, cfg.text_fields, cfg.label_field,
                                          regression)
     dev = task_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
@@ -261,7 +256,7 @@ def load_task(cfg, tokenizer) -> Task:
     labels = () if regression else tuple(task_data.label_names(train, cfg.labels))
     info = TaskInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
     return SequenceTask(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
-  if kind == heads.MULTIPLE_CHOICE:
+  if kind == task_types.MULTIPLE_CHOICE:
     train = task_data.read_choice_examples(cfg.train_file)
     dev = task_data.read_choice_examples(cfg.eval_file)
     info = TaskInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))

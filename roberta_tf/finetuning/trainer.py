@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import time
 
 import keras
@@ -30,12 +31,12 @@ from roberta_tf.finetuning import model_dir as model_dir_lib
 from roberta_tf.finetuning import squad
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.tokenizer import BytePairTokenizer
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training.schedule import WarmupLinearDecay
 
 _SUM = tf.distribute.ReduceOp.SUM
+DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
 
 
 class FinetuneError(RuntimeError):
@@ -56,7 +57,8 @@ def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.Roberta
   elif os.path.isfile(cfg.config):
     config = models.RobertaConfig.load(cfg.config)
   else:
-    config = models.preset(cfg.config, vocab_size=vocab_size, max_seq_len=cfg.max_seq_len)
+    config = models.preset(cfg.config, vocab_size=vocab_size,
+                           max_seq_len=cfg.max_seq_len or DEFAULT_MAX_SEQ_LEN)
   if cfg.dropout >= 0:
     config = config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
   if config.vocab_size != vocab_size:
@@ -93,10 +95,20 @@ def _format(metrics: dict) -> str:
   return " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.endswith("total"))
 
 
+def _worker_dir(strategy: tf.distribute.Strategy, run_dir: str) -> str:
+  """Where this worker saves: run_dir on the chief; a multi-worker run's other workers must
+  take part in every save too, so they write to run_dir/workertemp_<id> (removed at the end)."""
+  if strategy_lib.is_chief(strategy):
+    return run_dir
+  return os.path.join(run_dir, f"workertemp_{strategy.cluster_resolver.task_id}")
+
+
 def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
               learning_rate: float, strategy: tf.distribute.Strategy, run_dir: str,
               metric: str) -> RunResult:
   """Fine-tunes one model at one learning rate (see the module docstring)."""
+  chief = strategy_lib.is_chief(strategy)
+  save_dir = _worker_dir(strategy, run_dir)
   keras.utils.set_random_seed(cfg.seed)
   replicas = strategy.num_replicas_in_sync
   steps_per_epoch = math.ceil(task.num_train / cfg.batch_size)
@@ -137,7 +149,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
     outputs = [{k: v.numpy() for k, v in predict(batch).items()} for batch in eval_ds]
     return task.evaluate(outputs)
 
-  os.makedirs(run_dir, exist_ok=True)
+  os.makedirs(save_dir, exist_ok=True)
   history, best, best_epoch, since_best, prefix = [], None, 0, 0, ""
   for epoch in range(1, cfg.epochs + 1):
     start = time.perf_counter()
@@ -156,8 +168,8 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
         f"{_format(dev)} | {history[-1]['seconds']:.1f}s{' (best)' if improved else ''}")
     if improved:
       best, best_epoch, since_best = dev[metric], epoch, 0
-      prefix = model_dir_lib.save_checkpoint(run_dir, model, epoch)
-      if isinstance(task, tasks_lib.ExtractiveQATask):
+      prefix = model_dir_lib.save_checkpoint(save_dir, model, epoch)
+      if chief and isinstance(task, tasks_lib.ExtractiveQATask):
         squad.write_predictions(run_dir, *task.predictions)
     else:
       since_best += 1
@@ -167,9 +179,10 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
         break
   metrics_at_best = history[best_epoch - 1]["dev"]
   result = RunResult(learning_rate, best_epoch, metrics_at_best, history, prefix, run_dir)
-  model_dir_lib.write_json(os.path.join(run_dir, model_dir_lib.RESULTS_FILE),
-                           {**metrics_at_best, "learning_rate": learning_rate,
-                            "epoch": best_epoch, "history": history})
+  if chief:
+    model_dir_lib.write_json(os.path.join(run_dir, model_dir_lib.RESULTS_FILE),
+                             {**metrics_at_best, "learning_rate": learning_rate,
+                              "epoch": best_epoch, "history": history})
   return result
 
 
@@ -178,17 +191,23 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
   vocab_dir = cfg.vocab_dir or cfg.init_from
-  tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  tokenizer = model_dir_lib.load_tokenizer(vocab_dir)
   model_config = resolve_model_config(cfg, tokenizer.vocab_size)
   if cfg.max_seq_len > model_config.max_seq_len:
     raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
                      f"{model_config.max_seq_len}")
-  model_dir_lib.prepare(cfg.model_dir, cfg.overwrite, protected=(cfg.init_from, cfg.vocab_dir))
+  cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
+  chief = strategy_lib.is_chief(strategy)
+  if chief:
+    model_dir_lib.check_writable(cfg.model_dir, cfg.overwrite,
+                                 protected=(cfg.init_from, cfg.vocab_dir))
   task = tasks_lib.load_task(cfg, tokenizer)
   metric = cfg.metric or tasks_lib.DEFAULT_METRIC[cfg.task]
   if metric not in task.info.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
                      f"{list(task.info.metric_names())}")
+  if chief:
+    model_dir_lib.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
   log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
       f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "
@@ -202,6 +221,10 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
     if tasks_lib.is_better(metric, run.metrics[metric], best.metrics[metric]):
       best = run
 
+  if not chief:  # the chief writes the model dir; the others drop their temporary saves
+    for run in runs:
+      shutil.rmtree(_worker_dir(strategy, run.run_dir), ignore_errors=True)
+    return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
   model = model_dir_lib.build_model(model_config, task.info, dtype="float32")
   model_dir_lib.restore(model, best.checkpoint)
@@ -210,7 +233,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   model_dir_lib.copy_tokenizer(vocab_dir, cfg.model_dir)
   if cfg.task == "extractive_qa":
     for name in ("predictions.json", "nbest_predictions.json"):
-      os.replace(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
+      shutil.copyfile(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
              "epoch": best.best_epoch, "init_from": cfg.init_from or None,
              "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,

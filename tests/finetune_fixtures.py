@@ -1,0 +1,116 @@
+"""Small synthetic fine-tuning data sets (deterministic) and a pretrained model dir for tests."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import shutil
+
+POSITIVE = ("great", "wonderful", "excellent", "lovely", "good", "superb")
+NEGATIVE = ("terrible", "awful", "bad", "horrible", "poor", "dreadful")
+NAMES = ("Alice", "Bob", "Carol", "Dmitri", "Élodie", "Zoë", "Hiroshi", "Nadia")
+THINGS = ("cat", "violin", "garden", "bicycle", "telescope", "kettle")
+
+
+def sentiment_rows(n: int, seed: int) -> list[dict]:
+  """{"sentence", "sentence2", "label" ("pos"/"neg"), "score" (0-5)}: the label is the sentiment
+  word in `sentence`; `sentence2` is noise (a pair task that ignores B is still learnable)."""
+  rng = random.Random(seed)
+  rows = []
+  for _ in range(n):
+    positive = rng.random() < 0.5
+    word = rng.choice(POSITIVE if positive else NEGATIVE)
+    rows.append({"sentence": f"the film was {word} , I think",
+                 "sentence2": f"a \"quoted\" note, {rng.choice(THINGS)}",
+                 "label": "pos" if positive else "neg",
+                 "score": 4.0 + rng.random() if positive else rng.random()})
+  return rows
+
+
+def write_table(path: str, rows: list[dict]) -> str:
+  """Writes rows as .tsv, .csv or .jsonl (by the extension); returns path."""
+  ext = os.path.splitext(path)[1]
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    if ext == ".jsonl":
+      for row in rows:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+      fields = list(rows[0])
+      if ext == ".tsv":
+        f.write("\t".join(fields) + "\n")
+        for row in rows:
+          f.write("\t".join(str(row[k]) for k in fields) + "\n")
+      else:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+  return path
+
+
+def squad_paragraph(index: int, rng: random.Random, version_2: bool, filler: int) -> dict:
+  """A context "<filler> A owns a x. B owns a y. ..." with a question per owner (answers: the
+  thing, sometimes also "a thing"); v2 adds an unanswerable question about a missing name."""
+  names, things = rng.sample(NAMES, 4), rng.sample(THINGS, 4)
+  prefix = " ".join(["The weather was mild and nothing happened that day."] * filler)
+  context = (prefix + "  " if prefix else "") + " ".join(
+      f"{a} owns a {b}." for a, b in zip(names, things, strict=True)) + " That is all."
+  qas = []
+  for k, (name, thing) in enumerate(zip(names, things, strict=True)):
+    start = context.index(f"{name} owns a ") + len(f"{name} owns a ")
+    answers = [{"text": thing, "answer_start": start}]
+    if rng.random() < 0.5:
+      answers.append({"text": f"a {thing}", "answer_start": start - 2})
+    qa = {"id": f"p{index}q{k}", "question": f"What does {name} own?", "answers": answers}
+    if version_2:
+      qa["is_impossible"] = False
+    qas.append(qa)
+  if version_2:
+    missing = next(n for n in NAMES if n not in names)
+    qas.append({"id": f"p{index}qx", "question": f"What does {missing} own?", "answers": [],
+                "is_impossible": True})
+  return {"context": context, "qas": qas}
+
+
+def write_squad(path: str, paragraphs: int, seed: int, version_2: bool = False) -> str:
+  rng = random.Random(seed)
+  data = {"version": "v2.0" if version_2 else "1.1", "data": [{"title": "synthetic", "paragraphs": [
+      squad_paragraph(i, rng, version_2, filler=rng.randint(0, 3)) for i in range(paragraphs)]}]}
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f, ensure_ascii=False)
+  return path
+
+
+def write_race(path: str, passages: int, seed: int) -> str:
+  """RACE-layout JSONL: per passage "A owns a x. ..." with questions about owners, 4 options,
+  one cloze question ("_") per passage."""
+  rng = random.Random(seed)
+  with open(path, "w", encoding="utf-8") as f:
+    for p in range(passages):
+      names, things = rng.sample(NAMES, 4), rng.sample(THINGS, 4)
+      article = " ".join(f"{a} owns a {b}." for a, b in zip(names, things, strict=True))
+      questions, options, answers = [], [], []
+      for k, (name, thing) in enumerate(zip(names, things, strict=True)):
+        choice = rng.sample(things, 4)
+        questions.append(f"What does {name} own?" if k else f"{name} owns a _ .")
+        options.append(choice)
+        answers.append("ABCD"[choice.index(thing)])
+      f.write(json.dumps({"id": f"r{p}", "article": article, "questions": questions,
+                          "options": options, "answers": answers}) + "\n")
+  return path
+
+
+def pretrained_model_dir(hf_tiny_dir: str, out_dir: str, seed: int = 0) -> str:
+  """A model dir like pretraining writes (config.json + checkpoint + vocab files): the "tiny"
+  preset (L2 H128) with the fixture's 8000-id vocab, max_seq_len 64, seeded random weights --
+  which fine-tune on the synthetic tasks in a few steps (the HF fixture's H64 weights do not)."""
+  import keras  # pylint: disable=import-outside-toplevel
+
+  from roberta_tf import models  # pylint: disable=import-outside-toplevel
+  keras.utils.set_random_seed(seed)
+  config = models.preset("tiny", vocab_size=8000, max_seq_len=64)
+  models.save(out_dir, models.RobertaPretrainer(config))
+  for name in ("vocab.json", "merges.txt"):
+    shutil.copyfile(os.path.join(hf_tiny_dir, name), os.path.join(out_dir, name))
+  return out_dir

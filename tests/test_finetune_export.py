@@ -1,0 +1,145 @@
+"""Fine-tuned SavedModels: each task's raw-string signature, reloaded in a fresh process that
+imports only tensorflow and tensorflow_text, against the in-process model and Python decoding."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.finetuning import export, squad, task_data
+from roberta_tf.finetuning import model_dir as model_dir_lib
+from roberta_tf.finetuning import tasks as tasks_lib
+from tests import finetune_fixtures as fx
+
+LONG = " ".join(["word"] * 200)
+PAIRS = [("the film was great , I think", "a note"), ("awful", ""), ("", "x"), (LONG, LONG),
+         ("Zoë's 日本語 <mask> review", "second text")]
+
+# Runs in a fresh interpreter: only tensorflow and tensorflow_text are imported.
+_RELOAD = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer uses)
+spec = json.loads(sys.argv[1])
+out = {}
+for name, (path, signature, inputs) in spec.items():
+  loaded = tf.saved_model.load(path)
+  assert sorted(loaded.signatures) == sorted([signature, "serving_default"]), loaded.signatures
+  result = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+  for k, v in result.items():
+    a = v.numpy()
+    out[f"{name}/{k}"] = a.astype("S") if a.dtype == object else a
+np.savez(sys.argv[2], **out)
+print("modules:", sorted(m for m in sys.modules if m.split(".")[0] == "roberta_tf"))
+"""
+
+
+def _model_dir(root, pretrained, info):
+  """A fine-tuned model dir as the trainer writes it (weights: pretrained encoder, fresh head)."""
+  path = str(root / info.task_type)
+  model_config = models.read_config(pretrained)
+  tf.keras.utils.set_random_seed(1)
+  model = model_dir_lib.build_model(model_config, info, init_from=pretrained)
+  model_dir_lib.write_config(path, model_config, info)
+  model_dir_lib.save_checkpoint(path, model, 1)
+  model_dir_lib.copy_tokenizer(pretrained, path)
+  return path
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, hf_tiny_dir):
+  root = tmp_path_factory.mktemp("finetune_export")
+  pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(root / "pretrained"))
+  infos = {
+      "pair": tasks_lib.TaskInfo("classification", 32, labels=("neg", "pos", "zero"),
+                                 text_fields=("a", "b")),
+      "regression": tasks_lib.TaskInfo("regression", 40, text_fields=("a",)),
+      "choice": tasks_lib.TaskInfo("multiple_choice", 48, num_choices=4),
+      "qa": tasks_lib.TaskInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+                               max_answer_len=5, version_2=True, null_score_threshold=0.5),
+  }
+  out = {}
+  for name, info in infos.items():
+    model_dir = _model_dir(root / name, pretrained, info)
+    out[name] = (model_dir, export.export_saved_model(model_dir, str(root / f"{name}_sm")))
+  squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
+  race_path = fx.write_race(str(root / "race.jsonl"), passages=2, seed=2)
+  return out, squad.read_squad(squad_path)[0], task_data.read_choice_examples(race_path)
+
+
+def _in_process_outputs(model_dir, task_cls, examples):
+  """The model's outputs on examples through the training featurization (Python side)."""
+  model, _, info = model_dir_lib.load(model_dir)
+  task = task_cls(info, model_dir_lib.load_tokenizer(model_dir), examples, examples)
+  outputs = [{k: v.numpy() for k, v in model(b, training=False).items()}
+             for b in task.eval_dataset(8)]
+  return task, outputs
+
+
+def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
+  dirs, qa_examples, choice_examples = exported
+  questions = [e.question for e in qa_examples] + ["Where?", "Qui?"]
+  contexts = [e.context for e in qa_examples] + ["", "Zoë  habite à  Paris,\n\nprès de 日本."]
+  spec = {
+      "pair": (dirs["pair"][1], "classify", {"text_a": [a for a, _ in PAIRS],
+                                             "text_b": [b for _, b in PAIRS]}),
+      "regression": (dirs["regression"][1], "classify", {"text_a": [a for a, _ in PAIRS]}),
+      "choice": (dirs["choice"][1], "choose", {
+          "context": [e.context for e in choice_examples],
+          "question": [e.question for e in choice_examples],
+          "options": [list(e.options) for e in choice_examples]}),
+      "qa": (dirs["qa"][1], "answer", {"question": questions, "context": contexts}),
+  }
+  out_path = str(tmp_path / "out.npz")
+  proc = subprocess.run([sys.executable, "-c", _RELOAD, json.dumps(spec), out_path],
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "modules: []" in proc.stdout
+  got = dict(np.load(out_path))
+
+  pair_examples = [task_data.TextExample(a, b, "neg") for a, b in PAIRS]
+  _, outputs = _in_process_outputs(dirs["pair"][0], tasks_lib.SequenceTask, pair_examples)
+  logits = np.concatenate([o["logits"] for o in outputs])
+  np.testing.assert_allclose(got["pair/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-5)
+  assert got["pair/label_id"].tolist() == logits.argmax(-1).tolist()
+  assert got["pair/label"].tolist() == [[b"neg", b"pos", b"zero"][i] for i in logits.argmax(-1)]
+
+  single = [task_data.TextExample(a, None, 0.0) for a, _ in PAIRS]
+  _, outputs = _in_process_outputs(dirs["regression"][0], tasks_lib.SequenceTask, single)
+  np.testing.assert_allclose(got["regression/value"],
+                             np.concatenate([o["logits"] for o in outputs]), atol=1e-5)
+
+  _, outputs = _in_process_outputs(dirs["choice"][0], tasks_lib.MultipleChoiceTask,
+                                   choice_examples)
+  logits = np.concatenate([o["logits"] for o in outputs])
+  np.testing.assert_allclose(got["choice/probabilities"], tf.nn.softmax(logits).numpy(),
+                             atol=1e-5)
+  assert got["choice/choice"].tolist() == logits.argmax(-1).tolist()
+
+  extra = zip(questions[-2:], contexts[-2:], strict=True)
+  examples = list(qa_examples) + [squad.SquadExample(f"extra{i}", q, c, (), True)
+                                  for i, (q, c) in enumerate(extra)]
+  task, outputs = _in_process_outputs(dirs["qa"][0], tasks_lib.ExtractiveQATask, examples)
+  task.evaluate(outputs)
+  predictions, nbest, nulls = task.predictions
+  assert [a.decode("utf-8") for a in got["qa/answer"]] == [predictions[e.id] for e in examples]
+  for i, e in enumerate(examples):
+    assert got["qa/null_score"][i] == pytest.approx(nulls[e.id], abs=1e-4)
+    if nbest[e.id]:
+      assert got["qa/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
+
+
+def test_export_refuses_a_pretraining_model_dir(exported, tmp_path, hf_tiny_dir):
+  pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(tmp_path / "pre"))
+  with pytest.raises(models.ModelDirError, match="not a fine-tuned model dir"):
+    export.export_saved_model(pretrained, str(tmp_path / "sm"))
+  dirs = exported[0]
+  with pytest.raises(ValueError, match="exists and is not empty"):
+    export.export_saved_model(dirs["pair"][0], dirs["pair"][1])
+  assert os.path.isfile(os.path.join(dirs["pair"][1], "saved_model.pb"))

@@ -1,0 +1,123 @@
+"""Fine-tuning data: table and RACE readers, label sets, and the TF featurization."""
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf.finetuning import encoding, task_data
+from tests import finetune_fixtures as fx
+
+
+@pytest.mark.parametrize("ext", [".tsv", ".csv", ".jsonl"])
+def test_tables_read_the_same_examples(tmp_path, ext):
+  rows = fx.sentiment_rows(5, seed=0)
+  path = fx.write_table(str(tmp_path / f"t{ext}"), rows)
+  got = task_data.read_text_examples(path, ["sentence", "sentence2"], "label")
+  assert [(e.text_a, e.text_b, e.label) for e in got] == [
+      (r["sentence"], r["sentence2"], r["label"]) for r in rows]
+  assert '"quoted"' in got[0].text_b  # TSV quotes are plain characters, CSV unescapes them
+  scores = task_data.read_text_examples(path, ["sentence"], "score", regression=True)
+  assert [e.label for e in scores] == pytest.approx([r["score"] for r in rows], abs=1e-9)
+  assert scores[0].text_b is None
+
+
+def test_gzipped_json_list_and_numeric_labels(tmp_path):
+  path = str(tmp_path / "t.json.gz")
+  with gzip.open(path, "wt", encoding="utf-8") as f:
+    json.dump([{"text": "a", "label": 1}, {"text": "b", "label": 0.0}, {"text": "c",
+                                                                         "label": True}], f)
+  got = task_data.read_text_examples(path, ["text"], "label")
+  assert [e.label for e in got] == ["1", "0", "true"]
+  assert task_data.label_names(got) == ["0", "1", "true"]
+  assert task_data.label_names(got, given=[1, 0, "true"]) == ["1", "0", "true"]
+  assert task_data.label_ids(got, ["1", "0", "true"], path) == [0, 1, 2]
+
+
+def test_table_errors_name_file_line_and_field(tmp_path):
+  path = fx.write_table(str(tmp_path / "t.jsonl"), fx.sentiment_rows(3, seed=0))
+  with pytest.raises(task_data.TaskDataError, match=r"t.jsonl:1: no field 'sentence1'"):
+    task_data.read_text_examples(path, ["sentence1"], "label")
+  with pytest.raises(task_data.TaskDataError,
+                     match=r"t.jsonl:1: regression label '(pos|neg)' is not a number"):
+    task_data.read_text_examples(path, ["sentence"], "label", regression=True)
+  examples = task_data.read_text_examples(path, ["sentence"], "label")
+  with pytest.raises(task_data.TaskDataError, match="label 'pos' is not one of the classes"):
+    task_data.label_ids(examples, ["neg", "neutral"], path)
+  tsv = tmp_path / "bad.tsv"
+  tsv.write_text("text\tlabel\nx\t1\textra\n")
+  with pytest.raises(task_data.TaskDataError, match=r"bad.tsv:2: 2 fields in the header"):
+    task_data.read_text_examples(str(tsv), ["text"], "label")
+  with pytest.raises(task_data.TaskDataError, match="unknown table format '.txt'"):
+    task_data.read_records(str(tmp_path / "x.txt"))
+  with pytest.raises(task_data.TaskDataError, match="at least two classes"):
+    task_data.label_names([task_data.TextExample("a", None, "x")])
+
+
+def test_race_layouts(tmp_path):
+  path = fx.write_race(str(tmp_path / "race.jsonl"), passages=2, seed=0)
+  got = task_data.read_choice_examples(path)
+  assert len(got) == 8 and all(len(e.options) == 4 for e in got)
+  first = json.loads(open(path).readline())
+  assert got[1].id == "r0-1" and got[1].question == first["questions"][1]
+  assert got[1].options[got[1].label] in first["article"]
+  # RACE's own release: a directory of .txt files, one passage object each.
+  os.makedirs(tmp_path / "race_dir" / "high")
+  (tmp_path / "race_dir" / "high" / "1.txt").write_text(open(path).readline())
+  assert [e.id for e in task_data.read_choice_examples(str(tmp_path / "race_dir"))] == [
+      f"r0-{k}" for k in range(4)]
+  # One object per question, with a 0-based index.
+  flat = tmp_path / "flat.json"
+  flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
+                               "answer": 1}]))
+  assert task_data.read_choice_examples(str(flat))[0].label == 1
+  flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
+                               "answer": "C"}]))
+  with pytest.raises(task_data.TaskDataError, match="outside the 2 options"):
+    task_data.read_choice_examples(str(flat))
+  flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
+                               "answer": 0},
+                              {"context": "c", "question": "q", "options": ["x", "y", "z"],
+                               "answer": 0}]))
+  with pytest.raises(task_data.TaskDataError, match="different numbers of options"):
+    task_data.read_choice_examples(str(flat))
+
+
+def test_option_text():
+  assert task_data.option_text("Tom owns a _ .", "cat") == "Tom owns a cat ."
+  assert task_data.option_text("What does Tom own?", "a cat") == "What does Tom own? a cat"
+
+
+def _longest_first(la, lb, budget):
+  """HF's truncation="longest_first": one token at a time from the longer (B on a tie)."""
+  while la + lb > budget:
+    if la > lb:
+      la -= 1
+    else:
+      lb -= 1
+  return la, lb
+
+
+def test_pair_truncation_matches_longest_first():
+  cases = [(la, lb, budget) for la in range(9) for lb in range(9) for budget in range(9)]
+  a, b, budgets = (np.array(x) for x in zip(*cases, strict=True))
+  keep_a, keep_b = encoding.truncate_pair(a, b, budgets)
+  got = list(zip(keep_a.numpy(), keep_b.numpy(), strict=True))
+  assert got == [_longest_first(*c) for c in cases]
+
+
+def test_build_inputs_layout_and_truncation():
+  ids_a = tf.ragged.constant([[10, 11, 12], [], [20, 21, 22, 23, 24, 25, 26]], tf.int32)
+  ids_b = tf.ragged.constant([[30], [31, 32], [40, 41, 42, 43, 44, 45]], tf.int32)
+  pair = encoding.build_inputs(ids_a, ids_b, max_seq_len=10, bos_id=0, eos_id=2).to_list()
+  assert pair[0] == [0, 10, 11, 12, 2, 2, 30, 2]
+  assert pair[1] == [0, 2, 2, 31, 32, 2]
+  assert pair[2] == [0, 20, 21, 22, 2, 2, 40, 41, 42, 2]  # budget 6: 3 + 3
+  single = encoding.build_inputs(ids_a, None, max_seq_len=5, bos_id=0, eos_id=2).to_list()
+  assert single == [[0, 10, 11, 12, 2], [0, 2], [0, 20, 21, 22, 2]]
+  dense = encoding.to_dense(tf.ragged.constant([[0, 5, 2], [0, 2]]), pad_id=1)
+  assert dense["input_ids"].numpy().tolist() == [[0, 5, 2], [0, 2, 1]]
+  assert dense["padding_mask"].numpy().tolist() == [[1, 1, 1], [1, 1, 0]]

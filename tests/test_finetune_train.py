@@ -1,0 +1,174 @@
+"""Fine-tuning runs end to end (tiny model, synthetic data): every task type, the LR sweep,
+early stopping, mixed precision (bf16, fp16 with loss scaling), and 2-replica mirrored ==
+1 replica (via the binary, which also exports)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf.finetuning import model_dir as model_dir_lib
+from roberta_tf.finetuning import squad_eval, trainer
+from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from tests import finetune_fixtures as fx
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, hf_tiny_dir):
+  root = tmp_path_factory.mktemp("finetune_data")
+  paths = {"pretrained": fx.pretrained_model_dir(hf_tiny_dir, str(root / "pretrained"))}
+  for split, n, seed in (("train", 96, 0), ("dev", 32, 1)):
+    rows = fx.sentiment_rows(n, seed)
+    paths[f"{split}.tsv"] = fx.write_table(str(root / f"{split}.tsv"), rows)
+    paths[f"{split}.csv"] = fx.write_table(str(root / f"{split}.csv"), rows)
+    paths[f"{split}.race"] = fx.write_race(str(root / f"{split}_race.jsonl"), 3, seed)
+    paths[f"{split}.squad"] = fx.write_squad(str(root / f"{split}_squad.json"), 4, seed,
+                                             version_2=True)
+  return paths
+
+
+def _config(data, tmp_path, task, **overrides):
+  train, dev = {"classification": ("train.tsv", "dev.tsv"), "regression": ("train.csv", "dev.csv"),
+                "multiple_choice": ("train.race", "dev.race"),
+                "extractive_qa": ("train.squad", "dev.squad")}[task]
+  values = dict(task=task, model_dir=str(tmp_path / "out"), train_file=data[train],
+                eval_file=data[dev], init_from=data["pretrained"], max_seq_len=48, batch_size=16,
+                epochs=2, learning_rate=1e-3, text_fields=("sentence", "sentence2"),
+                max_query_len=12, doc_stride=16, max_answer_len=6)
+  values.update(overrides)
+  return FinetuneConfig(**values)
+
+
+def _predict(model, task):
+  return [{k: v.numpy() for k, v in model(batch, training=False).items()}
+          for batch in task.eval_dataset(16)]
+
+
+@pytest.fixture(scope="module")
+def sweep(data, tmp_path_factory):
+  """A two-rate sweep on the pair task (no dropout, so the mirrored run can match it)."""
+  cfg = _config(data, tmp_path_factory.mktemp("sweep"), "classification",
+                learning_rates=(1e-7, 2e-3), epochs=4, dropout=0.0)
+  return cfg, trainer.finetune(cfg)
+
+
+def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, sweep):
+  cfg, results = sweep
+  runs = {r["learning_rate"]: r for r in results["runs"]}
+  assert sorted(runs) == [1e-7, 2e-3]
+  assert results["learning_rate"] == 2e-3  # 1e-7 cannot move the model in 24 steps
+  assert runs[2e-3]["metrics"]["accuracy"] > runs[1e-7]["metrics"]["accuracy"]
+  assert results["accuracy"] >= 0.9  # the sentiment word decides the label
+  assert results["metric"] == "accuracy" and sorted(results["runs"][0]["metrics"]) == [
+      "accuracy", "f1", "mcc"]
+  history = runs[2e-3]["history"]
+  assert [h["epoch"] for h in history] == [1, 2, 3, 4] and history[-1]["step"] == 4 * 6
+  with open(os.path.join(cfg.model_dir, "eval_results.json")) as f:
+    assert json.load(f)["accuracy"] == results["accuracy"]
+  # The model dir reloads (float32) and gives exactly the kept run's dev metrics.
+  model, model_config, info = model_dir_lib.load(cfg.model_dir)
+  assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
+  assert info.max_seq_len == 48 and model_config.max_seq_len == 64
+  task = tasks_lib.load_task(cfg, model_dir_lib.load_tokenizer(data["pretrained"]))
+  assert task.evaluate(_predict(model, task)) == pytest.approx(runs[2e-3]["metrics"])
+  assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "lr_1e-07"))
+
+
+def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
+  cfg = _config(data, tmp_path, "classification", learning_rate=1e-9, epochs=5,
+                early_stopping_patience=1)
+  results = trainer.finetune(cfg)
+  history = results["runs"][0]["history"]
+  # A learning rate of 1e-9 cannot change a prediction: no epoch beats the first, patience 1.
+  assert len(history) == 2 and results["epoch"] == 1
+  with pytest.raises(ValueError, match="not empty; pass --overwrite"):
+    trainer.finetune(cfg)
+
+
+def test_regression_from_csv(data, tmp_path):
+  cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
+                learning_rate=2e-3, epochs=4)
+  results = trainer.finetune(cfg)
+  assert sorted(results["runs"][0]["metrics"]) == ["mse", "pearson", "spearman"]
+  assert results["pearson"] > 0.8 and results["metric"] == "pearson"
+
+
+def test_multiple_choice(data, tmp_path):
+  cfg = _config(data, tmp_path, "multiple_choice", epochs=1)
+  results = trainer.finetune(cfg)
+  assert 0 <= results["accuracy"] <= 1 and results["metric"] == "accuracy"
+  model, _, info = model_dir_lib.load(cfg.model_dir)
+  assert info.num_choices == 4
+  task = tasks_lib.load_task(cfg, model_dir_lib.load_tokenizer(data["pretrained"]))
+  outputs = _predict(model, task)
+  assert outputs[0]["logits"].shape == (12, 4)  # 3 passages x 4 questions, 4 options each
+  assert task.evaluate(outputs) == pytest.approx({"accuracy": results["accuracy"]})
+
+
+def test_extractive_qa_v2_writes_official_predictions(data, tmp_path):
+  cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match")
+  results = trainer.finetune(cfg)
+  assert results["metric"] == "exact_match"
+  with open(os.path.join(cfg.model_dir, "predictions.json")) as f:
+    predictions = json.load(f)
+  with open(data["dev.squad"]) as f:
+    gold = {qa["id"]: [a["text"] for a in qa["answers"]]
+            for p in json.load(f)["data"][0]["paragraphs"] for qa in p["qas"]}
+  assert sorted(predictions) == sorted(gold)
+  official = squad_eval.evaluate(gold, predictions, version_2=True)
+  assert {k: results[k] for k in official} == pytest.approx(official)
+  assert results["NoAns_total"] == 4 and results["HasAns_total"] == 16
+
+
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
+  cfg = _config(data, tmp_path, "classification", precision=precision, epochs=4,
+                learning_rate=2e-3)
+  results = trainer.finetune(cfg)
+  assert all(np.isfinite(h["train_loss"]) for h in results["runs"][0]["history"])
+  assert results["accuracy"] >= 0.8
+  reader = tf.train.load_checkpoint(cfg.model_dir)
+  dtypes = set(reader.get_variable_to_dtype_map().values()) - {tf.string, tf.int64}
+  assert dtypes == {tf.float32}
+
+
+def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
+  """The binary under MirroredStrategy on 2 logical CPUs takes the same steps as one replica
+  (the sweep's 2e-3 run): each replica divides its loss sum by the GLOBAL example count and
+  keras AdamW sums the replicas' gradients, so the update is the global batch mean."""
+  cfg, one = sweep
+  argv = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
+          f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
+          f"--eval_file={cfg.eval_file}", f"--model_dir={tmp_path / 'two'}",
+          "--text_fields=sentence,sentence2", "--max_seq_len=48", "--batch_size=16", "--epochs=4",
+          "--learning_rate=2e-3", "--dropout=0", "--strategy=mirrored", "--cpu_replicas=2",
+          f"--export_dir={tmp_path / 'saved_model'}"]
+  proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "2 replica(s)" in proc.stdout
+  with open(tmp_path / "two" / "eval_results.json") as f:
+    two = json.load(f)
+  want = next(r for r in one["runs"] if r["learning_rate"] == 2e-3)
+  np.testing.assert_allclose([h["train_loss"] for h in two["runs"][0]["history"]],
+                             [h["train_loss"] for h in want["history"]], rtol=2e-4)
+  assert two["accuracy"] == pytest.approx(want["metrics"]["accuracy"], abs=1 / 32 + 1e-9)
+  assert os.path.isfile(tmp_path / "saved_model" / "saved_model.pb")  # --export_dir
+
+
+def test_binary_rejects_bad_input_without_leaving_results(data, tmp_path):
+  out = tmp_path / "bad"
+  proc = subprocess.run(
+      [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
+       f"--init_from={data['pretrained']}", f"--train_file={data['train.tsv']}",
+       f"--eval_file={data['dev.tsv']}", f"--model_dir={out}", "--text_fields=premise"],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 1
+  assert "train.tsv:2: no field 'premise' (--text_fields)" in proc.stderr
+  assert not os.path.exists(out / "eval_results.json")
