@@ -27,8 +27,7 @@ import sys
 import tempfile
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,8 +8,7 @@ The export is float32 whatever precision the model was trained in.
 
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).")

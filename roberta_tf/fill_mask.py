@@ -7,8 +7,7 @@ Needs only tensorflow and tensorflow_text (the tokenizer is inside the SavedMode
 
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export.")
@@ -24,8 +23,8 @@ def format_predictions(texts, out) -> str:
       lines.append("  (no <mask> in this text)")
     for m in range(int(out["num_masks"][i])):
       preds = ", ".join(
-          f"{out['top_tokens'][i, m, j].decode('utf-8', 'replace')!r} {out['top_probs'][i, m, j]:.3f}"
-          for j in range(out["top_ids"].shape[-1]))
+          f"{out['top_tokens'][i, m, j].decode('utf-8', 'replace')!r} "
+          f"{out['top_probs'][i, m, j]:.3f}" for j in range(out["top_ids"].shape[-1]))
       lines.append(f"  <mask> #{m + 1}: {preds}")
   return "\n".join(lines)
 

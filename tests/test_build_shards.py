@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data_prep import corpus, encoding
 from data_prep import shard_builder as bs
-from data_prep import corpus
-from data_prep import encoding
 from roberta_tf.data import dataset_info
 from tests.conftest import REPO, TESTDATA
 
@@ -23,7 +22,7 @@ VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
 BOS, EOS = 0, 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _encoder(kind):
   """One encoder of each kind for the whole file (the TF tokenizer takes seconds to trace)."""
   return encoding.make_encoder(kind, encoding.load_vocab(VOCAB))
@@ -274,4 +273,5 @@ def test_binary_success_and_bad_inputs(tmp_path):
   assert np.array_equal(sorted(os.listdir(out)), ["dataset_info.json", "merges.txt",
                                                   "train-00000-of-00002.tfrecord",
                                                   "train-00001-of-00002.tfrecord",
-                                                  "validation-00000-of-00001.tfrecord", "vocab.json"])
+                                                  "validation-00000-of-00001.tfrecord",
+                                                  "vocab.json"])

@@ -131,3 +131,23 @@ def test_export_refuses_nonempty_dir_and_missing_vocab(exported, tmp_path):
   with pytest.raises(serving.ExportError, match="--max_seq_len=1: must be in"):
     serving.export_saved_model(model_dir, str(tmp_path / "out"), max_seq_len=1)
   assert not (tmp_path / "out").exists()
+
+
+def test_mixed_precision_model_exports_and_serves_in_float32(tmp_path, hf_tiny_dir):
+  """A model built (trained) under mixed_bfloat16 exports as float32: same weights, fp32 math."""
+  config = hf_weights.load_hf(hf_tiny_dir).config
+  bf16 = models.RobertaPretrainer(config, dtype="mixed_bfloat16")
+  assert bf16.dtype_policy.name == "mixed_bfloat16"
+  model_dir = str(tmp_path / "bf16_model")
+  models.save(model_dir, bf16)
+  for name in ("vocab.json", "merges.txt"):
+    shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
+  export_dir = str(tmp_path / "export")
+  serving.export_saved_model(model_dir, export_dir)
+  loaded = tf.saved_model.load(export_dir)
+  ids = tf.constant([[0, 100, 200, 4, 2]], tf.int32)
+  mask = tf.ones_like(ids)
+  got = loaded.signatures["mlm_logits"](input_ids=ids, padding_mask=mask)["logits"]
+  assert got.dtype == tf.float32
+  want = models.load(model_dir, dtype="float32").full_logits(ids, mask)
+  np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)

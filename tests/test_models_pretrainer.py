@@ -1,4 +1,4 @@
-"""RobertaPretrainer: gathered MLM logits, the tied decoder, precision policies, config round trip."""
+"""RobertaPretrainer: gathered MLM logits, tied decoder, precision policies, config round trip."""
 
 import keras
 import numpy as np
