@@ -161,6 +161,15 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
                         f"model {getattr(config, name)}: wrong --vocab_dir?")
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
   module = ServingModule(pretrainer, tokenizer, max_seq_len=max_seq_len, top_k=top_k)
+  return save_atomically(module, export_dir)
+
+
+def save_atomically(module: tf.Module, export_dir: str) -> str:
+  """tf.saved_model.save(module) under a temporary name, renamed over ``export_dir`` when done.
+
+  ``module.signatures()`` gives the signatures. An interrupted save never leaves a directory
+  that looks like a SavedModel. Returns the normalized ``export_dir``.
+  """
   export_dir = os.path.normpath(export_dir)
   tmp = f"{export_dir}.tmp-{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)

@@ -17,10 +17,10 @@ model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs o
 from __future__ import annotations
 
 import os
-import shutil
 
 import tensorflow as tf
 
+from roberta_tf import serving
 from roberta_tf.finetuning import encoding, heads, squad, squad_tf, task_types
 from roberta_tf.finetuning import model_dir as model_dir_lib
 from roberta_tf.tokenizer import BytePairTokenizer
@@ -119,15 +119,4 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False)
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, _, info = model_dir_lib.load(model_dir, dtype="float32")
   module = FinetunedModule(model, model_dir_lib.load_tokenizer(model_dir), info)
-  export_dir = os.path.normpath(export_dir)
-  tmp = f"{export_dir}.tmp-{os.getpid()}"
-  shutil.rmtree(tmp, ignore_errors=True)
-  try:
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  if os.path.isdir(export_dir):
-    shutil.rmtree(export_dir)
-  os.replace(tmp, export_dir)
-  return export_dir
+  return serving.save_atomically(module, export_dir)
