@@ -171,3 +171,17 @@ def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_pa
 def test_bad_configs_name_the_flag(train_shards, tmp_path, overrides, message):
   with pytest.raises((ValueError, dataset_info.DatasetInfoError), match=message):
     run.train(_config(train_shards, tmp_path, **overrides))
+
+
+def test_resuming_with_another_architecture_is_refused_and_changes_nothing(train_shards, tmp_path):
+  run.train(_config(train_shards, tmp_path, train_steps=2, eval_data=""))
+  with open(tmp_path / "config.json", encoding="utf-8") as f:
+    before = f.read()
+  with pytest.raises(ValueError, match=r"holds checkpoints of another model \(.*hidden_size: "
+                                       r"128 there, 256 now"):
+    run.train(_config(train_shards, tmp_path, config="small", train_steps=4, eval_data=""))
+  with open(tmp_path / "config.json", encoding="utf-8") as f:
+    assert f.read() == before
+  # A changed dropout is not another architecture: the run resumes.
+  result = run.train(_config(train_shards, tmp_path, train_steps=4, eval_data="", dropout=0.0))
+  assert result.step == 4

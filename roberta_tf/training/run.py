@@ -249,6 +249,28 @@ def _train_step_flops(cfg: TrainConfig, model_config, predictions: int) -> float
       seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
 
 
+def check_resumable(model_dir: str, model_config) -> None:
+  """Refuses to resume a model dir whose checkpoints belong to another architecture.
+
+  Checked before config.json is rewritten, so a wrong --config/--init_from never leaves the old
+  checkpoints beside a config.json that does not describe them. Dropout may change.
+  """
+  if not tf.train.latest_checkpoint(model_dir):
+    return
+  try:
+    old = model_dir_lib.read_config(model_dir)
+  except ValueError:
+    return  # no readable config.json yet: the restore itself will check the shapes
+  ignore = ("dropout", "attention_dropout")
+  new_d, old_d = model_config.to_dict(), old.to_dict()
+  diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
+  if diff:
+    raise ValueError(
+        f"--model_dir={model_dir!r} holds checkpoints of another model ("
+        + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
+        + "): use a new --model_dir, or the --config/--init_from it was trained with")
+
+
 def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> RunResult:
   """Runs (or resumes) pretraining as configured; returns the final metrics.
 
@@ -267,6 +289,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
 
   info = dataset_info.read(cfg.train_data)
   model_config = resolve_model_config(cfg, info)
+  check_resumable(cfg.model_dir, model_config)
   if chief:
     warn_if_data_order_changed(cfg, strategy.num_replicas_in_sync)
     write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
