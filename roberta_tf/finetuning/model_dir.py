@@ -27,7 +27,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.tokenizer import BytePairTokenizer, copy_vocab_files
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"
@@ -122,10 +122,11 @@ def load_tokenizer(vocab_dir: str) -> BytePairTokenizer:
 
 
 def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
-  for name in TOKENIZER_FILES:
-    if os.path.abspath(src_dir) != os.path.abspath(dst_dir):
-      shutil.copyfile(os.path.join(src_dir, name), os.path.join(dst_dir, name + ".tmp"))
-      os.replace(os.path.join(dst_dir, name + ".tmp"), os.path.join(dst_dir, name))
+  """Copies vocab.json + merges.txt (atomically); both must exist in `src_dir`."""
+  copied = copy_vocab_files(src_dir, dst_dir)
+  missing = [n for n in TOKENIZER_FILES if n not in copied]
+  if missing:
+    raise FileNotFoundError(f"{os.path.join(src_dir, missing[0])} not found")
 
 
 def check_writable(model_dir: str, overwrite: bool, protected: tuple[str, ...] = ()) -> None:

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import signal
 import time
 
@@ -25,8 +24,9 @@ import keras
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline
+from roberta_tf.data import dataset_info, pipeline, vocab_info
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.tokenizer import copy_vocab_files
 from roberta_tf.training import checkpointing, evaluation, flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
@@ -74,34 +74,6 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
   if cfg.dropout >= 0:
     model_config = model_config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
   return model_config
-
-
-def find_vocab_dir(data_dir: str, info: dict) -> str | None:
-  """The directory holding the shards' vocab.json + merges.txt (same sha256), or None.
-
-  Looked for beside the shards, then in the vocab_dir data_prep recorded (as given then, and
-  relative to the shard directory).
-  """
-  recorded = (info.get("source") or {}).get("vocab_dir") or ""
-  for candidate in (data_dir, recorded, os.path.join(data_dir, recorded)):
-    vocab = os.path.join(candidate, "vocab.json")
-    merges = os.path.join(candidate, "merges.txt")
-    if (candidate and os.path.isfile(vocab) and os.path.isfile(merges)
-        and dataset_info.file_sha256(vocab) == info["vocab"]["sha256"]):
-      return candidate
-  return None
-
-
-def copy_vocab(data_dir: str, info: dict, model_dir: str) -> bool:
-  """Copies the shards' vocab files into model_dir (export needs them); False if not found."""
-  source = find_vocab_dir(data_dir, info)
-  if source is None:
-    return False
-  for name in ("vocab.json", "merges.txt"):
-    if os.path.abspath(source) != os.path.abspath(model_dir):
-      shutil.copyfile(os.path.join(source, name), os.path.join(model_dir, name + ".tmp"))
-      os.replace(os.path.join(model_dir, name + ".tmp"), os.path.join(model_dir, name))
-  return True
 
 
 def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
@@ -296,7 +268,8 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
                       extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                       "vocab": info["vocab"], "special_ids": info["special_ids"],
                                       "replicas": strategy.num_replicas_in_sync}})
-    if not copy_vocab(cfg.train_data, info, cfg.model_dir):
+    vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
+    if vocab_dir is None or len(copy_vocab_files(vocab_dir, cfg.model_dir)) < 2:
       summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
                         f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")
 
