@@ -40,9 +40,8 @@ def main(argv):
   if FLAGS.json:
     print(json.dumps(metrics, indent=2))
   else:
-    print(f"{metrics['checkpoint']}: loss {metrics['loss']:.4f} | perplexity "
-          f"{metrics['perplexity']:.2f} | mlm_accuracy {metrics['mlm_accuracy']:.4f} | "
-          f"{metrics['masked_tokens']:.0f} masked tokens")
+    print(evaluation.eval_line(metrics["checkpoint"], metrics)
+          + f" | {metrics['masked_tokens']:.0f} masked tokens")
   return 0
 
 

@@ -25,7 +25,7 @@ STEPS = 12
 TRAIN_SCALARS = {"loss", "perplexity", "mlm_accuracy", "learning_rate", "grad_norm",
                  "tokens_per_sec", "examples_per_sec", "mfu", "input_wait_fraction",
                  "skipped_steps"}
-EVAL_SCALARS = {"loss", "perplexity", "mlm_accuracy"}
+EVAL_SCALARS = {"loss", "perplexity", "mlm_accuracy", "unigram_perplexity"}
 
 
 def _train_cmd(train_shards, model_dir, *extra):
@@ -79,7 +79,8 @@ def test_console_progress_and_config(trained):
                      r"grad_norm [\d.]+ \| ETA \d+:\d\d:\d\d$", out, re.M)
   assert [int(step) for step, *_ in lines] == [4, 8, 12]
   assert all(float(tokens.replace(",", "")) > 0 for *_, tokens in lines)
-  assert re.search(r"^eval step 12: loss [\d.]+ \| perplexity", out, re.M)
+  assert re.search(r"^eval step 12: loss [\d.]+ \| perplexity [\d.]+ \| mlm_accuracy [\d.]+ \| "
+                   r"unigram perplexity [\d.]+ \([\d.]+x unigram\)$", out, re.M)
   with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
     config = json.load(f)
   assert config["model"]["num_layers"] == 2 and config["model"]["vocab_size"] == 8000

@@ -22,7 +22,7 @@ from roberta_tf.finetuning.task_types import (
   TASK_TYPES,
 )
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.embeddings import truncated_normal
+from roberta_tf.models.initializers import normal
 
 # Added to the logits of pad positions so that no span starts or ends there (float32-safe).
 _PAD_LOGIT = -1e9
@@ -41,7 +41,7 @@ class ClassificationHead(keras.layers.Layer):
 
   def build(self, input_shape):
     hidden = input_shape[-1]
-    init = truncated_normal(self.initializer_range)
+    init = normal(self.initializer_range)
     self.dense = keras.layers.Dense(hidden, activation="tanh", kernel_initializer=init,
                                     dtype=self.dtype_policy, name="dense")
     self.dense.build((None, hidden))
@@ -71,7 +71,7 @@ class SpanHead(keras.layers.Layer):
     self.initializer_range = initializer_range
 
   def build(self, input_shape, padding_mask_shape=None):
-    self.qa_outputs = keras.layers.Dense(2, kernel_initializer=truncated_normal(
+    self.qa_outputs = keras.layers.Dense(2, kernel_initializer=normal(
         self.initializer_range), dtype=self.dtype_policy, name="qa_outputs")
     self.qa_outputs.build((None, None, input_shape[-1]))
     self.built = True

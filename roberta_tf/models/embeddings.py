@@ -6,10 +6,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
-
-def truncated_normal(stddev: float) -> keras.initializers.Initializer:
-  """A fresh initializer per weight (sharing one instance would reuse its seed)."""
-  return keras.initializers.TruncatedNormal(stddev=stddev)
+from roberta_tf.models.initializers import NormalWithZeroRow
 
 
 def roberta_position_ids(padding_mask: tf.Tensor, pad_id: int) -> tf.Tensor:
@@ -57,10 +54,11 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.token_embedding = keras_hub.layers.ReversibleEmbedding(
         vocab_size, hidden_size, tie_weights=True,
-        embeddings_initializer=truncated_normal(initializer_range),
+        embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
         reverse_dtype=self.dtype_policy.compute_dtype, dtype="float32", name="token_embedding")
     self.position_embedding = keras.layers.Embedding(
-        max_positions, hidden_size, embeddings_initializer=truncated_normal(initializer_range),
+        max_positions, hidden_size,
+        embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
         dtype="float32", name="position_embedding")
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_eps, dtype="float32", name="layer_norm")

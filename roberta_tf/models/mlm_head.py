@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.embeddings import truncated_normal
+from roberta_tf.models.initializers import normal
 
 MLM_HEAD_NAME = "mlm_head"
 
@@ -38,7 +38,7 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = self.token_embedding.output_dim
     vocab = self.token_embedding.input_dim
     self.intermediate_dense = keras.layers.Dense(
-        hidden, activation="gelu", kernel_initializer=truncated_normal(self.initializer_range),
+        hidden, activation="gelu", kernel_initializer=normal(self.initializer_range),
         dtype=self.dtype_policy, name="intermediate_dense")
     self.intermediate_dense.build((None, None, inputs_shape[-1]))
     self.intermediate_layer_norm = keras.layers.LayerNormalization(

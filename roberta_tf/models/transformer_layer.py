@@ -15,7 +15,7 @@ import math
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.embeddings import truncated_normal
+from roberta_tf.models.initializers import normal
 
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
@@ -49,7 +49,7 @@ class TransformerLayer(keras.layers.Layer):
 
   def _dense(self, units, name, activation=None):
     return keras.layers.Dense(units, activation=activation,
-                              kernel_initializer=truncated_normal(self.initializer_range),
+                              kernel_initializer=normal(self.initializer_range),
                               dtype=self.dtype_policy, name=name)
 
   def build(self, x_shape, padding_mask_shape=None):

@@ -14,7 +14,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline
+from roberta_tf.data import dataset_info, pipeline, unigram
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.training.losses import mlm_sums
 from roberta_tf.training.train_config import TrainConfig
@@ -22,17 +22,29 @@ from roberta_tf.training.trainer import MODEL_INPUTS
 
 
 class Evaluator:
-  """MLM loss, perplexity and masked-token accuracy of ``model`` over a distributed dataset."""
+  """MLM loss, perplexity and masked-token accuracy of ``model`` over a distributed dataset.
 
-  def __init__(self, strategy: tf.distribute.Strategy, model):
+  With ``unigram_log_probs`` (float32 [V], see data/unigram.py) it also scores the same masked
+  targets by their unigram probability: ``unigram_perplexity``, the plateau a model that
+  ignores context sits on.
+  """
+
+  def __init__(self, strategy: tf.distribute.Strategy, model, unigram_log_probs=None):
     self.strategy = strategy
     self.model = model
+    self.unigram = (None if unigram_log_probs is None
+                    else tf.constant(unigram_log_probs, tf.float32))
     self._step = tf.function(self._eval_step)
 
   def _eval_step(self, batch):
     def replica(batch):
       logits = self.model({k: batch[k] for k in MODEL_INPUTS}, training=False)
-      return mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+      sums = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+      if self.unigram is None:
+        return sums + (tf.constant(0.0),)
+      unigram = -tf.gather(self.unigram, batch["mask_ids"]) * tf.cast(batch["mask_weights"],
+                                                                       tf.float32)
+      return sums + (tf.reduce_sum(unigram),)
     sums = self.strategy.run(replica, args=(batch,))
     return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
 
@@ -40,21 +52,49 @@ class Evaluator:
     """Metrics over ``dataset`` (its first ``max_batches`` batches if > 0).
 
     Returns:
-      {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats.
+      {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats, and
+      "unigram_perplexity" when the evaluator has a unigram table.
     Raises:
       ValueError: the dataset held no masked token.
     """
-    loss_sum = count = correct = 0.0  # float64 on the host: exact over long evals
+    totals = [0.0, 0.0, 0.0, 0.0]  # loss, count, correct, unigram: float64 on the host
     for i, batch in enumerate(dataset):
       if max_batches and i >= max_batches:
         break
-      batch_loss, batch_count, batch_correct = (float(x.numpy()) for x in self._step(batch))
-      loss_sum, count, correct = loss_sum + batch_loss, count + batch_count, correct + batch_correct
+      totals = [t + float(x.numpy()) for t, x in zip(totals, self._step(batch), strict=True)]
+    loss_sum, count, correct, unigram_sum = totals
     if count == 0:
       raise ValueError("evaluation saw no masked tokens: is the eval split empty?")
     loss = loss_sum / count
-    return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
-            "mlm_accuracy": correct / count, "masked_tokens": count}
+    metrics = {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+               "mlm_accuracy": correct / count, "masked_tokens": count}
+    if self.unigram is not None:
+      metrics["unigram_perplexity"] = math.exp(min(unigram_sum / count, 700.0))
+    return metrics
+
+
+# "Long after warmup": the reference leaves the plateau within a few warmups; so does ours
+# since its init matches the reference (see models/initializers.py).
+PLATEAU_MIN_STEP = 200
+PLATEAU_TOLERANCE = 0.95
+
+
+def on_unigram_plateau(metrics: dict, step: int, warmup_steps: int) -> bool:
+  """True when held-out perplexity is within 5% of the unigram baseline long after warmup."""
+  if "unigram_perplexity" not in metrics or step < max(3 * warmup_steps, PLATEAU_MIN_STEP):
+    return False
+  return metrics["perplexity"] >= PLATEAU_TOLERANCE * metrics["unigram_perplexity"]
+
+
+def eval_line(prefix: str, metrics: dict) -> str:
+  """`prefix: loss L | perplexity P | mlm_accuracy A[ | unigram perplexity U (P/U x)]`."""
+  line = (f"{prefix}: loss {metrics['loss']:.4f} | perplexity {metrics['perplexity']:.2f} | "
+          f"mlm_accuracy {metrics['mlm_accuracy']:.4f}")
+  if "unigram_perplexity" in metrics:
+    unigram = metrics["unigram_perplexity"]
+    line += (f" | unigram perplexity {unigram:.2f} "
+             f"({metrics['perplexity'] / unigram:.2f}x unigram)")
+  return line
 
 
 def training_config(model_dir: str) -> TrainConfig | None:
@@ -91,7 +131,9 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
       else to the shards' max_seq_len, 0 and MaskingConfig().
     eval_steps: batches to evaluate (0: the whole split once).
   Returns:
-    {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}.
+    {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}, and
+    "unigram_perplexity" of the same targets when a train split is found (beside the eval
+    split, else the run's recorded train data) to count the unigram table from.
   """
   strategy = strategy or tf.distribute.get_strategy()
   info = dataset_info.read(eval_data)
@@ -113,6 +155,24 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
                                   max_seq_len=max_seq_len, masking=masking, model_config=config,
                                   seed=seed, shuffle_buffer=0, input_context=ctx)
   dataset = strategy.distribute_datasets_from_function(eval_fn)
-  metrics = Evaluator(strategy, model)(dataset, eval_steps)
+  unigram_lp = _unigram_table(model_dir, eval_data, info, config.vocab_size)
+  metrics = Evaluator(strategy, model, unigram_log_probs=unigram_lp)(dataset, eval_steps)
   metrics["checkpoint"] = prefix
   return metrics
+
+
+def _unigram_table(model_dir: str, eval_data: str, info: dict, vocab_size: int):
+  """Unigram log-probs from the train split beside the eval split, else the run's train data."""
+  sources = [eval_data]
+  try:
+    with tf.io.gfile.GFile(os.path.join(model_dir, "config.json"), "r") as f:
+      sources.append(json.load(f).get("data", {}).get("train"))
+  except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError):
+    pass
+  for source in sources:
+    try:
+      if source and "train" in dataset_info.read(source).get("splits", {}):
+        return unigram.train_log_probs(source, vocab_size, info["special_ids"].values())
+    except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError):
+      continue
+  return None

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline, vocab_info
+from roberta_tf.data import dataset_info, pipeline, unigram, vocab_info
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenizer import copy_vocab_files
 from roberta_tf.training import checkpointing, evaluation, flops
@@ -137,6 +137,17 @@ def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
   if changed:
     summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
                       + "): the data stream will not continue exactly where it stopped")
+
+
+def _unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig):
+  """The train split's unigram log-probabilities [V] (the plateau baseline), or None."""
+  info = dataset_info.read(cfg.train_data)
+  try:
+    return unigram.train_log_probs(cfg.train_data, model_config.vocab_size,
+                                   info["special_ids"].values())
+  except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError) as e:
+    summaries_lib.log(f"warning: no unigram baseline ({e})")
+    return None
 
 
 def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int:
@@ -309,17 +320,24 @@ def _run(cfg, strategy, chief, model_config, trainer, ckpt) -> RunResult:
                             else cfg.peak_flops_bf16)
   peak_total = peak * strategy.num_replicas_in_sync
   eval_history = []
-  evaluator = evaluation.Evaluator(strategy, model)
+  evaluator = evaluation.Evaluator(strategy, model, unigram_log_probs=(
+      _unigram_table(cfg, model_config) if eval_ds is not None else None))
 
   def run_eval(step):
     if eval_ds is None:
       return
     metrics = evaluator(eval_ds, cfg.eval_steps)
     eval_history.append((step, metrics))
-    summaries.scalars("eval", step, {"loss": metrics["loss"], "perplexity": metrics["perplexity"],
-                                     "mlm_accuracy": metrics["mlm_accuracy"]})
-    summaries_lib.log(f"eval step {step}: loss {metrics['loss']:.4f} | perplexity "
-                      f"{metrics['perplexity']:.2f} | mlm_accuracy {metrics['mlm_accuracy']:.4f}")
+    summaries.scalars("eval", step, {k: metrics[k] for k in (
+        "loss", "perplexity", "mlm_accuracy", "unigram_perplexity") if k in metrics})
+    summaries_lib.log(evaluation.eval_line(f"eval step {step}", metrics))
+    if evaluation.on_unigram_plateau(metrics, step, cfg.warmup_steps):
+      summaries_lib.log(
+          f"warning: at step {step} held-out perplexity {metrics['perplexity']:.1f} is within "
+          f"5% of the unigram baseline {metrics['unigram_perplexity']:.1f}: the model still "
+          "predicts token frequencies, not context. If this persists, try a lower "
+          f"--learning_rate (now {cfg.learning_rate:g}) or a longer --warmup_steps (now "
+          f"{cfg.warmup_steps}).")
 
   def save(step):
     try:
