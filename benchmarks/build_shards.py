@@ -1,6 +1,6 @@
 r"""Benchmark: data_prep.build_shards end to end, TF-native tokenizer vs Hugging Face tokenizers.
 
-    python -m benchmarks.build_shards [--corpus=/work/shared/corpora/python-docs.jsonl.gz] \
+    python -m benchmarks.build_shards [--corpus=../shared/corpora/python-docs.jsonl.gz] \
         [--vocab_dir=tests/testdata/hf_roberta_tiny] [--scales=1,4]
 
 Each prep runs as its own ``python -m data_prep.build_shards`` process, with the same flags but
@@ -32,7 +32,8 @@ from absl import app, flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", "Corpus file.")
+flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
+                                           "python-docs.jsonl.gz"), "Corpus file.")
 flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
                     "vocab.json + merges.txt (the fixture's 8K vocab was trained on the corpus).")
 flags.DEFINE_list("scales", ["1", "4"], "Corpus repetitions to run (RSS must not grow with it).")

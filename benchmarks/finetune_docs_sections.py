@@ -1,7 +1,7 @@
 r"""Benchmark: does pretraining help? Fine-tuning on docs_sections, pretrained vs random init.
 
     python -m benchmarks.finetune_docs_sections \
-        [--corpus=/work/shared/corpora/python-docs.jsonl.gz] [--work_dir=/tmp/docs_sections_bench] \
+        [--corpus=../shared/corpora/python-docs.jsonl.gz] [--work_dir=runs/docs_sections_bench] \
         [--config=tiny] [--pretrain_steps=6000] [--learning_rates=3e-4,1e-3,3e-3] [--epochs=10] \
         [--seeds=0,1,2]
 
@@ -32,11 +32,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", "Pretraining corpus "
-                    "(the python-docs JSONL); the task's dev paragraphs are removed from it.")
+flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
+                                           "python-docs.jsonl.gz"),
+                    "Pretraining corpus (the python-docs JSONL; default: ../shared beside the "
+                    "repository); the task's dev paragraphs are removed from it.")
 flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
                     "vocab.json + merges.txt (the fixture's 8000-id vocab).")
-flags.DEFINE_string("work_dir", "/tmp/docs_sections_bench", "Shards, models and summary.json.")
+flags.DEFINE_string("work_dir", "runs/docs_sections_bench", "Shards, models and summary.json.")
 flags.DEFINE_string("config", "tiny", "Model size preset or RobertaConfig JSON (both runs).")
 flags.DEFINE_integer("max_seq_len", 64, "Pretraining and fine-tuning sequence length.")
 flags.DEFINE_integer("pretrain_steps", 6000, "Pretraining steps (batch 32).")

@@ -42,7 +42,8 @@ from roberta_tf.tokenizer import BytePairTokenizer  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", ".jsonl(.gz) corpus.")
+flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
+                                           "python-docs.jsonl.gz"), ".jsonl(.gz) corpus.")
 flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
                     "vocab.json + merges.txt used for throughput and parity.")
 flags.DEFINE_float("max_mb", 0, "Use only the first MB of lines (0: all).")

@@ -4,10 +4,10 @@
 
 Runs the project's own binaries one after another (each command is printed, so it can be rerun
 by hand): `data_prep.train_tokenizer` (8K byte-level BPE on `stdlib`, the running Python's
-documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 2% validation),
+documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 5% of the documents held out),
 `roberta_tf.train --flagfile=flags/quickstart.flags` (the `small` model; mixed_bfloat16 where the
-CPU has native bf16, else float32), `roberta_tf.export`, `roberta_tf.fill_mask`. Prints the
-held-out perplexity at the start and the end and where the TensorBoard logs are.
+CPU has AMX, else float32), `roberta_tf.export`, `roberta_tf.fill_mask`. Ends with the held-out
+perplexity beside the unigram baseline's (what a model that ignores context scores).
 """
 
 import json
@@ -25,8 +25,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
                     "(replaced if it holds only an earlier quickstart's outputs).")
 flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.")
-flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with native bf16), or "
-                    "float32 / mixed_bfloat16 / mixed_float16.")
+flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with AMX, else float32), "
+                    "or float32 / mixed_bfloat16 / mixed_float16.")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a run writes into --work_dir (and what a re-run may delete).
@@ -39,14 +39,19 @@ SENTENCES = [
 ]
 
 
-def cpu_has_bf16() -> bool:
-  """Native bf16 matmuls (AVX-512 BF16 or AMX): where mixed_bfloat16 beats float32 on a CPU."""
+def cpu_has_amx() -> bool:
+  """AMX bf16 tiles: where mixed_bfloat16 trains the small model faster than float32 on a CPU.
+
+  AVX-512 BF16 alone is not enough at this size: on a 2-core AVX-512 BF16 Xeon without AMX the
+  small model (batch 32 x 128) trained at 4.1K tok/s in mixed_bfloat16 against 6.1K in float32
+  (the casts around each matmul cost more than the bf16 dot products save).
+  """
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
       cpu_flags = f.read()
   except OSError:
     return False
-  return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", cpu_flags))
+  return bool(re.search(r"\bamx_bf16\b", cpu_flags))
 
 
 def _run(args, log_lines=None):
@@ -89,13 +94,13 @@ def main(argv):
   model, export = os.path.join(work, "model"), os.path.join(work, "saved_model")
   precision = FLAGS.precision
   if precision == "auto":
-    precision = "mixed_bfloat16" if cpu_has_bf16() else "float32"
+    precision = "mixed_bfloat16" if cpu_has_amx() else "float32"
 
   _run(["data_prep.train_tokenizer", "--input=stdlib", "--vocab_size=8000",
         f"--output_dir={vocab}"])
   _run(["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
         f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
-        "--validation_fraction=0.02"])
+        "--validation_fraction=0.05"])
   train_args = ["roberta_tf.train", "--flagfile=flags/quickstart.flags",
                 f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
                 f"--precision={precision}"]
@@ -107,22 +112,25 @@ def main(argv):
   _run(["roberta_tf.export", f"--model_dir={model}", f"--export_dir={export}"])
   _run(["roberta_tf.fill_mask", f"--saved_model={export}", *SENTENCES])
 
-  evals = [(int(m.group(1)), float(m.group(2))) for m in
-           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)", line)
-            for line in train_log) if m]
+  evals = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in
+           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+) \|.*"
+                      r"unigram perplexity ([\d.]+)", line) for line in train_log) if m]
   summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
-  if evals:
-    (s0, p0), (s1, p1) = evals[0], evals[-1]
-    summary.update(initial_perplexity=p0, final_perplexity=p1, reduction=round(p0 / p1, 1))
-    print(f"\nheld-out perplexity: {p0:.1f} at step {s0} -> {p1:.1f} at step {s1} "
-          f"({p0 / p1:.1f}x lower)")
-  print(f"TensorBoard logs: {model}/train and {model}/eval  "
+  print(f"\nTensorBoard logs: {model}/train and {model}/eval  "
         f"(tensorboard --logdir {model})")
   print(f"SavedModel: {export}  (python -m roberta_tf.fill_mask --saved_model={export} "
         "\"Your text with a <mask>.\")")
-  print(f"quickstart finished in {summary['minutes']} min")
+  final = f"quickstart finished in {summary['minutes']} min"
+  if evals:
+    (s0, p0, _), (s1, p1, unigram) = evals[0], evals[-1]
+    summary.update(initial_perplexity=p0, final_perplexity=p1, final_step=s1,
+                   unigram_perplexity=unigram, ratio_to_unigram=round(p1 / unigram, 3))
+    print(f"held-out perplexity: {p0:.1f} at step {s0} -> {p1:.1f} at step {s1}")
+    final += (f": held-out perplexity {p1:.1f} = {p1 / unigram:.2f}x the unigram baseline "
+              f"{unigram:.1f} (a model that ignores context)")
   with open(os.path.join(work, "quickstart_summary.json"), "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=2)
+  print(final)
   return 0
 
 

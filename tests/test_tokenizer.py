@@ -17,9 +17,10 @@ from tokenizers import models, pre_tokenizers
 
 from roberta_tf import pretokenize
 from roberta_tf.tokenizer import BytePairTokenizer, TokenizerFileError, bytes_to_unicode
-from tests.conftest import HF_TINY, TESTDATA
+from tests.conftest import HF_TINY, REPO, TESTDATA
 
-FULL_CORPUS = "/work/shared/corpora/python-docs.jsonl.gz"
+# The whole corpus, when ../shared sits beside the repository (the test is skipped elsewhere).
+FULL_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
 
 
 def hf_tokenizer(vocab_json, merges_txt):

@@ -1,7 +1,7 @@
 r"""A real-text classification task: which part of the Python docs a paragraph comes from.
 
     python -m roberta_tf.finetuning.docs_sections \
-        --corpus=/work/shared/corpora/python-docs.jsonl.gz --output_dir=DIR \
+        --corpus=../shared/corpora/python-docs.jsonl.gz --output_dir=DIR \
         [--train_per_class=60] [--dev_per_class=30] [--seed=0]
 
 The corpus has one `{"text", "source"}` object per document, source like
@@ -112,10 +112,11 @@ def main(argv):
 
 if __name__ == "__main__":
   from absl import app, flags  # pylint: disable=ungrouped-imports
-  flags.DEFINE_string("corpus", "/work/shared/corpora/python-docs.jsonl.gz", "The docs corpus.")
+  flags.DEFINE_string("corpus", None, "The docs corpus: JSONL of {\"text\", \"source\"} "
+                      "(e.g. the project's ../shared/corpora/python-docs.jsonl.gz).")
   flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
   flags.DEFINE_integer("train_per_class", 60, "Training paragraphs per section.")
   flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.")
   flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.")
-  flags.mark_flag_as_required("output_dir")
+  flags.mark_flags_as_required(["corpus", "output_dir"])
   app.run(main)
