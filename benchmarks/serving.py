@@ -3,11 +3,11 @@ r"""Benchmark: the exported SavedModel's fill_mask at `base` size, batch 1 and 3
     python -m benchmarks.serving [--vocab_dir=tests/testdata/hf_roberta_tiny] [--repeats=20]
 
 Builds a `base` model (L12 H768 A12 F3072; random weights: speed does not depend on them) with
-the given vocabulary, exports it with `roberta_tf.serving.export_saved_model`, reloads it the
-way a server would (`tf.saved_model.load`, TF + tf-text only) and times `fill_mask` on
-raw strings: latency (p50/p90 ms per call) and throughput (texts/s), for short (~12 tokens) and
-long (~120 tokens) texts. As a peer, the same batch through the in-memory Keras model
-(tokenizer + `RobertaPretrainer`, no SavedModel) is timed in the same run.
+the given vocabulary, exports it with `roberta_tf.serving.mlm_export.export_saved_model`,
+reloads it the way a server would (`tf.saved_model.load`, TF + tf-text only) and times
+`fill_mask` on raw strings: latency (p50/p90 ms per call) and throughput (texts/s), for
+short (~12 tokens) and long (~120 tokens) texts. As a peer, the same batch through the
+in-memory Keras model (tokenizer + `RobertaPretrainer`, no SavedModel) is timed in the same run.
 """
 
 import argparse
@@ -20,8 +20,9 @@ import time
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
-from roberta_tf import models, serving
-from roberta_tf.tokenizer import BytePairTokenizer, copy_vocab_files
+from roberta_tf import models
+from roberta_tf.serving import mlm_export
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer, copy_vocab_files
 
 SHORT = "The capital of France is <mask>, and it is a large city."
 LONG = ("Dynamic masking samples a new <mask> every time a sequence is fed to the model, so the "
@@ -57,11 +58,11 @@ def main():
     copy_vocab_files(args.vocab_dir, model_dir)
     export_dir = os.path.join(work, "export")
     t = time.perf_counter()
-    serving.export_saved_model(model_dir, export_dir)
+    mlm_export.export_saved_model(model_dir, export_dir)
     export_s = time.perf_counter() - t
     loaded = tf.saved_model.load(export_dir)
     fill = loaded.signatures["fill_mask"]
-    module = serving.ServingModule(pretrainer, tokenizer, max_seq_len=config.max_seq_len)
+    module = mlm_export.ServingModule(pretrainer, tokenizer, max_seq_len=config.max_seq_len)
     print(f"{args.preset}: L{config.num_layers} H{config.hidden_size} V{config.vocab_size}, "
           f"export {export_s:.1f} s, {os.cpu_count()} CPUs")
     print(f"{'texts':>6} {'batch':>5} {'path':<22} {'p50 ms':>8} {'p90 ms':>8} {'texts/s':>8}")

@@ -12,7 +12,7 @@ import sys
 
 from absl import app, flags
 
-from data_prep import corpus, encoding, shard_writer
+from data_prep import corpus, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from data_prep.shard_builder import BuildError, build_shards, summary
@@ -39,7 +39,7 @@ flags.DEFINE_string("text_field", "text", "The .jsonl field holding a document's
 flags.DEFINE_boolean("overwrite", False, "Replace the shards in a non-empty --output_dir.")
 flags.DEFINE_integer("max_line_bytes", corpus.DEFAULT_MAX_LINE_BYTES,
                      "Lines longer than this are split before encoding.")
-flags.DEFINE_enum("encoder", "tf", list(encoding.ENCODERS), "tf: the project's tokenizer; "
+flags.DEFINE_enum("encoder", "tf", list(sentence_encoders.ENCODERS), "tf: the project's tokenizer; "
                   "hf: Hugging Face tokenizers (same ids, a cross-check).")
 flags.DEFINE_boolean("progress", True, "Report progress on stderr about once a second.")
 
@@ -59,7 +59,7 @@ def main(argv):
         compression=FLAGS.compression, text_field=FLAGS.text_field,
         max_line_bytes=FLAGS.max_line_bytes, overwrite=FLAGS.overwrite, encoder=FLAGS.encoder,
         progress=progress_lib.Progress(sys.stderr) if FLAGS.progress else None)
-  except (BuildError, corpus.CorpusError, encoding.VocabError) as e:
+  except (BuildError, corpus.CorpusError, sentence_encoders.VocabError) as e:
     print(f"build_shards: error: {e}", file=sys.stderr)
     return 1
   except OSError as e:  # disk full, permissions: name the file the OS names

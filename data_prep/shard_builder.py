@@ -5,9 +5,9 @@ The vocabulary files (vocab.json, merges.txt) are copied beside the shards, so a
 directory is self-contained: training, inspection and export find the vocabulary there.
 
 Documents stream from data_prep/corpus.py, are encoded with the project's TF-native tokenizer
-(data_prep/encoding.py), packed into blocks (data_prep/packing.py) and written round-robin through
-a seeded shuffle buffer into the shards (data_prep/shard_writer.py). Nothing holds the whole
-corpus: memory is a few encoding batches plus the shuffle buffer.
+(data_prep/sentence_encoders.py), packed into blocks (data_prep/packing.py) and written
+round-robin through a seeded shuffle buffer into the shards (data_prep/shard_writer.py).
+Nothing holds the whole corpus: memory is a few encoding batches plus the shuffle buffer.
 
 Validation takes whole documents: each goes there with probability ``validation_fraction``,
 drawn from a generator seeded by ``seed`` (so the split is deterministic for a seed and the
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from data_prep import corpus, encoding, shard_writer
+from data_prep import corpus, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
-from roberta_tf import tokenizer
 from roberta_tf.data import dataset_info
+from roberta_tf.tokenization import tokenizer
 
 TRAIN = "train"
 VALIDATION = "validation"
@@ -107,7 +107,7 @@ def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict
   }
 
 
-def _pack_batch(batch: encoding.Batch, values, row_splits,
+def _pack_batch(batch: sentence_encoders.Batch, values, row_splits,
                 packers: dict[str, packing_lib.Packer]) -> None:
   """Feeds one encoded batch's sentences to the packer of their document's split."""
   # The packer holds int64 ids: convert the batch once, so each sentence is a view, not a copy.
@@ -127,7 +127,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
                  num_validation_shards: int = 1, validation_fraction: float = 0.01,
                  seed: int = 0, compression: str = "none", text_field: str = "text",
                  max_line_bytes: int = corpus.DEFAULT_MAX_LINE_BYTES, overwrite: bool = False,
-                 encoder: str | encoding.Encoder = "tf", num_workers: int | None = None,
+                 encoder: str | sentence_encoders.Encoder = "tf", num_workers: int | None = None,
                  batch_sentences: int = 4096, shuffle_buffer: int = 4096,
                  progress: progress_lib.Progress | None = None) -> dict[str, Any]:
   """Builds the shards and dataset_info.json in ``output_dir``; returns the info written.
@@ -145,14 +145,15 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     text_field: the .jsonl field holding a document's text.
     max_line_bytes: longer lines are split before encoding (bounded time and memory).
     overwrite: replace the shards of an earlier run in ``output_dir``.
-    encoder: ``tf`` (roberta_tf.tokenizer, the default), ``hf`` (Hugging Face tokenizers) or an
-      encoder callable (data_prep/encoding.py).
+    encoder: ``tf`` (roberta_tf.tokenization.tokenizer, the default), ``hf`` (Hugging Face
+      tokenizers) or an encoder callable (data_prep/sentence_encoders.py).
     num_workers: encoding threads (default: the CPU count).
     batch_sentences: sentences per encoder call.
     shuffle_buffer: blocks held to shuffle the order in which they reach the shards.
     progress: reports progress while running if given.
   Raises:
-    BuildError, corpus.CorpusError, encoding.VocabError: with a message naming the flag or file.
+    BuildError, corpus.CorpusError, sentence_encoders.VocabError: with a message naming the
+      flag or file.
     Nothing is left under a final name on failure.
   """
   if packing not in packing_lib.PACKINGS:
@@ -170,13 +171,13 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
                      f"{', '.join(shard_writer.COMPRESSIONS)}")
   if max_line_bytes < 16:
     raise BuildError(f"--max_line_bytes={max_line_bytes}: must be >= 16")
-  vocab = encoding.load_vocab(vocab_dir)
+  vocab = sentence_encoders.load_vocab(vocab_dir)
   files = corpus.resolve_inputs(input_spec)
   if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
     # Checked again below; here too so that a refused run fails before the tokenizer's setup.
     _prepare_output_dir(output_dir, overwrite)
   setup_start = time.monotonic()  # loading the tokenizer and tracing its graph: a fixed cost
-  encode = encoding.make_encoder(encoder, vocab) if isinstance(encoder, str) else encoder
+  encode = sentence_encoders.make_encoder(encoder, vocab) if isinstance(encoder, str) else encoder
   setup_s = time.monotonic() - setup_start
   created = _prepare_output_dir(output_dir, overwrite)
 
@@ -196,9 +197,9 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
              for split in splits}
   try:
     documents = corpus.iter_documents(files, text_field, stats, max_line_bytes)
-    batches = encoding.batch_documents(
+    batches = sentence_encoders.batch_documents(
         _assign_splits(documents, validation_fraction, seed, doc_counts), batch_sentences)
-    for batch, values, row_splits in encoding.encode_batches(batches, encode, num_workers):
+    for batch, values, row_splits in sentence_encoders.encode_batches(batches, encode, num_workers):
       _pack_batch(batch, values, row_splits, packers)
       if progress:
         progress.update(stats.bytes_read, stats.total_bytes,

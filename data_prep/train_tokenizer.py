@@ -4,7 +4,7 @@ r"""Trains RoBERTa's byte-level BPE vocabulary: corpus -> vocab.json + merges.tx
         --output_dir=vocab/
 
 The engine is Hugging Face `tokenizers`' BPE trainer on GPT-2's byte-level pre-tokenization
-(the same split `roberta_tf.tokenizer` applies), fed one sentence (line) at a time from
+(the same split `roberta_tf.tokenization.tokenizer` applies), fed one sentence (line) at a time from
 data_prep/corpus.py, so every corpus format works (.txt, .jsonl, .gz, globs, comma lists,
 `stdlib`). The files are in the GPT-2/RoBERTa format with roberta-base's id layout: `<s>`=0,
 `<pad>`=1, `</s>`=2, `<unk>`=3, then the 256 byte symbols and the merges, and `<mask>` last

@@ -19,9 +19,9 @@ import sys
 
 from absl import app, flags
 
-from roberta_tf import tokenizer
 from roberta_tf.models import hf_weights, model_dir
 from roberta_tf.models.config import ConfigError
+from roberta_tf.tokenization import tokenizer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "

@@ -2,7 +2,8 @@
 
   python -m roberta_tf.export --model_dir=DIR --export_dir=DIR [--checkpoint=PATH] [--top_k=5]
 
-Signatures: fill_mask, encode, mlm_logits, tokenize (see roberta_tf/serving.py and README).
+Signatures: fill_mask, encode, mlm_logits, tokenize (see roberta_tf/serving/mlm_export.py and
+README).
 The export is float32 whatever precision the model was trained in.
 """
 
@@ -24,13 +25,13 @@ flags.mark_flags_as_required(["model_dir", "export_dir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  from roberta_tf import serving  # pylint: disable=import-outside-toplevel
   from roberta_tf.models import ModelDirError  # pylint: disable=import-outside-toplevel
+  from roberta_tf.serving import mlm_export  # pylint: disable=import-outside-toplevel
   try:
-    path = serving.export_saved_model(
+    path = mlm_export.export_saved_model(
         FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,
         top_k=FLAGS.top_k, max_seq_len=FLAGS.max_seq_len, overwrite=FLAGS.overwrite)
-  except (serving.ExportError, ModelDirError, OSError) as e:
+  except (mlm_export.ExportError, ModelDirError, OSError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
   print(f"exported SavedModel to {path} (signatures: fill_mask, encode, mlm_logits, tokenize)")

@@ -7,7 +7,7 @@ r"""Fine-tunes RoBERTa on a downstream task (the paper's GLUE / RACE / SQuAD rec
 Tasks: classification | regression (TSV/CSV/JSONL tables), multiple_choice (RACE-style JSON),
 extractive_qa (SQuAD v1.1/v2.0 JSON). Without --init_from the same model starts from random
 init (--config names its size, --vocab_dir its vocabulary): the baseline. The kept run's dev
-metrics go to OUT/eval_results.json (see roberta_tf/finetuning/model_dir.py for the layout).
+metrics go to OUT/eval_results.json (see roberta_tf/finetuning/finetuned_dir.py for the layout).
 --export_only exports an existing fine-tuned --model_dir to --export_dir.
 """
 
@@ -86,20 +86,20 @@ def main(argv):
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(FLAGS.cpu_replicas)
   from roberta_tf.finetuning import (  # pylint: disable=import-outside-toplevel
-    export,  # pylint: disable=import-outside-toplevel
+    finetune_loop,
     squad,
     task_data,
-    trainer,
   )
   from roberta_tf.models import ConfigError, ModelDirError  # pylint: disable=import-outside-toplevel
-  from roberta_tf.tokenizer import TokenizerFileError  # pylint: disable=import-outside-toplevel
-  errors = (ValueError, OSError, trainer.FinetuneError, task_data.TaskDataError,
+  from roberta_tf.serving import finetuned_export  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenization.tokenizer import TokenizerFileError  # pylint: disable=import-outside-toplevel
+  errors = (ValueError, OSError, finetune_loop.FinetuneError, task_data.TaskDataError,
             squad.SquadError, ConfigError, ModelDirError, TokenizerFileError)
   try:
     if FLAGS.export_only:
       if not FLAGS.model_dir or not FLAGS.export_dir:
         raise app.UsageError("--export_only needs --model_dir and --export_dir")
-      path = export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)
+      path = finetuned_export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)
       print(f"exported {path}")
       return 0
     values = {name: FLAGS[name].value for name in FinetuneConfig.__dataclass_fields__
@@ -111,9 +111,10 @@ def main(argv):
     except ValueError as e:
       raise ValueError(f"--learning_rates={FLAGS.learning_rates}: not a list of numbers") from e
     cfg = FinetuneConfig(**{k: ("" if v is None else v) for k, v in values.items()})
-    trainer.finetune(cfg)
+    finetune_loop.finetune(cfg)
     if cfg.export_dir:
-      print(f"exported {export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)}")
+      path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)
+      print(f"exported {path}")
   except errors as e:
     print(f"error: {e}", file=sys.stderr)
     return 1

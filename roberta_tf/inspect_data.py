@@ -34,7 +34,7 @@ from roberta_tf.data.vocab_info import (
   find_vocab_dir,
   read_vocab_json,
 )
-from roberta_tf.tokenizer import token_bytes_table
+from roberta_tf.tokenization.tokenizer import token_bytes_table
 
 
 class Decoder:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import corpus, encoding
+from data_prep import corpus, sentence_encoders
 from data_prep import shard_builder as bs
 from roberta_tf.data import dataset_info
 from tests.conftest import REPO, TESTDATA
@@ -25,7 +25,7 @@ BOS, EOS = 0, 2
 @functools.cache
 def _encoder(kind):
   """One encoder of each kind for the whole file (the TF tokenizer takes seconds to trace)."""
-  return encoding.make_encoder(kind, encoding.load_vocab(VOCAB))
+  return sentence_encoders.make_encoder(kind, sentence_encoders.load_vocab(VOCAB))
 
 
 def _build(out, input_spec=SMALL, encoder="tf", **kwargs):
@@ -232,7 +232,7 @@ def test_tf_tokenizer_gives_the_same_shards_as_hf_tokenizers(tmp_path):
 
 def test_any_encoder_callable_plugs_in(tmp_path):
   # A list[str] -> list[list[int]] encoder: one id per UTF-8 byte (ids 5..260).
-  byte_ids = encoding.from_lists(lambda ss: [[5 + b for b in s.encode()] for s in ss])
+  byte_ids = sentence_encoders.from_lists(lambda ss: [[5 + b for b in s.encode()] for s in ss])
   path = tmp_path / "c.txt"
   path.write_text("ab\ncd\n\nef\n")
   bs.build_shards(str(path), VOCAB, str(tmp_path / "out"), max_seq_len=6, num_shards=1,

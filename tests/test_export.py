@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf import models, serving
+from roberta_tf import models
 from roberta_tf.models import hf_weights
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.serving import mlm_export
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 TEXTS = ["The capital of France is <mask>.", "no mask in this one",
          "Two <mask> in <mask> text.", ""]
@@ -47,7 +48,7 @@ def exported(tmp_path_factory, hf_tiny_dir):
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
   export_dir = str(root / "saved_model")
-  serving.export_saved_model(model_dir, export_dir, top_k=3)
+  mlm_export.export_saved_model(model_dir, export_dir, top_k=3)
   return model_dir, export_dir
 
 
@@ -60,7 +61,7 @@ def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
   assert "modules: []" in proc.stdout
   got = dict(np.load(out_path))
 
-  module = serving.ServingModule(models.load(model_dir, dtype="float32"),
+  module = mlm_export.ServingModule(models.load(model_dir, dtype="float32"),
                                  BytePairTokenizer.from_dir(model_dir),
                                  max_seq_len=models.read_config(model_dir).max_seq_len, top_k=3)
   texts = tf.constant(TEXTS)
@@ -90,7 +91,7 @@ def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
 def test_tokenize_adds_specials_and_truncates_keeping_eos(exported):
   model_dir, _ = exported
   tok = BytePairTokenizer.from_dir(model_dir)
-  module = serving.ServingModule(models.load(model_dir), tok, max_seq_len=8)
+  module = mlm_export.ServingModule(models.load(model_dir), tok, max_seq_len=8)
   out = module.tokenize(tf.constant(["a b c d e f g h i j k", "hi"]))
   ids = out["input_ids"].numpy()
   assert ids.shape == (2, 8)
@@ -114,22 +115,22 @@ def test_hf_fixture_logits_through_the_export(exported, hf_tiny_dir):
 
 def test_export_refuses_nonempty_dir_and_missing_vocab(exported, tmp_path):
   model_dir, export_dir = exported
-  with pytest.raises(serving.ExportError, match="not empty"):
-    serving.export_saved_model(model_dir, export_dir)
+  with pytest.raises(mlm_export.ExportError, match="not empty"):
+    mlm_export.export_saved_model(model_dir, export_dir)
   bare = tmp_path / "bare"
   bare.mkdir()
   for name in os.listdir(model_dir):
     if name not in ("vocab.json", "merges.txt"):
       (bare / name).write_bytes((open(os.path.join(model_dir, name), "rb")).read())
-  with pytest.raises(serving.ExportError, match="no vocab.json"):
-    serving.export_saved_model(str(bare), str(tmp_path / "out"))
+  with pytest.raises(mlm_export.ExportError, match="no vocab.json"):
+    mlm_export.export_saved_model(str(bare), str(tmp_path / "out"))
   shutil.copy(os.path.join(model_dir, "vocab.json"), bare)  # merges.txt still missing
-  with pytest.raises(serving.ExportError, match="cannot load the tokenizer.*merges.txt"):
-    serving.export_saved_model(str(bare), str(tmp_path / "out"))
-  with pytest.raises(serving.ExportError, match="--top_k=0"):
-    serving.export_saved_model(model_dir, str(tmp_path / "out"), top_k=0)
-  with pytest.raises(serving.ExportError, match="--max_seq_len=1: must be in"):
-    serving.export_saved_model(model_dir, str(tmp_path / "out"), max_seq_len=1)
+  with pytest.raises(mlm_export.ExportError, match="cannot load the tokenizer.*merges.txt"):
+    mlm_export.export_saved_model(str(bare), str(tmp_path / "out"))
+  with pytest.raises(mlm_export.ExportError, match="--top_k=0"):
+    mlm_export.export_saved_model(model_dir, str(tmp_path / "out"), top_k=0)
+  with pytest.raises(mlm_export.ExportError, match="--max_seq_len=1: must be in"):
+    mlm_export.export_saved_model(model_dir, str(tmp_path / "out"), max_seq_len=1)
   assert not (tmp_path / "out").exists()
 
 
@@ -143,7 +144,7 @@ def test_mixed_precision_model_exports_and_serves_in_float32(tmp_path, hf_tiny_d
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
   export_dir = str(tmp_path / "export")
-  serving.export_saved_model(model_dir, export_dir)
+  mlm_export.export_saved_model(model_dir, export_dir)
   loaded = tf.saved_model.load(export_dir)
   ids = tf.constant([[0, 100, 200, 4, 2]], tf.int32)
   mask = tf.ones_like(ids)

@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning import export, squad, task_data
-from roberta_tf.finetuning import model_dir as model_dir_lib
+from roberta_tf.finetuning import finetuned_dir, squad, task_data
 from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 
 LONG = " ".join(["word"] * 200)
@@ -45,10 +45,10 @@ def _model_dir(root, pretrained, info):
   path = str(root / info.task_type)
   model_config = models.read_config(pretrained)
   tf.keras.utils.set_random_seed(1)
-  model = model_dir_lib.build_model(model_config, info, init_from=pretrained)
-  model_dir_lib.write_config(path, model_config, info)
-  model_dir_lib.save_checkpoint(path, model, 1)
-  model_dir_lib.copy_tokenizer(pretrained, path)
+  model = finetuned_dir.build_model(model_config, info, init_from=pretrained)
+  finetuned_dir.write_config(path, model_config, info)
+  finetuned_dir.save_checkpoint(path, model, 1)
+  finetuned_dir.copy_tokenizer(pretrained, path)
   return path
 
 
@@ -67,7 +67,8 @@ def exported(tmp_path_factory, hf_tiny_dir):
   out = {}
   for name, info in infos.items():
     model_dir = _model_dir(root / name, pretrained, info)
-    out[name] = (model_dir, export.export_saved_model(model_dir, str(root / f"{name}_sm")))
+    out[name] = (model_dir,
+                 finetuned_export.export_saved_model(model_dir, str(root / f"{name}_sm")))
   squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
   race_path = fx.write_race(str(root / "race.jsonl"), passages=2, seed=2)
   return out, squad.read_squad(squad_path)[0], task_data.read_choice_examples(race_path)
@@ -75,8 +76,8 @@ def exported(tmp_path_factory, hf_tiny_dir):
 
 def _in_process_outputs(model_dir, task_cls, examples):
   """The model's outputs on examples through the training featurization (Python side)."""
-  model, _, info = model_dir_lib.load(model_dir)
-  task = task_cls(info, model_dir_lib.load_tokenizer(model_dir), examples, examples)
+  model, _, info = finetuned_dir.load(model_dir)
+  task = task_cls(info, finetuned_dir.load_tokenizer(model_dir), examples, examples)
   outputs = [{k: v.numpy() for k, v in model(b, training=False).items()}
              for b in task.eval_dataset(8)]
   return task, outputs
@@ -138,8 +139,8 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
 def test_export_refuses_a_pretraining_model_dir(exported, tmp_path, hf_tiny_dir):
   pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(tmp_path / "pre"))
   with pytest.raises(models.ModelDirError, match="not a fine-tuned model dir"):
-    export.export_saved_model(pretrained, str(tmp_path / "sm"))
+    finetuned_export.export_saved_model(pretrained, str(tmp_path / "sm"))
   dirs = exported[0]
   with pytest.raises(ValueError, match="exists and is not empty"):
-    export.export_saved_model(dirs["pair"][0], dirs["pair"][1])
+    finetuned_export.export_saved_model(dirs["pair"][0], dirs["pair"][1])
   assert os.path.isfile(os.path.join(dirs["pair"][1], "saved_model.pb"))

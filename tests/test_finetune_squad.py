@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.finetuning import squad, squad_tf
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import finetune_fixtures as fx
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import encoding, task_data
+from roberta_tf.finetuning import featurize, task_data
 from tests import finetune_fixtures as fx
 
 
@@ -104,7 +104,7 @@ def _longest_first(la, lb, budget):
 def test_pair_truncation_matches_longest_first():
   cases = [(la, lb, budget) for la in range(9) for lb in range(9) for budget in range(9)]
   a, b, budgets = (np.array(x) for x in zip(*cases, strict=True))
-  keep_a, keep_b = encoding.truncate_pair(a, b, budgets)
+  keep_a, keep_b = featurize.truncate_pair(a, b, budgets)
   got = list(zip(keep_a.numpy(), keep_b.numpy(), strict=True))
   assert got == [_longest_first(*c) for c in cases]
 
@@ -112,12 +112,12 @@ def test_pair_truncation_matches_longest_first():
 def test_build_inputs_layout_and_truncation():
   ids_a = tf.ragged.constant([[10, 11, 12], [], [20, 21, 22, 23, 24, 25, 26]], tf.int32)
   ids_b = tf.ragged.constant([[30], [31, 32], [40, 41, 42, 43, 44, 45]], tf.int32)
-  pair = encoding.build_inputs(ids_a, ids_b, max_seq_len=10, bos_id=0, eos_id=2).to_list()
+  pair = featurize.build_inputs(ids_a, ids_b, max_seq_len=10, bos_id=0, eos_id=2).to_list()
   assert pair[0] == [0, 10, 11, 12, 2, 2, 30, 2]
   assert pair[1] == [0, 2, 2, 31, 32, 2]
   assert pair[2] == [0, 20, 21, 22, 2, 2, 40, 41, 42, 2]  # budget 6: 3 + 3
-  single = encoding.build_inputs(ids_a, None, max_seq_len=5, bos_id=0, eos_id=2).to_list()
+  single = featurize.build_inputs(ids_a, None, max_seq_len=5, bos_id=0, eos_id=2).to_list()
   assert single == [[0, 10, 11, 12, 2], [0, 2], [0, 20, 21, 22, 2]]
-  dense = encoding.to_dense(tf.ragged.constant([[0, 5, 2], [0, 2]]), pad_id=1)
+  dense = featurize.to_dense(tf.ragged.constant([[0, 5, 2], [0, 2]]), pad_id=1)
   assert dense["input_ids"].numpy().tolist() == [[0, 5, 2], [0, 2, 1]]
   assert dense["padding_mask"].numpy().tolist() == [[1, 1, 1], [1, 1, 0]]

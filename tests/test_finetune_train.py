@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import model_dir as model_dir_lib
-from roberta_tf.finetuning import squad_eval, trainer
+from roberta_tf.finetuning import finetune_loop, finetuned_dir, squad_eval
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
@@ -56,7 +55,7 @@ def sweep(data, tmp_path_factory):
   """A two-rate sweep on the pair task (no dropout, so the mirrored run can match it)."""
   cfg = _config(data, tmp_path_factory.mktemp("sweep"), "classification",
                 learning_rates=(1e-7, 2e-3), epochs=4, dropout=0.0)
-  return cfg, trainer.finetune(cfg)
+  return cfg, finetune_loop.finetune(cfg)
 
 
 def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, sweep):
@@ -73,10 +72,10 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   with open(os.path.join(cfg.model_dir, "eval_results.json")) as f:
     assert json.load(f)["accuracy"] == results["accuracy"]
   # The model dir reloads (float32) and gives exactly the kept run's dev metrics.
-  model, model_config, info = model_dir_lib.load(cfg.model_dir)
+  model, model_config, info = finetuned_dir.load(cfg.model_dir)
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
-  task = tasks_lib.load_task(cfg, model_dir_lib.load_tokenizer(data["pretrained"]))
+  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   assert task.evaluate(_predict(model, task)) == pytest.approx(runs[2e-3]["metrics"])
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "lr_1e-07"))
 
@@ -84,29 +83,29 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
 def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
   cfg = _config(data, tmp_path, "classification", learning_rate=1e-9, epochs=5,
                 early_stopping_patience=1)
-  results = trainer.finetune(cfg)
+  results = finetune_loop.finetune(cfg)
   history = results["runs"][0]["history"]
   # A learning rate of 1e-9 cannot change a prediction: no epoch beats the first, patience 1.
   assert len(history) == 2 and results["epoch"] == 1
   with pytest.raises(ValueError, match="not empty; pass --overwrite"):
-    trainer.finetune(cfg)
+    finetune_loop.finetune(cfg)
 
 
 def test_regression_from_csv(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 learning_rate=2e-3, epochs=4)
-  results = trainer.finetune(cfg)
+  results = finetune_loop.finetune(cfg)
   assert sorted(results["runs"][0]["metrics"]) == ["mse", "pearson", "spearman"]
   assert results["pearson"] > 0.8 and results["metric"] == "pearson"
 
 
 def test_multiple_choice(data, tmp_path):
   cfg = _config(data, tmp_path, "multiple_choice", epochs=1)
-  results = trainer.finetune(cfg)
+  results = finetune_loop.finetune(cfg)
   assert 0 <= results["accuracy"] <= 1 and results["metric"] == "accuracy"
-  model, _, info = model_dir_lib.load(cfg.model_dir)
+  model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.num_choices == 4
-  task = tasks_lib.load_task(cfg, model_dir_lib.load_tokenizer(data["pretrained"]))
+  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert outputs[0]["logits"].shape == (12, 4)  # 3 passages x 4 questions, 4 options each
   assert task.evaluate(outputs) == pytest.approx({"accuracy": results["accuracy"]})
@@ -114,7 +113,7 @@ def test_multiple_choice(data, tmp_path):
 
 def test_extractive_qa_v2_writes_official_predictions(data, tmp_path):
   cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match")
-  results = trainer.finetune(cfg)
+  results = finetune_loop.finetune(cfg)
   assert results["metric"] == "exact_match"
   with open(os.path.join(cfg.model_dir, "predictions.json")) as f:
     predictions = json.load(f)
@@ -131,7 +130,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path):
 def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
   cfg = _config(data, tmp_path, "classification", precision=precision, epochs=4,
                 learning_rate=2e-3)
-  results = trainer.finetune(cfg)
+  results = finetune_loop.finetune(cfg)
   assert all(np.isfinite(h["train_loss"]) for h in results["runs"][0]["history"])
   assert results["accuracy"] >= 0.8
   reader = tf.train.load_checkpoint(cfg.model_dir)

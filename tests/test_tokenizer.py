@@ -1,4 +1,5 @@
-"""roberta_tf.tokenizer: exact parity with HF `tokenizers`, round trips, TF contexts, bad input."""
+"""roberta_tf.tokenization.tokenizer: exact parity with HF `tokenizers`, round trips, TF contexts,
+bad input."""
 
 import gzip
 import hashlib
@@ -15,8 +16,12 @@ import tensorflow as tf
 import tokenizers
 from tokenizers import models, pre_tokenizers
 
-from roberta_tf import pretokenize
-from roberta_tf.tokenizer import BytePairTokenizer, TokenizerFileError, bytes_to_unicode
+from roberta_tf.tokenization import pretokenize
+from roberta_tf.tokenization.tokenizer import (
+  BytePairTokenizer,
+  TokenizerFileError,
+  bytes_to_unicode,
+)
 from tests.conftest import HF_TINY, REPO, TESTDATA
 
 # The whole corpus, when ../shared sits beside the repository (the test is skipped elsewhere).

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from data_prep import corpus, train_tokenizer
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import REPO, TESTDATA
 from tests.test_tokenizer import corpus_lines, hf_ids, hf_tokenizer
 

@@ -2,7 +2,7 @@
 
 Modules, in the order data flows through them:
   task_data       TSV/CSV/JSONL and RACE readers -> examples; the label set
-  encoding        TF-op featurization shared by training and the SavedModel:
+  featurize       TF-op featurization shared by training and the SavedModel:
                   `<s> A </s></s> B </s>`, longest-first pair truncation, padding
   squad           SQuAD reader, doc-stride windows, token -> character offsets, n-best decoding
   squad_tf        the same windows and best-span decoding in TF ops (for the SavedModel)
@@ -11,9 +11,9 @@ Modules, in the order data flows through them:
   heads           classification/regression, multiple-choice and span heads on the encoder
   tasks           one class per task type: datasets, loss, dev metrics
   finetune_config the resolved configuration of a run (what --flags become)
-  trainer         the loop: AdamW, 6% warmup + linear decay, epochs, early stopping, LR sweep
-  model_dir       fine-tuned model directories (config.json + checkpoint + vocab)
-  export          SavedModel with raw-string signatures (classify / choose / answer)
+  finetune_loop   the loop: AdamW, 6% warmup + linear decay, epochs, early stopping, LR sweep
+  finetuned_dir   fine-tuned model directories (config.json + checkpoint + vocab)
   docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
-The binary is roberta_tf/finetune.py.
+The SavedModel export with raw-string signatures (classify / choose / answer) is
+roberta_tf/serving/finetuned_export.py; the binary is roberta_tf/finetune.py.
 """

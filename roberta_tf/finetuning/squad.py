@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf import tokenizer as tokenizer_lib
+from roberta_tf.tokenization import tokenizer as tokenizer_lib
 
 STRIP = " \t\n\r\f\v"  # tf.strings.strip's (ASCII) whitespace: the SavedModel strips the same
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from roberta_tf import pretokenize
-from roberta_tf.finetuning import encoding
+from roberta_tf.finetuning import featurize
+from roberta_tf.tokenization import pretokenize
 
 _BIG = tf.int64.max
 
@@ -26,7 +26,7 @@ def windows(question_ids: tf.RaggedTensor, context_ids: tf.RaggedTensor, *, max_
     (ids: int32 ragged [N, None] feature ids, example: int64 [N] each window's question,
      window_start, window_len, context_offset: int64 [N]).
   """
-  question = encoding.take_prefix(question_ids, tf.fill([question_ids.nrows()],
+  question = featurize.take_prefix(question_ids, tf.fill([question_ids.nrows()],
                                                         tf.constant(max_query_len, tf.int64)))
   q_len = question.row_lengths()
   c_len = context_ids.row_lengths()
@@ -138,7 +138,7 @@ def answer(model, tokenizer, byte_lengths, question, context, *, max_seq_len: in
   ids, example, start, length, offset = windows(
       question_ids, context_ids, max_seq_len=max_seq_len, max_query_len=max_query_len,
       doc_stride=doc_stride, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
-  outputs = model(encoding.to_dense(ids, tokenizer.pad_id), training=False)
+  outputs = model(featurize.to_dense(ids, tokenizer.pad_id), training=False)
   num_examples = question_ids.nrows()
   score, first, last, null = best_answer(
       outputs["start_logits"], outputs["end_logits"], example, start, length, offset,

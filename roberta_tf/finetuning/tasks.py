@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import encoding, metrics, squad, squad_eval, task_data, task_types
+from roberta_tf.finetuning import featurize, metrics, squad, squad_eval, task_data, task_types
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
@@ -154,7 +154,7 @@ class SequenceTask(Task):
     ids_a = _tokenize(tokenizer, [e.text_a for e in examples])
     ids_b = (_tokenize(tokenizer, [e.text_b for e in examples])
              if len(self.info.text_fields) == 2 else None)
-    ids = encoding.build_inputs(ids_a, ids_b, self.info.max_seq_len, tokenizer.bos_id,
+    ids = featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, tokenizer.bos_id,
                                 tokenizer.eos_id)
     return _ragged_dataset(ids, self._labels(examples, path), self.pad_id)
 
@@ -189,7 +189,7 @@ class MultipleChoiceTask(Task):
   def _features(self, tokenizer, examples) -> tf.data.Dataset:
     contexts = [e.context for e in examples for _ in e.options]
     seconds = [task_data.option_text(e.question, o) for e in examples for o in e.options]
-    ids = encoding.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
+    ids = featurize.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
                                 self.info.max_seq_len, tokenizer.bos_id, tokenizer.eos_id)
     ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
     labels = np.asarray([e.label for e in examples], np.int32)

@@ -7,8 +7,9 @@ are added around a sentence; special-token strings written in the text (``<mask>
 become their ids, as RoBERTa's tokenizer does.
 
 Two encoders give the same ids for the same vocabulary:
-- ``TfEncoder``: the project's TF-native tokenizer (``roberta_tf.tokenizer.BytePairTokenizer``),
-  the default, so shards are encoded by the same code that serves the model.
+- ``TfEncoder``: the project's TF-native tokenizer
+  (``roberta_tf.tokenization.tokenizer.BytePairTokenizer``), the default, so shards are encoded
+  by the same code that serves the model.
 - ``HfEncoder``: Hugging Face ``tokenizers`` set up like ``RobertaTokenizerFast`` (byte-level
   pre-tokenizer without a prefix space, BPE, the special tokens added, ``<mask>`` absorbing the
   space before it). It is the benchmark's peer and a cross-check.
@@ -105,12 +106,12 @@ class HfEncoder:
 
 
 class TfEncoder:
-  """The project's TF-native tokenizer (``roberta_tf.tokenizer.BytePairTokenizer``)."""
+  """The project's TF-native tokenizer (``roberta_tf.tokenization.tokenizer.BytePairTokenizer``)."""
 
   def __init__(self, vocab: Vocab):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from roberta_tf import tokenizer  # pylint: disable=import-outside-toplevel
+    from roberta_tf.tokenization import tokenizer  # pylint: disable=import-outside-toplevel
     self._tf = tf
     try:
       self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)

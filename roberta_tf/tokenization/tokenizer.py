@@ -11,10 +11,10 @@ Pipeline of `tokenizer(texts)`:
    become their ids, as HF's AddedVocabulary does. `<mask>` absorbs the whitespace before it
    (lstrip, as in roberta-base); the others do not. The text between them ("segments") is
    pre-tokenized independently.
-2. Pre-tokenization with GPT-2's regex semantics (`roberta_tf.pretokenize`).
+2. Pre-tokenization with GPT-2's regex semantics (`roberta_tf.tokenization.pretokenize`).
 3. Each word's bytes -> ids: a table holds the BPE of every vocabulary entry (computed at load
    time, keyed by raw bytes); other words go through the vectorized merge loop
-   (`roberta_tf.bpe_merge`).
+   (`roberta_tf.tokenization.bpe_merge`).
 
 Bad input: invalid UTF-8 becomes U+FFFD, one per maximal invalid subsequence (Python's
 `errors="replace"`), so the ids are HF's ids of `raw.decode("utf-8", "replace")`. NUL is an
@@ -23,7 +23,7 @@ ordinary character. An empty string gives an empty row.
 Round trip: `detokenize(tokenizer(x)) == x` for valid UTF-8, except that whitespace before a
 `<mask>` string is absorbed into the mask and does not come back.
 
-Speed (benchmarks/tokenizer.py): ~0.1 CPU s per MB of English at 4096 lines a call (HF
+Speed (benchmarks/tokenizer_speed.py): ~0.1 CPU s per MB of English at 4096 lines a call (HF
 `tokenizers` ~0.45); a call costs ~1 ms on top, so pass batches of thousands of lines. The
 tokenizer holds no mutable state (no runtime cache): cold = warm, safe in parallel tf.data.
 The merge loop takes one step per distinct merge a word goes through, so one pathological 1 MB
@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf import bpe_merge, pretokenize
 from roberta_tf.data import dataset_info
+from roberta_tf.tokenization import bpe_merge, pretokenize
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = (BOS, PAD, EOS, UNK, MASK)

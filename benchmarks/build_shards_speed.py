@@ -1,10 +1,11 @@
 r"""Benchmark: data_prep.build_shards end to end, TF-native tokenizer vs Hugging Face tokenizers.
 
-    python -m benchmarks.build_shards [--corpus=../shared/corpora/python-docs.jsonl.gz] \
+    python -m benchmarks.build_shards_speed [--corpus=../shared/corpora/python-docs.jsonl.gz] \
         [--vocab_dir=tests/testdata/hf_roberta_tiny] [--scales=1,4]
 
 Each prep runs as its own ``python -m data_prep.build_shards`` process, with the same flags but
-``--encoder``: ``tf`` (roberta_tf.tokenizer, the project's) or ``hf`` (``tokenizers``, the peer).
+``--encoder``: ``tf`` (roberta_tf.tokenization.tokenizer, the project's) or ``hf``
+(``tokenizers``, the peer).
 Both pack and write with the same code, so their outputs must be byte-identical, which is
 asserted. Reported per run: the build time (the binary's own figure, from reading the first
 document to dataset_info.json; interpreter start, imports and the tokenizer's setup -- loading,

@@ -1,7 +1,7 @@
 r"""Tokenizer throughput and parity: roberta_tf vs keras-hub (TF path) vs HF `tokenizers`.
 
-    python -m benchmarks.tokenizer                       # full python-docs corpus
-    python -m benchmarks.tokenizer --max_mb=1 --big_vocab_size=0 --long_mb=0.1   # quick
+    python -m benchmarks.tokenizer_speed                       # full python-docs corpus
+    python -m benchmarks.tokenizer_speed --max_mb=1 --big_vocab_size=0 --long_mb=0.1   # quick
 
 Input: every line of the corpus (each document's text split on "\n"), in batches of
 --batch_size lines. The TF tokenizers run inside `tf.data` (`map` with --parallel_calls),
@@ -37,7 +37,7 @@ from absl import (
   flags,  # noqa: E402
 )
 
-from roberta_tf.tokenizer import BytePairTokenizer  # noqa: E402
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,7 +138,7 @@ def build_rss_mb(vocab_dir: str) -> float:
   a first tokenizer (the test vocabulary) are already loaded, so only the new tables count."""
   code = ("import gc, os, psutil, sys\n"
           "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
-          "from roberta_tf.tokenizer import BytePairTokenizer as B\n"
+          "from roberta_tf.tokenization.tokenizer import BytePairTokenizer as B\n"
           "B.from_dir(sys.argv[1])\n"
           "gc.collect(); before = psutil.Process().memory_info().rss\n"
           "tok = B.from_dir(sys.argv[2])\n"

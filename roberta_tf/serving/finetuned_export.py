@@ -9,7 +9,7 @@ Signatures, by task (B = batch; every input is tf.string [B]):
 - extractive_qa: `answer(question, context)` -> answer string [B] ("" for no answer), score
   float32 [B] (start + end logit of the span; -inf when none is valid), null_score float32 [B].
 The same signature is also `serving_default`. Inputs are featurized by the training code's TF
-ops (encoding.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
+ops (featurize.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
 model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
 `tensorflow` and `tensorflow_text`.
 """
@@ -20,10 +20,9 @@ import os
 
 import tensorflow as tf
 
-from roberta_tf import serving
-from roberta_tf.finetuning import encoding, heads, squad, squad_tf, task_types
-from roberta_tf.finetuning import model_dir as model_dir_lib
-from roberta_tf.tokenizer import BytePairTokenizer
+from roberta_tf.finetuning import featurize, finetuned_dir, heads, squad, squad_tf, task_types
+from roberta_tf.serving import mlm_export
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 _TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
 
@@ -41,10 +40,10 @@ class FinetunedModule(tf.Module):
     self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
 
   def _sequence_outputs(self, text_a, text_b):
-    ids = encoding.build_inputs(self.tokenizer(text_a),
+    ids = featurize.build_inputs(self.tokenizer(text_a),
                                 None if text_b is None else self.tokenizer(text_b),
                                 self.info.max_seq_len, self._bos, self._eos)
-    logits = self.model(encoding.to_dense(ids, self._pad), training=False)["logits"]
+    logits = self.model(featurize.to_dense(ids, self._pad), training=False)["logits"]
     if self.info.task_type == task_types.REGRESSION:
       return {"value": logits}
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -74,9 +73,9 @@ class FinetunedModule(tf.Module):
         parts.with_flat_values(tf.strings.join([parts.flat_values, filler])), axis=1)
     second = tf.where(parts.row_lengths() > 1, filled,
                       tf.strings.join([flat_question, flat_options], " "))
-    ids = encoding.build_inputs(self.tokenizer(flat_context), self.tokenizer(second),
+    ids = featurize.build_inputs(self.tokenizer(flat_context), self.tokenizer(second),
                                 self.info.max_seq_len, self._bos, self._eos)
-    dense = encoding.to_dense(ids, self._pad)
+    dense = featurize.to_dense(ids, self._pad)
     dense = {k: tf.reshape(v, [shape[0], count, -1]) for k, v in dense.items()}
     logits = self.model(dense, training=False)["logits"]
     return {"probabilities": tf.nn.softmax(logits, axis=-1),
@@ -117,6 +116,6 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False)
   """
   if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
-  model, _, info = model_dir_lib.load(model_dir, dtype="float32")
-  module = FinetunedModule(model, model_dir_lib.load_tokenizer(model_dir), info)
-  return serving.save_atomically(module, export_dir)
+  model, _, info = finetuned_dir.load(model_dir, dtype="float32")
+  module = FinetunedModule(model, finetuned_dir.load_tokenizer(model_dir), info)
+  return mlm_export.save_atomically(module, export_dir)

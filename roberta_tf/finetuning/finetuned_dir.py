@@ -27,7 +27,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.tokenizer import BytePairTokenizer, copy_vocab_files
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer, copy_vocab_files
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"

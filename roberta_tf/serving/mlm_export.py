@@ -25,7 +25,7 @@ import shutil
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.tokenizer import BytePairTokenizer, TokenizerFileError
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer, TokenizerFileError
 
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="input_ids")

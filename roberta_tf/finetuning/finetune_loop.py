@@ -27,8 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning import model_dir as model_dir_lib
-from roberta_tf.finetuning import squad
+from roberta_tf.finetuning import finetuned_dir, squad
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training import optimizer as optimizer_lib
@@ -114,7 +113,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   steps_per_epoch = math.ceil(task.num_train / cfg.batch_size)
   total_steps = cfg.epochs * steps_per_epoch
   with strategy.scope():
-    model = model_dir_lib.build_model(model_config, task.info, dtype=cfg.precision,
+    model = finetuned_dir.build_model(model_config, task.info, dtype=cfg.precision,
                                       init_from=cfg.init_from)
     opt = build_optimizer(cfg, learning_rate, total_steps)
     opt.build(model.trainable_variables)
@@ -168,7 +167,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
         f"{_format(dev)} | {history[-1]['seconds']:.1f}s{' (best)' if improved else ''}")
     if improved:
       best, best_epoch, since_best = dev[metric], epoch, 0
-      prefix = model_dir_lib.save_checkpoint(save_dir, model, epoch)
+      prefix = finetuned_dir.save_checkpoint(save_dir, model, epoch)
       if chief and isinstance(task, tasks_lib.ExtractiveQATask):
         squad.write_predictions(run_dir, *task.predictions)
     else:
@@ -180,7 +179,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   metrics_at_best = history[best_epoch - 1]["dev"]
   result = RunResult(learning_rate, best_epoch, metrics_at_best, history, prefix, run_dir)
   if chief:
-    model_dir_lib.write_json(os.path.join(run_dir, model_dir_lib.RESULTS_FILE),
+    finetuned_dir.write_json(os.path.join(run_dir, finetuned_dir.RESULTS_FILE),
                              {**metrics_at_best, "learning_rate": learning_rate,
                               "epoch": best_epoch, "history": history})
   return result
@@ -191,7 +190,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
   vocab_dir = cfg.vocab_dir or cfg.init_from
-  tokenizer = model_dir_lib.load_tokenizer(vocab_dir)
+  tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
   model_config = resolve_model_config(cfg, tokenizer.vocab_size)
   if cfg.max_seq_len > model_config.max_seq_len:
     raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
@@ -199,7 +198,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
   if chief:
-    model_dir_lib.check_writable(cfg.model_dir, cfg.overwrite,
+    finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
                                  protected=(cfg.init_from, cfg.vocab_dir))
   task = tasks_lib.load_task(cfg, tokenizer)
   metric = cfg.metric or tasks_lib.DEFAULT_METRIC[cfg.task]
@@ -207,7 +206,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
                      f"{list(task.info.metric_names())}")
   if chief:
-    model_dir_lib.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
+    finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
   log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
       f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "
@@ -226,11 +225,11 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
       shutil.rmtree(_worker_dir(strategy, run.run_dir), ignore_errors=True)
     return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
-  model = model_dir_lib.build_model(model_config, task.info, dtype="float32")
-  model_dir_lib.restore(model, best.checkpoint)
-  model_dir_lib.write_config(cfg.model_dir, model_config, task.info, cfg.to_dict())
-  model_dir_lib.save_checkpoint(cfg.model_dir, model, best.best_epoch)
-  model_dir_lib.copy_tokenizer(vocab_dir, cfg.model_dir)
+  model = finetuned_dir.build_model(model_config, task.info, dtype="float32")
+  finetuned_dir.restore(model, best.checkpoint)
+  finetuned_dir.write_config(cfg.model_dir, model_config, task.info, cfg.to_dict())
+  finetuned_dir.save_checkpoint(cfg.model_dir, model, best.best_epoch)
+  finetuned_dir.copy_tokenizer(vocab_dir, cfg.model_dir)
   if cfg.task == "extractive_qa":
     for name in ("predictions.json", "nbest_predictions.json"):
       shutil.copyfile(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
@@ -238,7 +237,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
              "epoch": best.best_epoch, "init_from": cfg.init_from or None,
              "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,
                        "metrics": r.metrics, "history": r.history} for r in runs]}
-  model_dir_lib.write_json(os.path.join(cfg.model_dir, model_dir_lib.RESULTS_FILE), results)
+  finetuned_dir.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
   log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {_format(best.metrics)} "
       f"-> {cfg.model_dir}")
   return results

@@ -1,0 +1,9 @@
+"""The TF-native byte-level BPE tokenizer (GPT-2 / RoBERTa), identical in ids to HF `tokenizers`.
+
+Modules, in the order text flows through them:
+  pretokenize     GPT-2's regex split rebuilt from per-byte character classes (no regex engine)
+  bpe_merge       the vectorized merge loop over integer pair ranks
+  tokenizer       `BytePairTokenizer` (a tf.Module: eager, tf.function, tf.data, SavedModel) and
+                  the vocabulary files it is built from (vocab.json + merges.txt: reading,
+                  copying, the byte <-> unicode alphabet)
+"""
