@@ -130,8 +130,8 @@ def run_ours(model_config, train, val, peak_lr) -> list:
   keras.utils.set_random_seed(FLAGS.seed)
   strategy = tf.distribute.get_strategy()
   model = RobertaPretrainer(model_config, dtype="float32")
-  opt = build_optimizer(learning_rate=peak_lr, warmup_steps=FLAGS.warmup_steps,
-                        train_steps=FLAGS.train_steps)
+  opt = build_optimizer(variables=model.trainable_variables, learning_rate=peak_lr,
+                        warmup_steps=FLAGS.warmup_steps, train_steps=FLAGS.train_steps)
   trainer = Trainer(strategy, model, opt, StepConfig())
   logits_fn = tf.function(lambda b: model({k: b[k] for k in MODEL_INPUTS}, training=False))
 

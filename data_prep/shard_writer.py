@@ -4,7 +4,10 @@ A ``SplitWriter`` owns the shards of one split (``train-00000-of-00016.tfrecord`
 through a bounded shuffle buffer (seeded, so the output is deterministic) and then round-robin to
 the shards, so shards differ by at most one record and a shard is not one document's run of
 blocks. Files are written as ``<name>.tmp`` and renamed by ``commit`` once every split is
-complete; ``abort`` removes them. Memory is the buffer: ``shuffle_buffer`` serialized records.
+complete; ``abort`` removes them. (Not `roberta_tf.common.atomic_write`: a run's shards are
+committed together, after every split is written, and `dataset_info.json` -- written last,
+atomically -- is what marks the directory complete.) Memory is the buffer: ``shuffle_buffer``
+serialized records.
 """
 
 from __future__ import annotations

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 
 from absl import app, flags
 
 from data_prep import corpus
 from data_prep import progress as progress_lib
+from roberta_tf.common import atomic_write
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 VOCAB_FILE = "vocab.json"
@@ -106,26 +106,14 @@ def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int 
   # stopped between the two files never leaves new merges beside an old vocab.json.
   if os.path.exists(os.path.join(output_dir, VOCAB_FILE)):
     os.remove(os.path.join(output_dir, VOCAB_FILE))
-  _write_atomic(os.path.join(output_dir, MERGES_FILE),
+  atomic_write.write_text(os.path.join(output_dir, MERGES_FILE),
                 "#version: 0.2\n" + "".join(m + "\n" for m in merges))
-  _write_atomic(os.path.join(output_dir, VOCAB_FILE),
+  atomic_write.write_text(os.path.join(output_dir, VOCAB_FILE),
                 json.dumps(ordered, ensure_ascii=False, separators=(",", ":")) + "\n")
   return {"vocab_size": len(vocab), "num_merges": len(merges), "documents": stats.documents,
           "sentences": stats.sentences, "invalid_utf8": stats.invalid_utf8}
 
 
-def _write_atomic(path: str, text: str):
-  """Writes `text` to a temporary file beside `path`, then renames it to `path`."""
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
-                             prefix=os.path.basename(path) + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
 
 
 FLAGS = flags.FLAGS

@@ -10,7 +10,8 @@ from roberta_tf.training.schedule import WarmupLinearDecay
 
 
 def test_adamw_hyperparameters():
-  opt = optimizer_lib.build_optimizer(learning_rate=6e-4, warmup_steps=10, train_steps=100)
+  opt = optimizer_lib.build_optimizer(variables=[], learning_rate=6e-4, warmup_steps=10,
+                                      train_steps=100)
   assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay) == (0.9, 0.98, 1e-6, 0.01)
 
 
@@ -18,9 +19,9 @@ def test_weight_decay_skips_layer_norm_and_biases():
   """Zero gradients: Adam's step is 0, so only decoupled weight decay moves a variable."""
   model = models.RobertaPretrainer(models.preset("tiny", vocab_size=300, max_positions=18))
   lr, decay = 0.5, 0.01
-  opt = optimizer_lib.build_optimizer(learning_rate=lr, warmup_steps=0, train_steps=10,
-                                      weight_decay=decay)
   variables = model.trainable_variables
+  opt = optimizer_lib.build_optimizer(variables=variables, learning_rate=lr, warmup_steps=0,
+                                      train_steps=10, weight_decay=decay)
   before = {v.path: np.array(v.numpy()) for v in variables}
   opt.apply([tf.zeros_like(v) for v in variables], variables)
   decayed = {v.path for v in variables if not np.array_equal(v.numpy(), before[v.path])}
@@ -35,6 +36,42 @@ def test_weight_decay_skips_layer_norm_and_biases():
   for v in variables:
     if v.path in decayed:  # keras AdamW: w <- w - lr * decay * w
       np.testing.assert_allclose(v.numpy(), before[v.path] * (1 - lr * decay), rtol=1e-6)
+
+
+def test_exactly_the_base_models_matrices_decay():
+  """roberta-base's variables, listed: every kernel and both tables decay; nothing else."""
+  model = models.RobertaPretrainer(models.preset("base", vocab_size=500))
+  variables = model.trainable_variables
+  opt = optimizer_lib.build_optimizer(variables=variables, learning_rate=1e-3, warmup_steps=0,
+                                      train_steps=10)
+  opt.build(variables)
+  decayed = sorted(v.path for v in variables if opt._use_weight_decay(v))  # pylint: disable=protected-access
+  kernels = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
+  assert decayed == sorted(
+      ["embeddings/token_embedding/embeddings", "embeddings/position_embedding/embeddings",
+       "mlm_head/intermediate_dense/kernel"]
+      + [f"transformer_layer_{i}/{k}/kernel" for i in range(12) for k in kernels])
+  exempt = sorted(v.path for v in variables if not opt._use_weight_decay(v))  # pylint: disable=protected-access
+  norms = ("attention_layer_norm", "output_layer_norm")
+  per_layer = [f"{k}/bias" for k in kernels] + [
+      f"{ln}/{p}" for ln in norms for p in ("gamma", "beta")]
+  assert exempt == sorted(
+      ["embeddings/layer_norm/gamma", "embeddings/layer_norm/beta", "mlm_head/output_bias",
+       "mlm_head/intermediate_dense/bias", "mlm_head/intermediate_layer_norm/gamma",
+       "mlm_head/intermediate_layer_norm/beta"]
+      + [f"transformer_layer_{i}/{p}" for i in range(12) for p in per_layer])
+
+
+def test_a_vector_named_like_a_kernel_is_still_exempt_and_a_matrix_named_bias_decays():
+  """Names do not matter: rank does."""
+  bias_like = tf.Variable(np.ones((3, 2), np.float32), name="my_bias")
+  gamma_like = tf.Variable(np.ones((3,), np.float32), name="kernel")
+  variables = [bias_like, gamma_like]
+  opt = optimizer_lib.build_optimizer(variables=variables, learning_rate=0.5, warmup_steps=0,
+                                      train_steps=10, weight_decay=0.1)
+  opt.apply([tf.zeros_like(v) for v in variables], variables)
+  np.testing.assert_allclose(bias_like.numpy(), 0.95)
+  np.testing.assert_array_equal(gamma_like.numpy(), 1.0)
 
 
 def test_schedule_warms_up_then_decays_to_zero():

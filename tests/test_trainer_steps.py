@@ -30,7 +30,8 @@ def _trainer(train_shards, **step_config):
   """A Trainer on the default strategy, and a function returning the next batch of 8."""
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_model_config(), dtype=step_config.get("precision"))
-  opt = optimizer_lib.build_optimizer(learning_rate=1e-3, warmup_steps=0, train_steps=100)
+  opt = optimizer_lib.build_optimizer(variables=model.trainable_variables, learning_rate=1e-3,
+                                      warmup_steps=0, train_steps=100)
   trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config))
   batches = iter(pipeline.build_dataset(train_shards, "train", training=True, batch_size=8,
                                         max_seq_len=SEQ, model_config=model.config,

@@ -30,6 +30,8 @@ import json
 import os
 from typing import Any
 
+from roberta_tf.common import atomic_write
+
 FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
 # "compression" values → tf.data / tf.io compression_type.
@@ -50,13 +52,7 @@ def file_sha256(path: str) -> str:
 
 def write(output_dir: str, info: dict[str, Any]) -> str:
   """Writes ``info`` atomically (temp file + rename) and returns the path."""
-  path = os.path.join(output_dir, FILENAME)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(info, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, path)
-  return path
+  return atomic_write.write_json(os.path.join(output_dir, FILENAME), info)
 
 
 def read(data_dir: str) -> dict[str, Any]:

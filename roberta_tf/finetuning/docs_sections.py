@@ -23,6 +23,8 @@ import random
 import re
 from collections.abc import Iterator
 
+from roberta_tf.common import atomic_write
+
 SECTIONS = ("library", "c-api", "reference", "tutorial", "howto")
 _BLANK = re.compile(r"\n\s*\n")
 _MARKUP_START = ("..", "*", "-", "+", "|", "=", ">>>", "#", ":", "`")
@@ -93,10 +95,9 @@ def pretraining_documents(corpus: str, exclude: set[str]) -> Iterator[str]:
 
 
 def write_jsonl(path: str, rows: list[dict]) -> None:
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
+  with atomic_write.atomic_file(path) as f:
     for row in rows:
       f.write(json.dumps(row, ensure_ascii=False) + "\n")
-  os.replace(path + ".tmp", path)
 
 
 def main(argv):

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import atomic_write
 from roberta_tf.finetuning import finetuned_dir, squad
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -66,7 +67,7 @@ def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.Roberta
   return config
 
 
-def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int):
+def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int, variables):
   """keras AdamW (it all-reduces gradients itself), warmup + linear decay, no decay on
   LayerNorm/bias; wrapped for dynamic loss scaling under mixed_float16."""
   warmup = int(round(cfg.warmup_ratio * total_steps))
@@ -74,7 +75,7 @@ def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int)
       learning_rate=WarmupLinearDecay(learning_rate, warmup, total_steps),
       weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
       epsilon=cfg.adam_epsilon)
-  opt.exclude_from_weight_decay(var_names=list(optimizer_lib.NO_DECAY_NAMES))
+  optimizer_lib.exclude_from_decay(opt, variables)
   if cfg.precision == "mixed_float16":
     opt = keras.optimizers.LossScaleOptimizer(opt)
   return opt
@@ -115,7 +116,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   with strategy.scope():
     model = finetuned_dir.build_model(model_config, task.info, dtype=cfg.precision,
                                       init_from=cfg.init_from)
-    opt = build_optimizer(cfg, learning_rate, total_steps)
+    opt = build_optimizer(cfg, learning_rate, total_steps, model.trainable_variables)
     opt.build(model.trainable_variables)
 
   def replica_step(inputs, labels):
@@ -179,7 +180,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   metrics_at_best = history[best_epoch - 1]["dev"]
   result = RunResult(learning_rate, best_epoch, metrics_at_best, history, prefix, run_dir)
   if chief:
-    finetuned_dir.write_json(os.path.join(run_dir, finetuned_dir.RESULTS_FILE),
+    atomic_write.write_json(os.path.join(run_dir, finetuned_dir.RESULTS_FILE),
                              {**metrics_at_best, "learning_rate": learning_rate,
                               "epoch": best_epoch, "history": history})
   return result
@@ -237,7 +238,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
              "epoch": best.best_epoch, "init_from": cfg.init_from or None,
              "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,
                        "metrics": r.metrics, "history": r.history} for r in runs]}
-  finetuned_dir.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
+  atomic_write.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
   log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {_format(best.metrics)} "
       f"-> {cfg.model_dir}")
   return results

@@ -24,6 +24,7 @@ import shutil
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import atomic_write
 from roberta_tf.finetuning import heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
@@ -34,18 +35,12 @@ RESULTS_FILE = "eval_results.json"
 TOKENIZER_FILES = ("vocab.json", "merges.txt")
 
 
-def write_json(path: str, doc) -> None:
-  """Writes JSON atomically (temp file + rename)."""
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(doc, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(path + ".tmp", path)
 
 
 def write_config(model_dir: str, model_config: models.RobertaConfig, info: TaskInfo,
                  finetune: dict | None = None) -> None:
   os.makedirs(model_dir, exist_ok=True)
-  write_json(os.path.join(model_dir, CONFIG_FILE),
+  atomic_write.write_json(os.path.join(model_dir, CONFIG_FILE),
              {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 

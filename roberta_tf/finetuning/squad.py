@@ -31,6 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from roberta_tf.common import atomic_write
 from roberta_tf.tokenization import tokenizer as tokenizer_lib
 
 STRIP = " \t\n\r\f\v"  # tf.strings.strip's (ASCII) whitespace: the SavedModel strips the same
@@ -362,7 +363,5 @@ def write_predictions(model_dir: str, predictions: dict[str, str],
               qid: [{**dataclasses.asdict(c), "null_score": null_scores[qid]} for c in cands]
               for qid, cands in nbest.items()}}
   for name, doc in docs.items():
-    path = os.path.join(model_dir, name)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      json.dump(doc, f, indent=1, ensure_ascii=False)
-    os.replace(path + ".tmp", path)
+    atomic_write.write_json(os.path.join(model_dir, name), doc, indent=1, sort_keys=False,
+                            ensure_ascii=False)

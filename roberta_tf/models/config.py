@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any
+
+from roberta_tf.common import atomic_write
 
 
 class ConfigError(ValueError):
@@ -120,10 +121,7 @@ class RobertaConfig:
 
   def save(self, path: str) -> None:
     """Writes the JSON to `path` atomically (temp file + rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(self.to_json())
-    os.replace(tmp, path)
+    atomic_write.write_text(path, self.to_json())
 
   @classmethod
   def load(cls, path: str) -> RobertaConfig:

@@ -33,6 +33,7 @@ import os
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from roberta_tf.common import atomic_write
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
 from roberta_tf.models.pretrainer import RobertaPretrainer
@@ -270,9 +271,6 @@ def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:
   weights_path = os.path.join(hf_dir, WEIGHTS_FILE)
   config_path = os.path.join(hf_dir, CONFIG_FILE)
   # transformers refuses safetensors files without format metadata.
-  save_file(to_hf_tensors(pretrainer), weights_path + ".tmp", metadata={"format": "pt"})
-  with open(config_path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(config_to_hf(pretrainer.config), f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(weights_path + ".tmp", weights_path)
-  os.replace(config_path + ".tmp", config_path)
+  with atomic_write.atomic_path(weights_path) as tmp:
+    save_file(to_hf_tensors(pretrainer), tmp, metadata={"format": "pt"})
+  atomic_write.write_json(config_path, config_to_hf(pretrainer.config))

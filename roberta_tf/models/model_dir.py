@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 
 import tensorflow as tf
 
+from roberta_tf.common import atomic_write
 from roberta_tf.models.config import ConfigError, RobertaConfig
 from roberta_tf.models.pretrainer import RobertaPretrainer
 
@@ -129,18 +129,9 @@ def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False)
     raise ModelDirError(f"{model_dir!r} exists and is not empty; refusing to overwrite it")
   if os.path.exists(model_dir) and not os.path.isdir(model_dir):
     raise ModelDirError(f"{model_dir!r} exists and is not a directory")
-  tmp = f"{model_dir}.tmp-{os.getpid()}"
-  shutil.rmtree(tmp, ignore_errors=True)
-  os.makedirs(tmp)
-  try:
+  with atomic_write.atomic_dir(model_dir) as tmp:  # disk full: no half-written copy
     pretrainer.config.save(os.path.join(tmp, CONFIG_FILE))
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
                                          max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
     prefix = manager.save(checkpoint_number=0)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)  # e.g. disk full: leave no half-written copy behind
-    raise
-  if os.path.isdir(model_dir):
-    shutil.rmtree(model_dir)
-  os.replace(tmp, model_dir)
   return os.path.join(model_dir, os.path.basename(prefix))

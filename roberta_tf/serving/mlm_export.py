@@ -20,11 +20,11 @@ then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
 from __future__ import annotations
 
 import os
-import shutil
 
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import atomic_write
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer, TokenizerFileError
 
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -171,14 +171,6 @@ def save_atomically(module: tf.Module, export_dir: str) -> str:
   that looks like a SavedModel. Returns the normalized ``export_dir``.
   """
   export_dir = os.path.normpath(export_dir)
-  tmp = f"{export_dir}.tmp-{os.getpid()}"
-  shutil.rmtree(tmp, ignore_errors=True)
-  try:
+  with atomic_write.atomic_dir(export_dir) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.signatures())
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  if os.path.isdir(export_dir):
-    shutil.rmtree(export_dir)
-  os.replace(tmp, export_dir)
   return export_dir

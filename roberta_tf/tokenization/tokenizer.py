@@ -35,12 +35,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from roberta_tf.common import atomic_write
 from roberta_tf.data import dataset_info
 from roberta_tf.tokenization import bpe_merge, pretokenize
 
@@ -111,8 +111,7 @@ def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
     if not os.path.isfile(src):
       continue
     if os.path.abspath(src) != os.path.abspath(dst):
-      shutil.copyfile(src, dst + ".tmp")
-      os.replace(dst + ".tmp", dst)
+      atomic_write.copy_file(src, dst)
     copied.append(name)
   return copied
 

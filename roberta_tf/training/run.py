@@ -166,9 +166,10 @@ def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   with strategy.scope():
     model = models.RobertaPretrainer(model_config, dtype=cfg.precision)
     opt = optimizer_lib.build_optimizer(
-        learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
-        train_steps=cfg.train_steps, weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1,
-        beta_2=cfg.adam_beta2, epsilon=cfg.adam_epsilon)
+        variables=model.trainable_variables, learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup_steps, train_steps=cfg.train_steps,
+        weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
+        epsilon=cfg.adam_epsilon)
   predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
   return Trainer(strategy, model, opt, StepConfig(
       grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+
+from roberta_tf.common import atomic_write
 
 
 @dataclasses.dataclass
@@ -116,9 +117,4 @@ def write_config_json(model_dir: str, model_config: dict, train_config: TrainCon
   if train_config is not None:
     doc["training"] = train_config.to_dict()
   doc.update(extra or {})
-  path = os.path.join(model_dir, "config.json")
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(doc, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(path + ".tmp", path)
-  return path
+  return atomic_write.write_json(os.path.join(model_dir, "config.json"), doc)

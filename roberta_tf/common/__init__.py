@@ -1,0 +1,1 @@
+"""Helpers every stage shares: atomic file and directory writes."""

@@ -1,0 +1,85 @@
+"""Atomic writes: a file or directory appears under its final name complete, or not at all.
+
+Everything that a later stage (or a user) takes as finished -- config.json, dataset_info.json,
+vocab files, checkpoints' model dirs, SavedModels, results -- is written here: under a
+temporary name beside the target (same filesystem, so the rename is atomic), then renamed over
+it. An exception (disk full, Ctrl-C) removes the temporary and leaves an existing target as it
+was. Temporary names are `<target>.tmp-<pid>` so that concurrent writers never share one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+
+def _tmp_name(path: str) -> str:
+  return f"{os.path.normpath(path)}.tmp-{os.getpid()}"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+  """Yields a temporary file path for a writer that takes a path (e.g. safetensors'
+  `save_file`); renamed to `path` when the block ends without an exception."""
+  tmp = _tmp_name(path)
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, mode: str = "w", encoding: str | None = "utf-8",
+                newline: str | None = None):
+  """`open(path, mode)` for writing, made atomic: yields the open temporary file."""
+  binary = "b" in mode
+  with atomic_path(path) as tmp:
+    with open(tmp, mode, encoding=None if binary else encoding,
+              newline=None if binary else newline) as f:
+      yield f
+
+
+def write_text(path: str, text: str, newline: str | None = None) -> str:
+  """Writes `text` (UTF-8) atomically; returns `path`."""
+  with atomic_file(path, newline=newline) as f:
+    f.write(text)
+  return path
+
+
+def write_json(path: str, doc: Any, *, indent: int | None = 2, sort_keys: bool = True,
+               ensure_ascii: bool = True) -> str:
+  """Writes `doc` as JSON (plus a final newline) atomically; returns `path`."""
+  return write_text(path, json.dumps(doc, indent=indent, sort_keys=sort_keys,
+                                     ensure_ascii=ensure_ascii) + "\n")
+
+
+def copy_file(src: str, dst: str) -> str:
+  """Copies `src` to `dst` atomically; returns `dst`."""
+  with atomic_path(dst) as tmp:
+    shutil.copyfile(src, tmp)
+  return dst
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str) -> Iterator[str]:
+  """Yields a fresh temporary directory; when the block succeeds it replaces `path` (an
+  existing directory there is removed first), else it is deleted."""
+  path = os.path.normpath(path)
+  tmp = _tmp_name(path)
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  try:
+    yield tmp
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if os.path.isdir(path):
+    shutil.rmtree(path)
+  os.replace(tmp, path)
