@@ -65,6 +65,11 @@ flags.DEFINE_string("metric", _D.metric, "Dev metric for early stopping and the 
                     "accuracy / pearson / accuracy / f1 by task).")
 flags.DEFINE_integer("early_stopping_patience", _D.early_stopping_patience, "Stop a run after "
                      "this many epochs without a better dev metric; 0: never.")
+flags.DEFINE_integer("grad_accum_steps", _D.grad_accum_steps, "Micro-batches accumulated per "
+                     "update: --batch_size is the global batch, split into this many.")
+flags.DEFINE_float("clip_norm", _D.clip_norm, "Global-norm gradient clipping (0: off).")
+flags.DEFINE_integer("max_bad_steps", _D.max_bad_steps, "Non-finite steps (skipped, weights "
+                     "unchanged) in a row before the run stops with an error.")
 flags.DEFINE_integer("seed", _D.seed, "Seed for the head's init, shuffling and dropout.")
 flags.DEFINE_enum("strategy", _D.strategy, ["auto", "default", "mirrored", "multi_worker", "tpu"],
                   "tf.distribute strategy (as in pretraining).")

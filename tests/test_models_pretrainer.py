@@ -39,6 +39,11 @@ def test_logits_are_the_gathered_full_logits(pretrainer):
 
 
 def test_head_is_dense_gelu_layernorm_tied_decoder(pretrainer):
+  # Every head weight random (a fresh gamma=1, beta=0, bias=0 would hide a head that skips one).
+  rng = np.random.default_rng(3)
+  for v in pretrainer.mlm_head.trainable_variables:
+    if not v.path.startswith("embeddings"):
+      v.assign(rng.normal(0.5, 0.3, v.shape).astype(np.float32))
   batch = _batch()
   hidden = pretrainer.encoder(
       {k: batch[k] for k in ("input_ids", "padding_mask")})["sequence_output"].numpy()

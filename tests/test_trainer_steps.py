@@ -136,14 +136,29 @@ def _train_tags(model_dir):
   return set(acc.Tags()["tensors"])
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16", "mixed_float16"])
-def test_every_precision_trains(train_shards, tmp_path, precision):
-  result = run.train(_config(train_shards, tmp_path, precision=precision))
+@pytest.fixture(scope="module")
+def float32_run(train_shards, tmp_path_factory):
+  model_dir = tmp_path_factory.mktemp("fp32")
+  return run.train(_config(train_shards, model_dir)), model_dir
+
+
+# Mixed precision rounds matmul inputs (bf16: 8 mantissa bits, fp16: 11); after 12 updates the
+# held-out loss stays this close to float32's (measured: ~0.01 bf16, ~0.001 fp16).
+@pytest.mark.parametrize("precision, tolerance", [("float32", 0.0), ("mixed_bfloat16", 0.05),
+                                                  ("mixed_float16", 0.02)])
+def test_every_precision_trains(train_shards, tmp_path, float32_run, precision, tolerance):
+  full_run, full_dir = float32_run
+  model_dir = full_dir if precision == "float32" else tmp_path
+  result = (full_run if precision == "float32"
+            else run.train(_config(train_shards, tmp_path, precision=precision)))
   (first_step, first), (last_step, last) = result.eval_history[0], result.eval_history[-1]
   assert (first_step, last_step) == (0, 12)
   assert math.isfinite(last["loss"]) and last["loss"] < first["loss"] - 0.1, result.eval_history
+  # The same updates as float32, not merely some learning: the curves agree.
+  for (_, mixed), (_, full) in zip(result.eval_history, full_run.eval_history, strict=True):
+    assert abs(mixed["loss"] - full["loss"]) <= tolerance, (precision, mixed, full)
   assert math.isfinite(result.final_train["loss"]) and result.final_train["grad_norm"] > 0
-  tags = _train_tags(str(tmp_path))
+  tags = _train_tags(str(model_dir))
   if precision == "mixed_float16":
     assert {"loss_scale", "overflow_steps"} <= tags
     assert result.final_train["loss_scale"] >= 1.0

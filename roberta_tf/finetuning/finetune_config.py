@@ -50,6 +50,9 @@ class FinetuneConfig:
   metric: str = ""                   # dev metric for early stopping / the sweep; "": per task
   early_stopping_patience: int = 0   # epochs without dev improvement before stopping; 0: never
   seed: int = 0
+  grad_accum_steps: int = 1          # micro-batches per update (batch_size must divide evenly)
+  clip_norm: float = 0.0             # global-norm gradient clipping; 0: off (fairseq's default)
+  max_bad_steps: int = 5             # non-finite steps in a row before the run stops
   # Execution.
   strategy: str = "auto"
   cpu_replicas: int = 1
@@ -75,6 +78,11 @@ class FinetuneConfig:
          f"--init_from={self.init_from!r} is not a directory"),
         (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
         (self.batch_size > 0, f"--batch_size must be > 0, got {self.batch_size}"),
+        (self.grad_accum_steps > 0 and self.batch_size % self.grad_accum_steps == 0,
+         f"--batch_size={self.batch_size} must be a multiple of --grad_accum_steps="
+         f"{self.grad_accum_steps} (> 0)"),
+        (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
+        (self.max_bad_steps > 0, f"--max_bad_steps must be > 0, got {self.max_bad_steps}"),
         (self.eval_batch_size >= 0, f"--eval_batch_size must be >= 0, got {self.eval_batch_size}"),
         (all(lr > 0 for lr in self.sweep), f"learning rates must be > 0, got {self.sweep}"),
         (len(set(self.sweep)) == len(self.sweep), f"--learning_rates repeats a rate: {self.sweep}"),

@@ -1,17 +1,17 @@
 """The fine-tuning loop: one run per learning rate of the sweep, the best dev run kept.
 
 A run: seed -> encoder (pretrained or random) + fresh head under the strategy -> AdamW (weight
-decay not on LayerNorm or biases) with 6% linear warmup then linear decay to 0 over
-epochs x ceil(examples / batch) steps -> per epoch: one shuffled pass, then the dev metrics; the
-best epoch's weights are checkpointed; `early_stopping_patience` epochs without improvement end
-the run. Across the sweep the run with the best dev metric is kept: its checkpoint, config and
-vocab go to model_dir, its metrics to model_dir/eval_results.json (see model_dir.py).
+decay on matrices only) with 6% linear warmup then linear decay to 0 over
+epochs x ceil(examples / batch) updates -> per epoch: one shuffled pass, then the dev metrics;
+the best epoch's weights are checkpointed; `early_stopping_patience` epochs without improvement
+end the run. Across the sweep the run with the best dev metric is kept: its checkpoint, config
+and vocab go to model_dir, its metrics to model_dir/eval_results.json (see finetuned_dir.py).
 
-Distribution: each replica's loss is its examples' loss SUM divided by the global number of
-examples in the step (all-reduced), and keras' AdamW all-reduces (sums) the gradients inside
-`apply`, so the update is the gradient of the global batch mean under any number of replicas.
-(`training.optimizer.PreReducedAdamW` skips that all-reduce -- right for the pretraining step,
-which reduces by hand, wrong here -- so this loop uses keras.optimizers.AdamW itself.)
+The update itself is pretraining's: `training.trainer.Trainer` with a `TaskObjective`, so
+fine-tuning gets the same gradient accumulation, clipping, fp16 loss scaling and NaN guard (a
+non-finite step changes no weight; `max_bad_steps` of them in a row stop the run). Each
+replica's loss SUM is divided by the global number of examples in the update, so the update is
+the gradient of the global batch mean under any split into replicas and micro-batches.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import shutil
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
@@ -33,9 +32,8 @@ from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
-from roberta_tf.training.schedule import WarmupLinearDecay
+from roberta_tf.training.trainer import StepConfig, Trainer
 
-_SUM = tf.distribute.ReduceOp.SUM
 DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
 
 
@@ -68,17 +66,35 @@ def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.Roberta
 
 
 def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int, variables):
-  """keras AdamW (it all-reduces gradients itself), warmup + linear decay, no decay on
-  LayerNorm/bias; wrapped for dynamic loss scaling under mixed_float16."""
-  warmup = int(round(cfg.warmup_ratio * total_steps))
-  opt = keras.optimizers.AdamW(
-      learning_rate=WarmupLinearDecay(learning_rate, warmup, total_steps),
+  """Pretraining's AdamW (the Trainer all-reduces), warmup over `warmup_ratio` of the updates
+  then linear decay to 0, no weight decay on LayerNorm/bias."""
+  return optimizer_lib.build_optimizer(
+      variables=variables, learning_rate=learning_rate,
+      warmup_steps=int(round(cfg.warmup_ratio * total_steps)), train_steps=total_steps,
       weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
       epsilon=cfg.adam_epsilon)
-  optimizer_lib.exclude_from_decay(opt, variables)
-  if cfg.precision == "mixed_float16":
-    opt = keras.optimizers.LossScaleOptimizer(opt)
-  return opt
+
+
+class TaskObjective:
+  """A fine-tuning task as the Trainer's objective: (loss sum, examples, 0, real tokens)."""
+
+  def __init__(self, task: tasks_lib.Task):
+    self.task = task
+
+  def __call__(self, model, batch):
+    inputs, labels = batch
+    outputs = model(inputs, training=True)
+    loss_sum = tf.cast(self.task.loss_sum(outputs, labels), tf.float32)
+    examples = tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32)
+    tokens = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
+    return loss_sum, examples, tf.constant(0.0), tokens
+
+
+def updates_per_epoch(num_train: int, batch_size: int, grad_accum_steps: int) -> int:
+  """Updates in one pass: every micro-batch (the last may be partial) in groups of
+  grad_accum_steps; a final incomplete group is dropped."""
+  micro = math.ceil(num_train / (batch_size // grad_accum_steps))
+  return max(micro // grad_accum_steps, 1)
 
 
 @dataclasses.dataclass
@@ -111,35 +127,21 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   save_dir = _worker_dir(strategy, run_dir)
   keras.utils.set_random_seed(cfg.seed)
   replicas = strategy.num_replicas_in_sync
-  steps_per_epoch = math.ceil(task.num_train / cfg.batch_size)
+  micro_batch = cfg.batch_size // cfg.grad_accum_steps  # global examples per micro-batch
+  steps_per_epoch = updates_per_epoch(task.num_train, cfg.batch_size, cfg.grad_accum_steps)
   total_steps = cfg.epochs * steps_per_epoch
   with strategy.scope():
     model = finetuned_dir.build_model(model_config, task.info, dtype=cfg.precision,
                                       init_from=cfg.init_from)
     opt = build_optimizer(cfg, learning_rate, total_steps, model.trainable_variables)
-    opt.build(model.trainable_variables)
+  trainer = Trainer(strategy, model, opt, StepConfig(
+      grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
+      norm_per_micro_batch=float(max(micro_batch // replicas, 1))), objective=TaskObjective(task))
 
-  def replica_step(inputs, labels):
-    ctx = tf.distribute.get_replica_context()
-    count = ctx.all_reduce(_SUM, tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32))
-    with tf.GradientTape() as tape:
-      outputs = model(inputs, training=True)
-      loss = task.loss_sum(outputs, labels) / tf.maximum(count, 1.0)
-      scaled = opt.scale_loss(loss)
-    grads = tape.gradient(scaled, model.trainable_variables)
-    opt.apply(grads, model.trainable_variables)
-    return loss
-
-  def distributed(ds):
-    return strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds
-
-  first = distributed(task.train_dataset(cfg.batch_size, cfg.seed))
-  spec = first.element_spec
-
-  @tf.function(input_signature=list(spec))
-  def train_step(inputs, labels):
-    losses = strategy.run(replica_step, args=(inputs, labels))
-    return strategy.reduce(_SUM, losses, axis=None)
+  def epoch_batches(epoch):
+    ds = task.train_dataset(micro_batch, cfg.seed + epoch - 1)
+    ds = strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds
+    return iter(ds)
 
   eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
   predict = tf.function(lambda inputs: model(inputs, training=False),
@@ -149,21 +151,32 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
     outputs = [{k: v.numpy() for k, v in predict(batch).items()} for batch in eval_ds]
     return task.evaluate(outputs)
 
+  def train_epoch(epoch) -> float:
+    """One pass; the mean loss of its applied updates (weighted by examples)."""
+    batches = epoch_batches(epoch)
+    outputs = [trainer.train_step(lambda: next(batches))[0] for _ in range(steps_per_epoch)]
+    rows = [{k: float(v.numpy()) for k, v in out.items()} for out in outputs]
+    bad = int(trainer.bad_steps_in_row.numpy())
+    if bad >= cfg.max_bad_steps:
+      raise FinetuneError(
+          f"learning rate {learning_rate:g}: {bad} updates in a row (>= --max_bad_steps="
+          f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
+          f"{epoch}); lower the learning rate, set --clip_norm, or check --init_from")
+    applied = [r for r in rows if r["applied"]]
+    if not applied:
+      return float("nan")
+    return sum(r["loss"] * r["count"] for r in applied) / sum(r["count"] for r in applied)
+
   os.makedirs(save_dir, exist_ok=True)
   history, best, best_epoch, since_best, prefix = [], None, 0, 0, ""
   for epoch in range(1, cfg.epochs + 1):
     start = time.perf_counter()
-    ds = first if epoch == 1 else distributed(task.train_dataset(cfg.batch_size,
-                                                                 cfg.seed + epoch - 1))
-    losses = [float(train_step(inputs, labels)) for inputs, labels in ds]
-    train_loss = float(np.mean(losses))
-    if not math.isfinite(train_loss):
-      raise FinetuneError(f"learning rate {learning_rate:g}: the training loss is {train_loss} "
-                          f"in epoch {epoch}; lower the learning rate")
+    train_loss = train_epoch(epoch)
     dev = evaluate()
     improved = tasks_lib.is_better(metric, dev[metric], best)
     history.append({"epoch": epoch, "step": epoch * steps_per_epoch, "train_loss": train_loss,
-                    "dev": dev, "seconds": time.perf_counter() - start})
+                    "skipped_steps": int(trainer.skipped_steps.numpy()), "dev": dev,
+                    "seconds": time.perf_counter() - start})
     log(f"lr {learning_rate:g} epoch {epoch}/{cfg.epochs}: train_loss {train_loss:.4f} | dev "
         f"{_format(dev)} | {history[-1]['seconds']:.1f}s{' (best)' if improved else ''}")
     if improved:

@@ -214,11 +214,11 @@ class _Window:
     """Host values: loss/accuracy weighted by masked tokens, mean grad_norm, last lr/scale."""
     rows = [{k: float(v.numpy()) for k, v in out.items()} for out in self.outputs]
     applied = [r for r in rows if r["applied"]] or rows
-    masked = sum(r["masked_tokens"] for r in applied) or 1.0
+    masked = sum(r["count"] for r in applied) or 1.0
     last = rows[-1]
     return {
-        "loss": sum(r["loss"] * r["masked_tokens"] for r in applied) / masked,
-        "accuracy": sum(r["accuracy"] * r["masked_tokens"] for r in applied) / masked,
+        "loss": sum(r["loss"] * r["count"] for r in applied) / masked,
+        "accuracy": sum(r["accuracy"] * r["count"] for r in applied) / masked,
         "grad_norm": sum(r["grad_norm"] for r in applied) / len(applied),
         "tokens": sum(r["tokens"] for r in rows),
         "learning_rate": last["learning_rate"], "loss_scale": last["loss_scale"],

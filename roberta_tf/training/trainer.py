@@ -1,10 +1,16 @@
-"""The distributed MLM train step: accumulation, clipping, loss scaling, NaN guard.
+"""The one distributed train step: accumulation, clipping, loss scaling, NaN guard.
+
+Pretraining and every fine-tuning task run through it; what differs is the *objective*, a
+callable `objective(model, batch) -> (loss_sum, count, correct, tokens)` (float32 scalars of one
+replica's micro-batch: the loss SUM, the number of predictions it is normalized by, the correct
+predictions, the real input tokens). `MlmObjective` is pretraining's (count = masked tokens);
+fine-tuning wraps a task's `loss_sum` (count = examples; see finetuning/finetune_loop.py).
 
 One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
 the global batch is per-replica batch x replicas x grad_accum_steps sequences. Every micro-batch
 contributes the gradient of its loss *sum*; after the all-reduce the gradient is divided by the
-global number of masked tokens. So the update is the gradient of the mean loss over the whole
-global batch, whatever the split into replicas and micro-batches (1 x 4 equals 4 x 1).
+global count (masked tokens, or examples). So the update is the gradient of the mean loss over
+the whole global batch, whatever the split into replicas and micro-batches (1 x 4 equals 4 x 1).
 
 A step whose loss or gradient is not finite changes no weight and no optimizer moment; it still
 advances the step counter, the optimizer's iteration (so the learning-rate schedule stays on
@@ -55,6 +61,16 @@ class StepConfig:
   jit_compile: bool = False
 
 
+class MlmObjective:
+  """Pretraining's objective: the MLM loss at the masked positions of a pipeline batch."""
+
+  def __call__(self, model, batch):
+    logits = model({k: batch[k] for k in MODEL_INPUTS}, training=True)
+    loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+    tokens = tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))
+    return loss_sum, count, correct, tokens
+
+
 def dropout_rng_states(model) -> list:
   """The state variables of the model's keras SeedGenerators (dropout masks derive from them).
 
@@ -72,11 +88,14 @@ class Trainer:
   optimizer must have been created under the same strategy's scope.
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, config: StepConfig):
+  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, config: StepConfig,
+               objective=None):
+    """Args: objective: `(model, batch) -> (loss_sum, count, correct, tokens)`; default MLM."""
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
     self.config = config
+    self.objective = objective or MlmObjective()
     self.fp16 = config.precision == "mixed_float16"
     with strategy.scope():
       var = lambda v, dtype, name: tf.Variable(v, dtype=dtype, trainable=False, name=name,
@@ -120,20 +139,18 @@ class Trainer:
   # ---- replica functions -------------------------------------------------------------------
   def _grads(self, batch):
     """Gradients of this replica's (scaled) micro-batch loss sum, and the batch's sums."""
-    inputs = {k: batch[k] for k in MODEL_INPUTS}
     with tf.GradientTape() as tape:
-      logits = self.model(inputs, training=True)
-      loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
+      loss_sum, count, correct, tokens = (
+          tf.cast(x, tf.float32) for x in self.objective(self.model, batch))
       scaled = loss_sum * (self.loss_scale / self.config.norm_per_micro_batch)
     variables = self.model.trainable_variables
     grads = tape.gradient(scaled, variables)
     unused = [v.path for v, g in zip(variables, grads, strict=True) if g is None]
     if unused:  # raised while tracing, once
-      raise ValueError(f"the MLM loss does not depend on trainable variables {unused}")
+      raise ValueError(f"the loss does not depend on trainable variables {unused}")
     # Dense gradients: the all-reduce and the accumulators add them (the position table's is
     # IndexedSlices; the tied token embedding's is already dense).
     grads = [tf.convert_to_tensor(g) for g in grads]
-    tokens = tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))
     return grads, (loss_sum, count, correct, tokens)
 
   def _apply(self, grads, sums):
@@ -159,7 +176,7 @@ class Trainer:
       self._apply_if(ok, grads)
     self._update_counters(ok, loss_finite)
     return {"loss": loss, "accuracy": correct / count, "grad_norm": grad_norm,
-            "masked_tokens": count, "tokens": tokens, "learning_rate": lr,
+            "count": count, "tokens": tokens, "learning_rate": lr,
             "applied": tf.cast(ok, tf.float32), "loss_scale": scale}
 
   def _apply_if(self, ok, grads):
@@ -243,7 +260,7 @@ class Trainer:
 
     Returns:
       (metrics, input_wait_s): the step's metrics as scalar tensors (loss, accuracy,
-      grad_norm, masked_tokens, tokens, learning_rate, applied, loss_scale), not synced to the
+      grad_norm, count, tokens, learning_rate, applied, loss_scale), not synced to the
       host; and the seconds spent waiting for the input pipeline.
     """
     wait = 0.0
