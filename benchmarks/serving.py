@@ -22,7 +22,8 @@ import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
 from roberta_tf import models
 from roberta_tf.serving import mlm_export
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer, copy_vocab_files
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization.vocab_files import copy_vocab_files
 
 SHORT = "The capital of France is <mask>, and it is a large city."
 LONG = ("Dynamic masking samples a new <mask> every time a sequence is fed to the model, so the "

@@ -46,6 +46,7 @@ import tensorflow as tf  # noqa: E402
 
 from roberta_tf import models  # noqa: E402
 from roberta_tf.data import dataset_info, pipeline  # noqa: E402
+from roberta_tf.tokenization import vocab_files  # noqa: E402
 from roberta_tf.training import flops, run  # noqa: E402
 from roberta_tf.training.train_config import TrainConfig  # noqa: E402
 
@@ -93,8 +94,8 @@ def write_synthetic_shards(out: str, num_sequences: int, seq_len: int, seed: int
   total = sum(s["num_sequences"] for s in shards)
   dataset_info.write(out, {
       "format_version": 1,
-      "vocab": {"sha256": dataset_info.file_sha256(os.path.join(HF_TINY, "vocab.json")),
-                "merges_sha256": dataset_info.file_sha256(os.path.join(HF_TINY, "merges.txt")),
+      "vocab": {"sha256": vocab_files.file_sha256(os.path.join(HF_TINY, "vocab.json")),
+                "merges_sha256": vocab_files.file_sha256(os.path.join(HF_TINY, "merges.txt")),
                 "size": VOCAB_SIZE},
       "special_ids": SPECIAL_IDS, "max_seq_len": seq_len, "packing": "full_sentences",
       "compression": "none",

@@ -35,19 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from roberta_tf.data import dataset_info, vocab_info
-
-VOCAB_FILE = vocab_info.VOCAB_FILE
-MERGES_FILE = "merges.txt"
-# The RoBERTa special tokens, by the names dataset_info.json uses.
-SPECIAL_TOKENS = vocab_info.SPECIAL_TOKENS
+from roberta_tf.data import vocab_info
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.vocab_files import MERGES_FILE, SPECIAL_TOKENS, VOCAB_FILE
 
 Encoded = tuple[np.ndarray, np.ndarray]  # (values int32 [N], row_splits int64 [B + 1])
 Encoder = Callable[[list[str]], Encoded]
 
 
 # The vocabulary directory is missing a file or holds a malformed one; the message names the file.
-VocabError = vocab_info.VocabError
+VocabError = vocab_files.VocabFileError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +63,14 @@ def load_vocab(vocab_dir: str) -> Vocab:
   """Checks ``vocab_dir`` holds a GPT-2/RoBERTa vocab.json + merges.txt; raises VocabError."""
   if not os.path.isdir(vocab_dir):
     raise VocabError(f"--vocab_dir {vocab_dir!r} is not a directory")
-  paths = {}
-  for name in (VOCAB_FILE, MERGES_FILE):
-    path = os.path.join(vocab_dir, name)
-    if not os.path.isfile(path):
-      raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
-                       f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
-    paths[name] = path
-  info = vocab_info.VocabInfo.from_vocab_json(paths[VOCAB_FILE])
-  return Vocab(vocab_dir=vocab_dir, vocab_path=paths[VOCAB_FILE], merges_path=paths[MERGES_FILE],
+  for name in sorted(set(vocab_files.FILES) - set(vocab_files.present(vocab_dir))):
+    raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
+                     f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
+  vocab_path, merges_path = vocab_files.paths(vocab_dir)
+  info = vocab_info.VocabInfo.from_vocab_json(vocab_path)
+  return Vocab(vocab_dir=vocab_dir, vocab_path=vocab_path, merges_path=merges_path,
                size=info.vocab_size, special_ids=info.special_ids, sha256=info.sha256,
-               merges_sha256=dataset_info.file_sha256(paths[MERGES_FILE]))
+               merges_sha256=vocab_files.file_sha256(merges_path))
 
 
 class HfEncoder:
@@ -113,10 +107,7 @@ class TfEncoder:
 
     from roberta_tf.tokenization import tokenizer  # pylint: disable=import-outside-toplevel
     self._tf = tf
-    try:
-      self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)
-    except tokenizer.TokenizerFileError as e:
-      raise VocabError(str(e)) from e
+    self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)  # raises VocabError
     # Trace the tokenizer's graph now (seconds, once), not inside the first batch. Its
     # `tokenize` is a tf.function over tf.string [None]: one graph for every batch size, whose
     # ops run in C++ without the GIL.

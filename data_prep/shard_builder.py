@@ -34,7 +34,7 @@ from data_prep import corpus, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from roberta_tf.data import dataset_info
-from roberta_tf.tokenization import tokenizer
+from roberta_tf.tokenization import vocab_files
 
 TRAIN = "train"
 VALIDATION = "validation"
@@ -260,7 +260,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "warnings": warnings,
       },
   }
-  tokenizer.copy_vocab_files(vocab.vocab_dir, output_dir)
+  vocab_files.copy_vocab_files(vocab.vocab_dir, output_dir)
   dataset_info.write(output_dir, info)
   if progress:
     sequences = sum(s["num_sequences"] for s in info["splits"].values())

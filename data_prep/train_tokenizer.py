@@ -24,10 +24,8 @@ from absl import app, flags
 from data_prep import corpus
 from data_prep import progress as progress_lib
 from roberta_tf.common import atomic_write
+from roberta_tf.tokenization.vocab_files import BOS, EOS, MASK, MERGES_FILE, PAD, UNK, VOCAB_FILE
 
-BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
-VOCAB_FILE = "vocab.json"
-MERGES_FILE = "merges.txt"
 MIN_VOCAB_SIZE = 256 + 5  # the byte alphabet and the five special tokens
 
 

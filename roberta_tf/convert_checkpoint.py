@@ -21,7 +21,7 @@ from absl import app, flags
 
 from roberta_tf.models import hf_weights, model_dir
 from roberta_tf.models.config import ConfigError
-from roberta_tf.tokenization import tokenizer
+from roberta_tf.tokenization import vocab_files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "
@@ -36,7 +36,7 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   """HF checkpoint dir → new model dir; returns the checkpoint prefix written."""
   pretrainer = hf_weights.load_hf(hf_dir)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite)
-  tokenizer.copy_vocab_files(hf_dir, out_model_dir)
+  vocab_files.copy_vocab_files(hf_dir, out_model_dir)
   return prefix
 
 
@@ -47,7 +47,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> No
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
   pretrainer = model_dir.load(in_model_dir)
   hf_weights.save_hf(out_hf_dir, pretrainer)
-  tokenizer.copy_vocab_files(in_model_dir, out_hf_dir)
+  vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
 
 
 def main(argv):

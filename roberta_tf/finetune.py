@@ -97,9 +97,9 @@ def main(argv):
   )
   from roberta_tf.models import ConfigError, ModelDirError  # pylint: disable=import-outside-toplevel
   from roberta_tf.serving import finetuned_export  # pylint: disable=import-outside-toplevel
-  from roberta_tf.tokenization.tokenizer import TokenizerFileError  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenization.vocab_files import VocabFileError  # pylint: disable=import-outside-toplevel
   errors = (ValueError, OSError, finetune_loop.FinetuneError, task_data.TaskDataError,
-            squad.SquadError, ConfigError, ModelDirError, TokenizerFileError)
+            squad.SquadError, ConfigError, ModelDirError, VocabFileError)
   try:
     if FLAGS.export_only:
       if not FLAGS.model_dir or not FLAGS.export_dir:

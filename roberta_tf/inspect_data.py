@@ -27,14 +27,10 @@ from absl import app, flags
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
-from roberta_tf.data.vocab_info import (
-  SPECIAL_TOKENS,
-  VOCAB_FILE,
-  VocabInfo,
-  find_vocab_dir,
-  read_vocab_json,
-)
+from roberta_tf.data.vocab_info import VocabInfo, find_vocab_dir
+from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import token_bytes_table
+from roberta_tf.tokenization.vocab_files import SPECIAL_TOKENS, VOCAB_FILE
 
 
 class Decoder:
@@ -46,7 +42,7 @@ class Decoder:
   """
 
   def __init__(self, vocab_json: str, special_ids: dict[str, int]):
-    vocab = read_vocab_json(vocab_json)
+    vocab = vocab_files.read_vocab(vocab_json, dense=True)
     self.pieces = {i: p for p, i in vocab.items()}
     self.special = {i: SPECIAL_TOKENS[n] for n, i in special_ids.items()}
     self._bytes = token_bytes_table(vocab)

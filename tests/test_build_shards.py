@@ -15,6 +15,7 @@ import tensorflow as tf
 from data_prep import corpus, sentence_encoders
 from data_prep import shard_builder as bs
 from roberta_tf.data import dataset_info
+from roberta_tf.tokenization import vocab_files
 from tests.conftest import REPO, TESTDATA
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
@@ -71,8 +72,8 @@ def test_contract_and_dataset_info(tmp_path):
   info = _build(tmp_path, validation_fraction=0.2, seed=1)
   assert dataset_info.read(str(tmp_path)) == {
       k: v for k, v in info.items() if k not in ("elapsed_s", "cpu_s", "setup_s")}
-  assert info["vocab"] == {"sha256": dataset_info.file_sha256(os.path.join(VOCAB, "vocab.json")),
-                           "merges_sha256": dataset_info.file_sha256(
+  assert info["vocab"] == {"sha256": vocab_files.file_sha256(os.path.join(VOCAB, "vocab.json")),
+                           "merges_sha256": vocab_files.file_sha256(
                                os.path.join(VOCAB, "merges.txt")), "size": 8000}
   assert info["special_ids"] == {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}
   assert (info["max_seq_len"], info["packing"], info["compression"]) == (

@@ -17,6 +17,7 @@ from roberta_tf.data.masking import (
   shard_key,
 )
 from roberta_tf.data.vocab_info import VocabError, VocabInfo
+from roberta_tf.tokenization import vocab_files
 from tests.conftest import HF_TINY, TESTDATA
 
 S = 64
@@ -190,14 +191,18 @@ def test_vocab_info_reads_vocab_json(vocab, tmp_path):
   assert vocab.word_start[pieces["\u0120the"]] and not vocab.word_start[pieces["the"]]
   assert vocab.word_start.sum() == sum(p.startswith("\u0120") for p in pieces)
   assert vocab.special_flags().sum() == 5
-  assert vocab.sha256 == dataset_info.file_sha256(os.path.join(HF_TINY, "vocab.json"))
+  assert vocab.sha256 == vocab_files.file_sha256(os.path.join(HF_TINY, "vocab.json"))
   del pieces["<mask>"]
   pieces["Ġzz"] = 4
   (tmp_path / "vocab.json").write_text(json.dumps(pieces))
   with pytest.raises(VocabError, match="lacks the special tokens.*<mask>"):
     VocabInfo.from_dir(str(tmp_path))
-  pieces["<mask>"] = 4  # two pieces share id 4, and id 100 is free: 8000 pieces, max id 7999
-  del pieces[next(p for p, i in pieces.items() if i == 100)]
+  pieces["<mask>"] = 4  # two pieces share id 4
+  (tmp_path / "vocab.json").write_text(json.dumps(pieces))
+  with pytest.raises(VocabError, match="two tokens the same id"):
+    VocabInfo.from_dir(str(tmp_path))
+  pieces["Ġzz"] = 8000  # unique ids 0..8000
+  del pieces[next(p for p, i in pieces.items() if i == 100)]  # the gap: id 100
   (tmp_path / "vocab.json").write_text(json.dumps(pieces))
   with pytest.raises(VocabError, match=r"ids are not exactly 0\.\.7999"):
     VocabInfo.from_dir(str(tmp_path))

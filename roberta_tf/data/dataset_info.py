@@ -25,7 +25,6 @@ num_tokens / (num_sequences * max_seq_len).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
@@ -40,14 +39,6 @@ COMPRESSIONS = {"none": "", "gzip": "GZIP"}
 
 class DatasetInfoError(ValueError):
   """dataset_info.json is missing, malformed, or disagrees with the tokenizer or model."""
-
-
-def file_sha256(path: str) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-      h.update(chunk)
-  return h.hexdigest()
 
 
 def write(output_dir: str, info: dict[str, Any]) -> str:

@@ -9,21 +9,15 @@ special token as a word start (see masking.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import numpy as np
 
-from roberta_tf.data import dataset_info
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.vocab_files import SPECIAL_TOKENS, VOCAB_FILE
 
 SPACE_MARKER = "\u0120"  # "Ġ": byte-level BPE's picture of b" ".
-# The RoBERTa layout's special pieces by their dataset_info.json names.
-SPECIAL_TOKENS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
-VOCAB_FILE = "vocab.json"
-
-
-class VocabError(ValueError):
-  """A vocabulary file is missing, malformed, or lacks a special token; names the file."""
+VocabError = vocab_files.VocabFileError
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -75,14 +69,14 @@ class VocabInfo:
       path: the vocab.json.
       sha256: its sha256 if the caller already computed it (else it is computed here).
     """
-    vocab = read_vocab_json(path)
+    vocab = vocab_files.read_vocab(path, dense=True)
     size = len(vocab)
     word_start = np.zeros([size], bool)
     for piece, i in vocab.items():
       word_start[i] = piece.startswith(SPACE_MARKER)
     return cls(vocab_size=size,
                special_ids={n: vocab[t] for n, t in SPECIAL_TOKENS.items()},
-               word_start=word_start, sha256=sha256 or dataset_info.file_sha256(path))
+               word_start=word_start, sha256=sha256 or vocab_files.file_sha256(path))
 
   @classmethod
   def from_dir(cls, vocab_dir: str) -> VocabInfo:
@@ -111,29 +105,6 @@ class VocabInfo:
     return cls.from_dataset_info(info)
 
 
-def read_vocab_json(path: str) -> dict[str, int]:
-  """A GPT-2/RoBERTa vocab.json (piece → id) with dense ids and the five special tokens.
-
-  Raises:
-    VocabError naming the file: unreadable, not an object of piece → int id, ids not exactly
-    0..V-1 each once, or a special token missing.
-  """
-  try:
-    with open(path, encoding="utf-8") as f:
-      vocab = json.load(f)
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise VocabError(f"cannot read vocabulary {path}: {e}") from e
-  if not isinstance(vocab, dict) or not vocab or not all(
-      type(i) is int for i in vocab.values()):  # pylint: disable=unidiomatic-typecheck
-    raise VocabError(f"{path} is not a JSON object mapping pieces to int ids")
-  if sorted(vocab.values()) != list(range(len(vocab))):
-    raise VocabError(f"{path}: ids are not exactly 0..{len(vocab) - 1}, each once")
-  missing = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
-  if missing:
-    raise VocabError(f"{path} lacks the special tokens {missing}")
-  return vocab
-
-
 def find_vocab_dir(data_dir: str, info: dict) -> str | None:
   """The directory holding the vocab.json the shards in `data_dir` were encoded with, or None.
 
@@ -145,6 +116,6 @@ def find_vocab_dir(data_dir: str, info: dict) -> str | None:
   for candidate in (data_dir, recorded, os.path.join(data_dir, recorded) if recorded else ""):
     path = os.path.join(candidate, VOCAB_FILE)
     if (candidate and os.path.isfile(path)
-        and dataset_info.file_sha256(path) == info["vocab"]["sha256"]):
+        and vocab_files.file_sha256(path) == info["vocab"]["sha256"]):
       return candidate
   return None

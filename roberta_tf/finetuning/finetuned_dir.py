@@ -16,7 +16,6 @@ model_dir/
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,11 +27,12 @@ from roberta_tf.common import atomic_write
 from roberta_tf.finetuning import heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer, copy_vocab_files
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"
-TOKENIZER_FILES = ("vocab.json", "merges.txt")
+TOKENIZER_FILES = vocab_files.FILES
 
 
 
@@ -103,14 +103,10 @@ def load_tokenizer(vocab_dir: str) -> BytePairTokenizer:
   """vocab_dir's tokenizer, shared within a process by every directory holding the same
   vocab.json + merges.txt bytes: building one and tracing its first call take seconds, and a
   sweep, an export after training or a test suite would otherwise pay that again and again."""
-  digest = hashlib.sha256()
-  for name in TOKENIZER_FILES:
-    try:
-      with open(os.path.join(vocab_dir, name), "rb") as f:
-        digest.update(f.read())
-    except OSError:  # let BytePairTokenizer name the missing file
-      return BytePairTokenizer.from_dir(vocab_dir)
-  key = digest.hexdigest()
+  try:
+    key = "+".join(vocab_files.file_sha256(p) for p in vocab_files.paths(vocab_dir))
+  except OSError:  # let BytePairTokenizer name the missing file
+    return BytePairTokenizer.from_dir(vocab_dir)
   if key not in _TOKENIZERS:
     _TOKENIZERS[key] = BytePairTokenizer.from_dir(vocab_dir)
   return _TOKENIZERS[key]
@@ -118,7 +114,7 @@ def load_tokenizer(vocab_dir: str) -> BytePairTokenizer:
 
 def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
   """Copies vocab.json + merges.txt (atomically); both must exist in `src_dir`."""
-  copied = copy_vocab_files(src_dir, dst_dir)
+  copied = vocab_files.copy_vocab_files(src_dir, dst_dir)
   missing = [n for n in TOKENIZER_FILES if n not in copied]
   if missing:
     raise FileNotFoundError(f"{os.path.join(src_dir, missing[0])} not found")

@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer, TokenizerFileError
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="input_ids")
@@ -144,12 +145,12 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   if not 1 <= top_k <= config.vocab_size:
     raise ExportError(f"--top_k={top_k}: must be in [1, {config.vocab_size}] (the vocab size)")
   vocab_dir = vocab_dir or model_dir
-  if not os.path.isfile(os.path.join(vocab_dir, "vocab.json")):
-    raise ExportError(f"no vocab.json in {vocab_dir!r}: pass --vocab_dir (the directory "
-                      "data_prep.train_tokenizer wrote)")
+  if vocab_files.VOCAB_FILE not in vocab_files.present(vocab_dir):
+    raise ExportError(f"no {vocab_files.VOCAB_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
+                      "directory data_prep.train_tokenizer wrote)")
   try:
     tokenizer = BytePairTokenizer.from_dir(vocab_dir)
-  except TokenizerFileError as e:
+  except vocab_files.VocabFileError as e:
     raise ExportError(f"cannot load the tokenizer in {vocab_dir!r}: {e}") from e
   if tokenizer.vocab_size != config.vocab_size:
     raise ExportError(f"vocab in {vocab_dir!r} has {tokenizer.vocab_size} ids, the model "

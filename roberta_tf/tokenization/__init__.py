@@ -4,6 +4,7 @@ Modules, in the order text flows through them:
   pretokenize     GPT-2's regex split rebuilt from per-byte character classes (no regex engine)
   bpe_merge       the vectorized merge loop over integer pair ranks
   tokenizer       `BytePairTokenizer` (a tf.Module: eager, tf.function, tf.data, SavedModel) and
-                  the vocabulary files it is built from (vocab.json + merges.txt: reading,
-                  copying, the byte <-> unicode alphabet)
+                  the byte <-> unicode alphabet of byte-level pieces
+  vocab_files     the single owner of vocab.json + merges.txt: file names, special tokens,
+                  reading (with checks), hashing, copying (no TensorFlow: data_prep uses it)
 """

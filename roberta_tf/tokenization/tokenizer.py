@@ -33,21 +33,16 @@ word of random letters takes ~35 s (HF ~1 s); 1 MB of real text without whitespa
 from __future__ import annotations
 
 import functools
-import json
-import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write
-from roberta_tf.data import dataset_info
-from roberta_tf.tokenization import bpe_merge, pretokenize
+from roberta_tf.tokenization import bpe_merge, pretokenize, vocab_files
+from roberta_tf.tokenization.vocab_files import MASK, read_merges, read_vocab
 
-BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
-SPECIAL_TOKENS = (BOS, PAD, EOS, UNK, MASK)
-VOCAB_FILE = "vocab.json"
-MERGES_FILE = "merges.txt"
+# vocab.json / merges.txt (names, reading, hashing, copying) belong to vocab_files.
+SPECIAL_TOKENS = tuple(vocab_files.SPECIAL_TOKENS.values())  # (<s>, <pad>, </s>, <unk>, <mask>)
 
 # As in roberta-base's tokenizer: only <mask> absorbs the whitespace before it.
 _SPECIALS = tuple(pretokenize.Special(t.encode("ascii"), lstrip=(t == MASK))
@@ -58,8 +53,7 @@ _SLOT_BITS = 20  # a cached word has < 2**20 ids (it has at most as many as it h
 _CACHE_CHUNK = 4096  # vocabulary entries merged at once when the word cache is built
 
 
-class TokenizerFileError(ValueError):
-  """vocab.json / merges.txt that cannot be used; the message names the file and the problem."""
+TokenizerFileError = vocab_files.VocabFileError
 
 
 @functools.cache
@@ -97,57 +91,6 @@ def token_bytes_table(vocab: Mapping[str, int]) -> list[bytes]:
     raw = None if token in SPECIAL_TOKENS else _token_bytes(token, unicode_to_byte)
     table[i] = raw if raw is not None else token.encode("utf-8")
   return table
-
-
-def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
-  """Copies vocab.json and merges.txt, where present, from `src_dir` into `dst_dir`.
-
-  Each file is copied under a temporary name and renamed, so a reader never sees half a file.
-  Copying a directory onto itself is a no-op. Returns the names copied.
-  """
-  copied = []
-  for name in (VOCAB_FILE, MERGES_FILE):
-    src, dst = os.path.join(src_dir, name), os.path.join(dst_dir, name)
-    if not os.path.isfile(src):
-      continue
-    if os.path.abspath(src) != os.path.abspath(dst):
-      atomic_write.copy_file(src, dst)
-    copied.append(name)
-  return copied
-
-
-def read_vocab(path: str) -> dict[str, int]:
-  """Reads a vocab.json (token -> id); raises TokenizerFileError naming the file."""
-  try:
-    with open(path, "rb") as f:
-      vocab = json.loads(f.read().decode("utf-8"))
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise TokenizerFileError(f"cannot read vocab file {path!r}: {e}") from e
-  if not isinstance(vocab, dict) or not vocab or not all(
-      isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-      for k, v in vocab.items()):
-    raise TokenizerFileError(f"vocab file {path!r} is not a JSON object of token -> id >= 0")
-  if len(set(vocab.values())) != len(vocab):
-    raise TokenizerFileError(f"vocab file {path!r} gives two tokens the same id")
-  return vocab
-
-
-def read_merges(path: str) -> list[tuple[str, str]]:
-  """Reads a merges.txt (`#version` line, then "left right" a line), as HF `tokenizers` does."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      lines = f.read().split("\n")
-  except (OSError, UnicodeDecodeError) as e:
-    raise TokenizerFileError(f"cannot read merges file {path!r}: {e}") from e
-  merges = []
-  for lineno, line in enumerate(lines, 1):
-    if line.startswith("#version") or not line:
-      continue
-    parts = line.split(" ")
-    if len(parts) != 2 or not parts[0] or not parts[1]:
-      raise TokenizerFileError(f"{path}:{lineno}: expected 'left right', got {line!r}")
-    merges.append((parts[0], parts[1]))
-  return merges
 
 
 class BytePairTokenizer(tf.Module):
@@ -270,14 +213,13 @@ class BytePairTokenizer(tf.Module):
     """Loads GPT-2/RoBERTa format files (roberta-base's load as they are)."""
     vocab = read_vocab(vocab_json)
     merges = read_merges(merges_txt)
-    return cls(vocab, merges, vocab_sha256=dataset_info.file_sha256(vocab_json),
+    return cls(vocab, merges, vocab_sha256=vocab_files.file_sha256(vocab_json),
                vocab_path=vocab_json, merges_path=merges_txt)
 
   @classmethod
   def from_dir(cls, directory: str) -> BytePairTokenizer:
     """Loads `directory`/vocab.json and `directory`/merges.txt."""
-    return cls.from_files(os.path.join(directory, VOCAB_FILE),
-                          os.path.join(directory, MERGES_FILE))
+    return cls.from_files(*vocab_files.paths(directory))
 
   def id_to_token(self, i: int) -> str:
     """The vocabulary string of id `i` (byte-level alphabet, e.g. 'Ġhello'); KeyError if none."""

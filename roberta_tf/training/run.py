@@ -26,7 +26,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline, unigram, vocab_info
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.tokenization.tokenizer import copy_vocab_files
+from roberta_tf.tokenization.vocab_files import copy_vocab_files
 from roberta_tf.training import checkpointing, evaluation, flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib

@@ -1,0 +1,115 @@
+"""The one owner of a byte-level BPE vocabulary's files: `vocab.json` and `merges.txt`.
+
+Their names, the RoBERTa special tokens, reading them (with the checks each reader needs),
+hashing and copying them live here and nowhere else; the tokenizer, data_prep, the input
+pipeline, training, fine-tuning, export and conversion all come here.
+
+Formats (GPT-2 / RoBERTa, as HF `tokenizers` reads them):
+  vocab.json   a JSON object: byte-level piece -> int id >= 0, each id once
+  merges.txt   an optional `#version` line, then one merge a line: "left right", by rank
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from roberta_tf.common import atomic_write
+
+VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+FILES = (VOCAB_FILE, MERGES_FILE)
+
+BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
+# The RoBERTa layout's special tokens by the names dataset_info.json's special_ids use.
+SPECIAL_TOKENS = {"bos": BOS, "pad": PAD, "eos": EOS, "unk": UNK, "mask": MASK}
+
+
+class VocabFileError(ValueError):
+  """A vocab.json / merges.txt that cannot be used; the message names the file and the problem."""
+
+
+def file_sha256(path: str) -> str:
+  """sha256 (hex) of a file's bytes, read in 1 MB chunks."""
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      h.update(chunk)
+  return h.hexdigest()
+
+
+def read_vocab(path: str, dense: bool = False) -> dict[str, int]:
+  """Reads a vocab.json (piece -> id).
+
+  Args:
+    path: the file.
+    dense: also require ids exactly 0..V-1 (each once) and the five special tokens, as the
+      input pipeline and data_prep do (the tokenizer accepts gaps: roberta-base's file has none,
+      but other GPT-2 style files may).
+
+  Raises:
+    VocabFileError naming the file: unreadable or not UTF-8 JSON, not an object of piece ->
+    int id >= 0, two pieces with one id, or (dense) gaps or a missing special token.
+  """
+  try:
+    with open(path, "rb") as f:
+      vocab = json.loads(f.read().decode("utf-8"))
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise VocabFileError(f"cannot read vocab file {path!r}: {e}") from e
+  if not isinstance(vocab, dict) or not vocab or not all(
+      isinstance(k, str) and type(v) is int and v >= 0  # pylint: disable=unidiomatic-typecheck
+      for k, v in vocab.items()):
+    raise VocabFileError(f"vocab file {path!r} is not a JSON object of token -> id >= 0")
+  if len(set(vocab.values())) != len(vocab):
+    raise VocabFileError(f"vocab file {path!r} gives two tokens the same id")
+  if dense:
+    if max(vocab.values()) != len(vocab) - 1:
+      raise VocabFileError(f"{path}: ids are not exactly 0..{len(vocab) - 1}, each once")
+    missing = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
+    if missing:
+      raise VocabFileError(f"{path} lacks the special tokens {missing}")
+  return vocab
+
+
+def read_merges(path: str) -> list[tuple[str, str]]:
+  """Reads a merges.txt (`#version` line, then "left right" a line), as HF `tokenizers` does."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      lines = f.read().split("\n")
+  except (OSError, UnicodeDecodeError) as e:
+    raise VocabFileError(f"cannot read merges file {path!r}: {e}") from e
+  merges = []
+  for lineno, line in enumerate(lines, 1):
+    if line.startswith("#version") or not line:
+      continue
+    parts = line.split(" ")
+    if len(parts) != 2 or not parts[0] or not parts[1]:
+      raise VocabFileError(f"{path}:{lineno}: expected 'left right', got {line!r}")
+    merges.append((parts[0], parts[1]))
+  return merges
+
+
+def paths(directory: str) -> tuple[str, str]:
+  """(vocab.json, merges.txt) paths inside ``directory``."""
+  return os.path.join(directory, VOCAB_FILE), os.path.join(directory, MERGES_FILE)
+
+
+def present(directory: str) -> list[str]:
+  """The names of FILES that exist in ``directory``."""
+  return [n for n in FILES if os.path.isfile(os.path.join(directory, n))]
+
+
+def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
+  """Copies vocab.json and merges.txt, where present, from `src_dir` into `dst_dir`.
+
+  Each file is copied under a temporary name and renamed, so a reader never sees half a file.
+  Copying a directory onto itself is a no-op. Returns the names copied.
+  """
+  copied = []
+  for name in present(src_dir):
+    src, dst = os.path.join(src_dir, name), os.path.join(dst_dir, name)
+    if os.path.abspath(src) != os.path.abspath(dst):
+      atomic_write.copy_file(src, dst)
+    copied.append(name)
+  return copied
