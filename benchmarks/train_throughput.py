@@ -6,8 +6,9 @@ r"""Training throughput: our Trainer vs. keras-hub `RobertaMaskedLM.fit`, tokens
 
 For each preset and precision, on the same synthetic shards (random ids, V=8000, every sequence
 a full --max_seq_len, with a dataset_info.json like data_prep's) read by the real pipeline:
-  ours:      run.py's own objects: `run.build_trainer` (RobertaPretrainer, AdamW, Trainer) and
-             `run.build_datasets` on the default strategy; a window is --window calls of
+  ours:      the pretraining run's own objects: `pretraining_task.build_trainer`
+             (RobertaPretrainer, AdamW, Trainer) and `pretraining_task.build_datasets` on the
+             default strategy; a window is --window calls of
              `Trainer.train_step` with one host sync at its end, as the loop does between logs;
   keras-hub: `keras_hub.models.RobertaMaskedLM` on a `RobertaBackbone` of the same dims, compiled
              with the same AdamW (weight decay 0.01 off LayerNorm/biases, beta2 0.98, eps 1e-6),
@@ -47,7 +48,7 @@ import tensorflow as tf  # noqa: E402
 from roberta_tf import models  # noqa: E402
 from roberta_tf.data import dataset_info, pipeline  # noqa: E402
 from roberta_tf.tokenization import vocab_files  # noqa: E402
-from roberta_tf.training import flops, run  # noqa: E402
+from roberta_tf.training import flops, pretraining_task  # noqa: E402
 from roberta_tf.training.train_config import TrainConfig  # noqa: E402
 
 HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
@@ -125,9 +126,9 @@ def build_ours(args, data, preset, precision):
                     batch_size=args.batch_size, train_steps=10**6, warmup_steps=1,
                     learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0)
   strategy = tf.distribute.get_strategy()
-  model_config = run.resolve_model_config(cfg, dataset_info.read(data))
-  trainer = run.build_trainer(cfg, strategy, model_config)
-  train_ds, _ = run.build_datasets(cfg, strategy, model_config, skip_rounds=0)
+  model_config = pretraining_task.resolve_model_config(cfg, dataset_info.read(data))
+  trainer = pretraining_task.build_trainer(cfg, strategy, model_config)
+  train_ds, _ = pretraining_task.build_datasets(cfg, strategy, model_config, skip_rounds=0)
   iterator = iter(train_ds)
   return lambda: trainer.train_step(lambda: next(iterator))[0]["loss"]
 

@@ -22,7 +22,8 @@ _D = FinetuneConfig(task="", model_dir="", train_file="", eval_file="")
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("task", None, ["classification", "regression", "multiple_choice",
                                  "extractive_qa"], "The task type.")
-flags.DEFINE_string("model_dir", None, "Output directory (must be empty unless --overwrite).")
+flags.DEFINE_string("model_dir", None, "Output directory (must be empty unless --overwrite; "
+                    "the same command on an unfinished sweep's directory resumes it).")
 flags.DEFINE_string("train_file", None, "Training data: a .tsv/.csv/.jsonl/.json table "
                     "(classification, regression), RACE-style JSON/JSONL file or directory "
                     "(multiple_choice), SQuAD JSON (extractive_qa).")
@@ -116,7 +117,9 @@ def main(argv):
     except ValueError as e:
       raise ValueError(f"--learning_rates={FLAGS.learning_rates}: not a list of numbers") from e
     cfg = FinetuneConfig(**{k: ("" if v is None else v) for k, v in values.items()})
-    finetune_loop.finetune(cfg)
+    if finetune_loop.finetune(cfg).get("stopped_by_signal"):
+      print(f"stopped by SIGTERM; the same command resumes the sweep in {cfg.model_dir}")
+      return 0
     if cfg.export_dir:
       path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)
       print(f"exported {path}")

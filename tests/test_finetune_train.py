@@ -2,8 +2,10 @@
 early stopping, mixed precision (bf16, fp16 with loss scaling), and 2-replica mirrored ==
 1 replica (via the binary, which also exports)."""
 
+import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -216,3 +218,49 @@ def test_accumulation_equals_the_whole_batch(data, tmp_path):
   np.testing.assert_allclose(results[1]["runs"][0]["history"][0]["train_loss"],
                              results[0]["runs"][0]["history"][0]["train_loss"], rtol=1e-5)
   np.testing.assert_allclose(results[1]["mse"], results[0]["mse"], rtol=1e-4)
+
+
+def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp_path):
+  """The binary gets a real SIGTERM during the sweep: it saves, exits 0, leaves no
+  eval_results.json; other settings on that directory are refused; the same command resumes and
+  ends where the uninterrupted sweep (the `sweep` fixture, in-process) ended."""
+  cfg, want = sweep
+  out = tmp_path / "out"
+  cmd = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
+         f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
+         f"--eval_file={cfg.eval_file}", f"--model_dir={out}", "--max_seq_len=48",
+         "--batch_size=16", "--epochs=4", "--learning_rates=1e-7,2e-3", "--dropout=0.0",
+         "--text_fields=sentence,sentence2", "--max_query_len=12", "--doc_stride=16",
+         "--max_answer_len=6"]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env)
+  lines = []
+  for line in proc.stdout:
+    lines.append(line)
+    if "epoch 1/4" in line:
+      proc.send_signal(signal.SIGTERM)
+      break
+  lines += proc.stdout.readlines()
+  assert proc.wait(timeout=300) == 0, "".join(lines)
+  log = "".join(lines)
+  assert "SIGTERM: lr 1e-07 saved" in log and "same command resumes" in log, log
+  assert not os.path.exists(out / "eval_results.json")
+  assert os.path.isfile(out / "runs" / "lr_1e-07" / "state" / "progress.json")
+
+  other = dataclasses.replace(cfg, model_dir=str(out), epochs=3)
+  with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
+    finetune_loop.finetune(other)
+
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  assert "resuming the unfinished sweep" in proc.stdout and "resumed at update" in proc.stdout
+  with open(out / "eval_results.json", encoding="utf-8") as f:
+    got = json.load(f)
+  for run, ref in zip(got["runs"], want["runs"], strict=True):
+    assert run["learning_rate"] == ref["learning_rate"] and run["epoch"] == ref["epoch"]
+    np.testing.assert_allclose([h["train_loss"] for h in run["history"]],
+                               [h["train_loss"] for h in ref["history"]], rtol=1e-5)
+    np.testing.assert_allclose([h["dev"]["accuracy"] for h in run["history"]],
+                               [h["dev"]["accuracy"] for h in ref["history"]])
+  assert not os.path.exists(out / "runs" / "lr_1e-07" / "state")  # dropped when finished

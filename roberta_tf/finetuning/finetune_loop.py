@@ -1,48 +1,44 @@
-"""The fine-tuning loop: one run per learning rate of the sweep, the best dev run kept.
+"""The fine-tuning sweep: one run per learning rate (finetune_run.py), the best dev run kept.
 
-A run: seed -> encoder (pretrained or random) + fresh head under the strategy -> AdamW (weight
-decay on matrices only) with 6% linear warmup then linear decay to 0 over
-epochs x ceil(examples / batch) updates -> per epoch: one shuffled pass, then the dev metrics;
-the best epoch's weights are checkpointed; `early_stopping_patience` epochs without improvement
-end the run. Across the sweep the run with the best dev metric is kept: its checkpoint, config
-and vocab go to model_dir, its metrics to model_dir/eval_results.json (see finetuned_dir.py).
+Across the sweep the run with the best dev metric is kept: its checkpoint, config and vocab go
+to model_dir, its metrics to model_dir/eval_results.json (see finetuned_dir.py).
 
-The update itself is pretraining's: `training.trainer.Trainer` with a `TaskObjective`, so
-fine-tuning gets the same gradient accumulation, clipping, fp16 loss scaling and NaN guard (a
-non-finite step changes no weight; `max_bad_steps` of them in a row stop the run). Each
-replica's loss SUM is divided by the global number of examples in the update, so the update is
-the gradient of the global batch mean under any split into replicas and micro-batches.
+Resume: the sweep records its settings in model_dir/runs/sweep.json. Rerunning the same
+command on a model_dir whose sweep did not finish (a SIGTERM, a crash, a preempted machine)
+continues it: finished runs are read back, the unfinished one resumes from its saved state
+(run_state.py), and the result equals an uninterrupted sweep's. Other settings on such a
+model_dir are refused unless --overwrite, which starts over.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import json
 import os
 import shutil
-import time
 
-import keras
 import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
-from roberta_tf.finetuning import finetuned_dir, squad
+from roberta_tf.finetuning import finetuned_dir
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.finetuning.finetune_run import (  # noqa: F401  (FinetuneError: the binary's)
+    FinetuneError,
+    SweepClock,
+    finished_run,
+    format_metrics,
+    log,
+    train_run,
+)
+from roberta_tf.training import checkpointing
 from roberta_tf.training import strategy as strategy_lib
-from roberta_tf.training.trainer import StepConfig, Trainer
+from roberta_tf.training.sigterm import SigtermFlag
 
 DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
-
-
-class FinetuneError(RuntimeError):
-  """A run cannot go on (diverged, inconsistent inputs); the message says what to change."""
-
-
-def log(line: str) -> None:
-  print(line, flush=True)
+SWEEP_FILE = os.path.join("runs", "sweep.json")
+_NOT_TRAINING = ("overwrite", "export_dir")  # settings that do not change the sweep's result
 
 
 def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
@@ -65,142 +61,29 @@ def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.Roberta
   return config
 
 
-def build_optimizer(cfg: FinetuneConfig, learning_rate: float, total_steps: int, variables):
-  """Pretraining's AdamW (the Trainer all-reduces), warmup over `warmup_ratio` of the updates
-  then linear decay to 0, no weight decay on LayerNorm/bias."""
-  return optimizer_lib.build_optimizer(
-      variables=variables, learning_rate=learning_rate,
-      warmup_steps=int(round(cfg.warmup_ratio * total_steps)), train_steps=total_steps,
-      weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
-      epsilon=cfg.adam_epsilon)
+def _sweep_settings(cfg: FinetuneConfig) -> dict:
+  """The settings that decide the sweep's result (the rates as swept, however given)."""
+  settings = {k: v for k, v in cfg.to_dict().items()
+              if k not in _NOT_TRAINING + ("learning_rate", "learning_rates")}
+  return {**settings, "sweep": list(cfg.sweep)}
 
 
-class TaskObjective:
-  """A fine-tuning task as the Trainer's objective: (loss sum, examples, 0, real tokens)."""
-
-  def __init__(self, task: tasks_lib.Task):
-    self.task = task
-
-  def __call__(self, model, batch):
-    inputs, labels = batch
-    outputs = model(inputs, training=True)
-    loss_sum = tf.cast(self.task.loss_sum(outputs, labels), tf.float32)
-    examples = tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32)
-    tokens = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
-    return loss_sum, examples, tf.constant(0.0), tokens
-
-
-def updates_per_epoch(num_train: int, batch_size: int, grad_accum_steps: int) -> int:
-  """Updates in one pass: every micro-batch (the last may be partial) in groups of
-  grad_accum_steps; a final incomplete group is dropped."""
-  micro = math.ceil(num_train / (batch_size // grad_accum_steps))
-  return max(micro // grad_accum_steps, 1)
-
-
-@dataclasses.dataclass
-class RunResult:
-  learning_rate: float
-  best_epoch: int
-  metrics: dict
-  history: list
-  checkpoint: str
-  run_dir: str
-
-
-def _format(metrics: dict) -> str:
-  return " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.endswith("total"))
-
-
-def _worker_dir(strategy: tf.distribute.Strategy, run_dir: str) -> str:
-  """Where this worker saves: run_dir on the chief; a multi-worker run's other workers must
-  take part in every save too, so they write to run_dir/workertemp_<id> (removed at the end)."""
-  if strategy_lib.is_chief(strategy):
-    return run_dir
-  return os.path.join(run_dir, f"workertemp_{strategy.cluster_resolver.task_id}")
-
-
-def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
-              learning_rate: float, strategy: tf.distribute.Strategy, run_dir: str,
-              metric: str) -> RunResult:
-  """Fine-tunes one model at one learning rate (see the module docstring)."""
-  chief = strategy_lib.is_chief(strategy)
-  save_dir = _worker_dir(strategy, run_dir)
-  keras.utils.set_random_seed(cfg.seed)
-  replicas = strategy.num_replicas_in_sync
-  micro_batch = cfg.batch_size // cfg.grad_accum_steps  # global examples per micro-batch
-  steps_per_epoch = updates_per_epoch(task.num_train, cfg.batch_size, cfg.grad_accum_steps)
-  total_steps = cfg.epochs * steps_per_epoch
-  with strategy.scope():
-    model = finetuned_dir.build_model(model_config, task.info, dtype=cfg.precision,
-                                      init_from=cfg.init_from)
-    opt = build_optimizer(cfg, learning_rate, total_steps, model.trainable_variables)
-  trainer = Trainer(strategy, model, opt, StepConfig(
-      grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
-      norm_per_micro_batch=float(max(micro_batch // replicas, 1))), objective=TaskObjective(task))
-
-  def epoch_batches(epoch):
-    ds = task.train_dataset(micro_batch, cfg.seed + epoch - 1)
-    ds = strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds
-    return iter(ds)
-
-  eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
-  predict = tf.function(lambda inputs: model(inputs, training=False),
-                        input_signature=[eval_ds.element_spec])
-
-  def evaluate():
-    outputs = [{k: v.numpy() for k, v in predict(batch).items()} for batch in eval_ds]
-    return task.evaluate(outputs)
-
-  def train_epoch(epoch) -> float:
-    """One pass; the mean loss of its applied updates (weighted by examples)."""
-    batches = epoch_batches(epoch)
-    outputs = [trainer.train_step(lambda: next(batches))[0] for _ in range(steps_per_epoch)]
-    rows = [{k: float(v.numpy()) for k, v in out.items()} for out in outputs]
-    bad = int(trainer.bad_steps_in_row.numpy())
-    if bad >= cfg.max_bad_steps:
-      raise FinetuneError(
-          f"learning rate {learning_rate:g}: {bad} updates in a row (>= --max_bad_steps="
-          f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
-          f"{epoch}); lower the learning rate, set --clip_norm, or check --init_from")
-    applied = [r for r in rows if r["applied"]]
-    if not applied:
-      return float("nan")
-    return sum(r["loss"] * r["count"] for r in applied) / sum(r["count"] for r in applied)
-
-  os.makedirs(save_dir, exist_ok=True)
-  history, best, best_epoch, since_best, prefix = [], None, 0, 0, ""
-  for epoch in range(1, cfg.epochs + 1):
-    start = time.perf_counter()
-    train_loss = train_epoch(epoch)
-    dev = evaluate()
-    improved = tasks_lib.is_better(metric, dev[metric], best)
-    history.append({"epoch": epoch, "step": epoch * steps_per_epoch, "train_loss": train_loss,
-                    "skipped_steps": int(trainer.skipped_steps.numpy()), "dev": dev,
-                    "seconds": time.perf_counter() - start})
-    log(f"lr {learning_rate:g} epoch {epoch}/{cfg.epochs}: train_loss {train_loss:.4f} | dev "
-        f"{_format(dev)} | {history[-1]['seconds']:.1f}s{' (best)' if improved else ''}")
-    if improved:
-      best, best_epoch, since_best = dev[metric], epoch, 0
-      prefix = finetuned_dir.save_checkpoint(save_dir, model, epoch)
-      if chief and isinstance(task, tasks_lib.ExtractiveQATask):
-        squad.write_predictions(run_dir, *task.predictions)
-    else:
-      since_best += 1
-      if cfg.early_stopping_patience and since_best >= cfg.early_stopping_patience:
-        log(f"lr {learning_rate:g}: early stop after epoch {epoch} ({since_best} epochs without "
-            f"a better dev {metric}; best {best:.4f} at epoch {best_epoch})")
-        break
-  metrics_at_best = history[best_epoch - 1]["dev"]
-  result = RunResult(learning_rate, best_epoch, metrics_at_best, history, prefix, run_dir)
-  if chief:
-    atomic_write.write_json(os.path.join(run_dir, finetuned_dir.RESULTS_FILE),
-                             {**metrics_at_best, "learning_rate": learning_rate,
-                              "epoch": best_epoch, "history": history})
-  return result
+def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
+  """The settings of the unfinished sweep in cfg.model_dir (no eval_results.json yet), or None."""
+  path = os.path.join(cfg.model_dir, SWEEP_FILE)
+  if (not os.path.isfile(path)
+      or os.path.isfile(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE))):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
 
 
 def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
-  """Runs the sweep and writes the fine-tuned model dir; returns eval_results.json's content."""
+  """Runs (or resumes) the sweep and writes the fine-tuned model dir.
+
+  Returns eval_results.json's content, or {"stopped_by_signal": True, "learning_rate": ...}
+  when SIGTERM stopped it (the state is saved; the same call again resumes).
+  """
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
   vocab_dir = cfg.vocab_dir or cfg.init_from
@@ -211,7 +94,15 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
                      f"{model_config.max_seq_len}")
   cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
-  if chief:
+  before = unfinished_sweep(cfg)
+  resume = before == _sweep_settings(cfg)
+  if before is not None and not resume and not cfg.overwrite:
+    changed = sorted(k for k in set(before) | set(_sweep_settings(cfg))
+                     if before.get(k) != _sweep_settings(cfg).get(k))
+    raise ValueError(f"--model_dir={cfg.model_dir!r} holds an unfinished sweep with other "
+                     f"settings ({', '.join(changed)}): rerun with its flags to resume it, or "
+                     "pass --overwrite to start over")
+  if chief and not resume:
     finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
                                  protected=(cfg.init_from, cfg.vocab_dir))
   task = tasks_lib.load_task(cfg, tokenizer)
@@ -219,16 +110,25 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   if metric not in task.info.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
                      f"{list(task.info.metric_names())}")
-  if chief:
+  if chief and not resume:
     finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
+    os.makedirs(os.path.join(cfg.model_dir, os.path.dirname(SWEEP_FILE)), exist_ok=True)
+    atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), _sweep_settings(cfg))
   log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
       f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "
-      f"{strategy.num_replicas_in_sync} replica(s), {cfg.precision}")
+      f"{strategy.num_replicas_in_sync} replica(s), {cfg.precision}"
+      f"{'; resuming the unfinished sweep in ' + cfg.model_dir if resume else ''}")
 
-  runs = [train_run(cfg, task, model_config, lr, strategy,
-                    os.path.join(cfg.model_dir, "runs", f"lr_{lr:g}"), metric)
-          for lr in cfg.sweep]
+  runs, clock = [], SweepClock(len(cfg.sweep) * cfg.epochs)
+  with SigtermFlag() as sigterm:
+    for lr in cfg.sweep:
+      run_dir = os.path.join(cfg.model_dir, "runs", f"lr_{lr:g}")
+      run = finished_run(run_dir) or train_run(cfg, task, model_config, lr, strategy, run_dir,
+                                               metric, sigterm, clock)
+      if run.checkpoint is None:  # SIGTERM: the state is saved; a rerun resumes
+        return {"stopped_by_signal": True, "learning_rate": lr}
+      runs.append(run)
   best = runs[0]
   for run in runs[1:]:
     if tasks_lib.is_better(metric, run.metrics[metric], best.metrics[metric]):
@@ -236,7 +136,8 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
 
   if not chief:  # the chief writes the model dir; the others drop their temporary saves
     for run in runs:
-      shutil.rmtree(_worker_dir(strategy, run.run_dir), ignore_errors=True)
+      shutil.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
+                    ignore_errors=True)
     return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
   model = finetuned_dir.build_model(model_config, task.info, dtype="float32")
@@ -252,6 +153,6 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
              "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,
                        "metrics": r.metrics, "history": r.history} for r in runs]}
   atomic_write.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
-  log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {_format(best.metrics)} "
+  log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {format_metrics(best.metrics)} "
       f"-> {cfg.model_dir}")
   return results

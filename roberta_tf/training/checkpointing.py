@@ -40,6 +40,23 @@ def weights_digest(model) -> str:
   return digest.hexdigest()
 
 
+def dropout_rng_states(model) -> list:
+  """The state variables of the model's keras SeedGenerators (dropout masks derive from them).
+
+  They are in ``model.variables`` but not in the checkpoint of ``model`` (a SeedGenerator is
+  not a tracked trackable), so a resumed run would replay the first steps' dropout masks. The
+  trainer checkpoints them explicitly (see `Trainer.checkpoint_items`).
+  """
+  return [v for v in model.variables if v.name == "seed_generator_state"]
+
+
+def worker_dir(model_dir: str, is_chief: bool, task_id: int) -> str:
+  """Where this worker saves: model_dir on the chief; every other worker of a multi-worker run
+  must take part in each save too, so it writes to model_dir/workertemp_<task_id> (removed
+  after the save). Pretraining's checkpoints and fine-tuning's best-epoch saves both use it."""
+  return model_dir if is_chief else os.path.join(model_dir, f"workertemp_{task_id}")
+
+
 class Checkpointer:
   """tf.train.CheckpointManager with the chief/worker split and the finite-weights check.
 
@@ -56,7 +73,7 @@ class Checkpointer:
     self.model = items["model"]
     self.checkpoint = tf.train.Checkpoint(**items)
     self.is_chief = is_chief
-    self.directory = model_dir if is_chief else os.path.join(model_dir, f"workertemp_{task_id}")
+    self.directory = worker_dir(model_dir, is_chief, task_id)
     self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
 

@@ -17,8 +17,8 @@ from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline, unigram
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.training.losses import mlm_sums
+from roberta_tf.training.objectives import MODEL_INPUTS
 from roberta_tf.training.train_config import TrainConfig
-from roberta_tf.training.trainer import MODEL_INPUTS
 
 
 class Evaluator:

@@ -1,10 +1,9 @@
 """The one distributed train step: accumulation, clipping, loss scaling, NaN guard.
 
 Pretraining and every fine-tuning task run through it; what differs is the *objective*, a
-callable `objective(model, batch) -> (loss_sum, count, correct, tokens)` (float32 scalars of one
-replica's micro-batch: the loss SUM, the number of predictions it is normalized by, the correct
-predictions, the real input tokens). `MlmObjective` is pretraining's (count = masked tokens);
-fine-tuning wraps a task's `loss_sum` (count = examples; see finetuning/finetune_loop.py).
+callable `objective(model, batch) -> (loss_sum, count, correct, tokens)` (objectives.py):
+`MlmObjective` for pretraining (count = masked tokens), `TaskObjective` for fine-tuning
+(count = examples).
 
 One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
 the global batch is per-replica batch x replicas x grad_accum_steps sequences. Every micro-batch
@@ -18,7 +17,7 @@ the step count) and the data position, and is counted (``skipped_steps``, ``bad_
 under fp16 an overflow with a finite loss is normal: ``overflow_steps``, the loss scale halves).
 
 `train_step` does not wait for the device: it returns tensors, and the loop converts them only
-when it logs (see run.py).
+when it logs (see run.py and step_window.py).
 """
 
 from __future__ import annotations
@@ -28,11 +27,11 @@ import time
 
 import tensorflow as tf
 
-from roberta_tf.training.losses import mlm_sums
+from roberta_tf.training.checkpointing import dropout_rng_states
+from roberta_tf.training.objectives import MlmObjective
 
 _SUM = tf.distribute.ReduceOp.SUM
 _FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
-MODEL_INPUTS = ("input_ids", "padding_mask", "mask_positions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,26 +60,6 @@ class StepConfig:
   jit_compile: bool = False
 
 
-class MlmObjective:
-  """Pretraining's objective: the MLM loss at the masked positions of a pipeline batch."""
-
-  def __call__(self, model, batch):
-    logits = model({k: batch[k] for k in MODEL_INPUTS}, training=True)
-    loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
-    tokens = tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))
-    return loss_sum, count, correct, tokens
-
-
-def dropout_rng_states(model) -> list:
-  """The state variables of the model's keras SeedGenerators (dropout masks derive from them).
-
-  They are in ``model.variables`` but not in the checkpoint of ``model`` (a SeedGenerator is
-  not a tracked trackable), so a resumed run would replay the first steps' dropout masks. The
-  trainer checkpoints them explicitly (see `Trainer.checkpoint_items`).
-  """
-  return [v for v in model.variables if v.name == "seed_generator_state"]
-
-
 class Trainer:
   """Owns the step counters, accumulators and the compiled distributed train steps.
 
@@ -101,8 +80,8 @@ class Trainer:
       var = lambda v, dtype, name: tf.Variable(v, dtype=dtype, trainable=False, name=name,
                                                aggregation=_FIRST)
       self.step = var(0, tf.int64, "step")                 # updates attempted (incl. skipped)
-      # Micro-batch rounds read: each round every replica takes one batch, so an input
-      # pipeline has produced data_rounds x (its replicas) batches (see run.build_datasets).
+      # Micro-batch rounds read: each round every replica takes one batch, so an input pipeline
+      # has produced data_rounds x (its replicas) batches (pretraining_task.build_datasets).
       self.data_rounds = var(0, tf.int64, "data_rounds")
       self.bad_steps_in_row = var(0, tf.int64, "bad_steps_in_row")
       self.skipped_steps = var(0, tf.int64, "skipped_steps")    # non-finite loss/grad, skipped

@@ -1,0 +1,191 @@
+"""The pretraining task: what `run.train` builds before its loop (TF Model Garden's *task*).
+
+From a TrainConfig and the shards' dataset_info.json: the model config, the distributed
+datasets (positioned at the checkpoint's data position), the model + AdamW + Trainer, the
+unigram baseline for the plateau check, the step's FLOPs for MFU, and the model dir's
+bookkeeping (config.json, the vocabulary files, resume checks). run.py owns the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.data import dataset_info, pipeline, unigram, vocab_info
+from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.tokenization.vocab_files import copy_vocab_files
+from roberta_tf.training import evaluation, flops
+from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training import summaries as summaries_lib
+from roberta_tf.training.train_config import TrainConfig, write_config_json
+from roberta_tf.training.trainer import StepConfig, Trainer
+
+
+def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
+  """The model config: from --init_from's model dir, else the preset/JSON with the shards' vocab."""
+  if cfg.init_from:
+    model_config = models.read_config(cfg.init_from)
+  elif os.path.isfile(cfg.config):
+    model_config = models.RobertaConfig.load(cfg.config)
+  else:
+    model_config = models.preset(cfg.config, vocab_size=info["vocab"]["size"],
+                                 max_positions=cfg.max_seq_len + 2,
+                                 pad_id=info["special_ids"]["pad"],
+                                 bos_id=info["special_ids"]["bos"],
+                                 eos_id=info["special_ids"]["eos"])
+  if cfg.dropout >= 0:
+    model_config = model_config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
+  return model_config
+
+
+def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                   model_config: models.RobertaConfig, skip_rounds: int):
+  """The distributed train dataset (positioned after ``skip_rounds`` micro-batch rounds) and eval.
+
+  Each replica takes one batch per micro-batch round, so an input pipeline feeding k replicas
+  (MirroredStrategy: all of a worker's devices) has produced ``skip_rounds * k`` batches. The
+  masks are a pure function of (seed, epoch, shard, record), so skipping replays the exact
+  stream. (tf.data iterator checkpoints would avoid re-reading, but a non-chief worker's
+  checkpoints are deleted, so it could not restore its own position; skip works everywhere.)
+  """
+  per_replica = per_replica_batch(cfg, strategy)
+  common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len,
+                masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
+                skip_corrupt_shards=cfg.skip_corrupt_shards)
+
+  def train_fn(ctx: tf.distribute.InputContext):
+    ds = pipeline.build_dataset(cfg.train_data, "train", training=True,
+                                shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
+    skip = skip_rounds * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    return ds.skip(skip) if skip else ds
+
+  train = strategy.distribute_datasets_from_function(train_fn)
+  evaluation = None
+  if cfg.eval_data:
+    def eval_fn(ctx: tf.distribute.InputContext):
+      return pipeline.build_dataset(cfg.eval_data, "validation", training=False,
+                                    shuffle_buffer=0, input_context=ctx, **common)
+    evaluation = strategy.distribute_datasets_from_function(eval_fn)
+  return train, evaluation
+
+
+# Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
+_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "grad_accum_steps", "max_seq_len", "seed",
+                        "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
+                        "whole_word_masking", "dupe_factor")
+
+
+def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
+  """Logs a warning when a resume changes what the data position means.
+
+  The position is a count of micro-batch rounds; replayed with another batch split, seed or
+  data, the resumed run reads a different stream than an uninterrupted one would have (it still
+  trains, but is no longer exact).
+  """
+  if not tf.train.latest_checkpoint(cfg.model_dir):
+    return
+  before = evaluation.training_config(cfg.model_dir)
+  if before is None:
+    return
+  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
+             for k in _DATA_ORDER_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  try:
+    with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
+      replicas_before = json.load(f).get("data", {}).get("replicas", replicas)
+  except (OSError, ValueError):
+    replicas_before = replicas
+  if replicas_before != replicas:
+    changed.append(f"replicas: {replicas_before} -> {replicas}")
+  if changed:
+    summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
+                      + "): the data stream will not continue exactly where it stopped")
+
+
+def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig):
+  """The train split's unigram log-probabilities [V] (the plateau baseline), or None."""
+  info = dataset_info.read(cfg.train_data)
+  try:
+    return unigram.train_log_probs(cfg.train_data, model_config.vocab_size,
+                                   info["special_ids"].values())
+  except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError) as e:
+    summaries_lib.log(f"warning: no unigram baseline ({e})")
+    return None
+
+
+def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int:
+  """Sequences per replica per micro-batch: --batch_size / (replicas x --grad_accum_steps)."""
+  replicas = strategy.num_replicas_in_sync
+  if cfg.batch_size % (replicas * cfg.grad_accum_steps):
+    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
+                     f"--grad_accum_steps ({cfg.grad_accum_steps})")
+  return cfg.batch_size // (replicas * cfg.grad_accum_steps)
+
+
+def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                  model_config: models.RobertaConfig) -> Trainer:
+  """A fresh pretrainer, AdamW and their Trainer, created under ``strategy``'s scope."""
+  per_replica = per_replica_batch(cfg, strategy)
+  with strategy.scope():
+    model = models.RobertaPretrainer(model_config, dtype=cfg.precision)
+    opt = optimizer_lib.build_optimizer(
+        variables=model.trainable_variables, learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup_steps, train_steps=cfg.train_steps,
+        weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
+        epsilon=cfg.adam_epsilon)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  return Trainer(strategy, model, opt, StepConfig(
+      grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
+      norm_per_micro_batch=float(per_replica * predictions), jit_compile=cfg.jit_compile))
+
+
+def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                    model_config: models.RobertaConfig) -> float:
+  """FLOPs of one update / the replicas' peak FLOP/s: MFU = updates x this / seconds."""
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  step_flops = flops.train_step_flops(
+      num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
+      intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
+      seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
+  peak = cfg.peak_flops or (cfg.peak_flops_fp32 if cfg.precision == "float32"
+                            else cfg.peak_flops_bf16)
+  return step_flops / (peak * strategy.num_replicas_in_sync)
+
+
+def check_resumable(model_dir: str, model_config) -> None:
+  """Refuses to resume a model dir whose checkpoints belong to another architecture.
+
+  Checked before config.json is rewritten, so a wrong --config/--init_from never leaves the old
+  checkpoints beside a config.json that does not describe them. Dropout may change.
+  """
+  if not tf.train.latest_checkpoint(model_dir):
+    return
+  try:
+    old = model_dir_lib.read_config(model_dir)
+  except ValueError:
+    return  # no readable config.json yet: the restore itself will check the shapes
+  ignore = ("dropout", "attention_dropout")
+  new_d, old_d = model_config.to_dict(), old.to_dict()
+  diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
+  if diff:
+    raise ValueError(
+        f"--model_dir={model_dir!r} holds checkpoints of another model ("
+        + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
+        + "): use a new --model_dir, or the --config/--init_from it was trained with")
+
+
+def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
+                      replicas: int) -> None:
+  """On the chief, before the first step: warn about changed data settings on resume, write
+  config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
+  warn_if_data_order_changed(cfg, replicas)
+  write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
+                    extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
+                                    "vocab": info["vocab"], "special_ids": info["special_ids"],
+                                    "replicas": replicas}})
+  vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
+  if vocab_dir is None or len(copy_vocab_files(vocab_dir, cfg.model_dir)) < 2:
+    summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
+                      f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")
