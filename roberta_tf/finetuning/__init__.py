@@ -11,7 +11,10 @@ Modules, in the order data flows through them:
   heads           classification/regression, multiple-choice and span heads on the encoder
   tasks           one class per task type: datasets, loss, dev metrics
   finetune_config the resolved configuration of a run (what --flags become)
-  finetune_loop   the loop: AdamW, 6% warmup + linear decay, epochs, early stopping, LR sweep
+  finetune_run    one run on the training core's Trainer: AdamW, 6% warmup + linear decay,
+                  epochs, early stopping, TensorBoard, SIGTERM; resumable (run_state)
+  run_state       a run's saved state (checkpoint + progress.json) for resume
+  finetune_loop   the LR sweep: runs, the best kept, resume of an unfinished sweep
   finetuned_dir   fine-tuned model directories (config.json + checkpoint + vocab)
   docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
 The SavedModel export with raw-string signatures (classify / choose / answer) is
