@@ -1,6 +1,6 @@
 """The one training core: pretraining and every fine-tuning task run through it.
 
-  trainer            the train step (one GradientTape): accumulation over micro-batches,
+  trainer            the train step (the one gradient tape): accumulation over micro-batches,
                      all-reduce, clipping, fp16 loss scaling, the NaN guard; step counters
   objectives         what the step minimizes: MlmObjective (pretraining), TaskObjective
   optimizer          AdamW (β2 0.98, ε 1e-6), weight decay on matrices only (by rank)
