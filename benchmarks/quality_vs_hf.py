@@ -125,8 +125,9 @@ def run_ours(model_config, train, val, peak_lr) -> list:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.models.pretrainer import RobertaPretrainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.objectives import MODEL_INPUTS  # pylint: disable=import-outside-toplevel
   from roberta_tf.training.optimizer import build_optimizer  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.trainer import MODEL_INPUTS, StepConfig, Trainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.trainer import StepConfig, Trainer  # pylint: disable=import-outside-toplevel
   keras.utils.set_random_seed(FLAGS.seed)
   strategy = tf.distribute.get_strategy()
   model = RobertaPretrainer(model_config, dtype="float32")

@@ -63,7 +63,8 @@ def load_vocab(vocab_dir: str) -> Vocab:
   """Checks ``vocab_dir`` holds a GPT-2/RoBERTa vocab.json + merges.txt; raises VocabError."""
   if not os.path.isdir(vocab_dir):
     raise VocabError(f"--vocab_dir {vocab_dir!r} is not a directory")
-  for name in (n for n in vocab_files.FILES if n not in vocab_files.present(vocab_dir)):
+  present = vocab_files.present(vocab_dir)
+  for name in (n for n in vocab_files.FILES if n not in present):
     raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
                      f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
   vocab_path, merges_path = vocab_files.paths(vocab_dir)

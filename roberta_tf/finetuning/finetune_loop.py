@@ -94,11 +94,10 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
                      f"{model_config.max_seq_len}")
   cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
-  before = unfinished_sweep(cfg)
-  resume = before == _sweep_settings(cfg)
+  before, settings = unfinished_sweep(cfg), _sweep_settings(cfg)
+  resume = before == settings
   if before is not None and not resume and not cfg.overwrite:
-    changed = sorted(k for k in set(before) | set(_sweep_settings(cfg))
-                     if before.get(k) != _sweep_settings(cfg).get(k))
+    changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
     raise ValueError(f"--model_dir={cfg.model_dir!r} holds an unfinished sweep with other "
                      f"settings ({', '.join(changed)}): rerun with its flags to resume it, or "
                      "pass --overwrite to start over")
@@ -113,7 +112,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   if chief and not resume:
     finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
     os.makedirs(os.path.join(cfg.model_dir, os.path.dirname(SWEEP_FILE)), exist_ok=True)
-    atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), _sweep_settings(cfg))
+    atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), settings)
   log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
       f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "

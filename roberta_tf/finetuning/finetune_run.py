@@ -177,14 +177,14 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
         f"{' (best)' if improved else ''}")
     progress["epoch_loss"] = [0.0, 0.0]
     if improved:
-      best, progress["best_epoch"], progress["since_best"] = dev[metric], epoch, 0
+      best, progress["best_epoch"] = dev[metric], epoch
       progress["best_prefix"] = finetuned_dir.save_checkpoint(save_dir, model, epoch)
       if chief and isinstance(task, tasks_lib.ExtractiveQATask):
         squad.write_predictions(run_dir, *task.predictions)
     else:
-      progress["since_best"] += 1
-      if cfg.early_stopping_patience and progress["since_best"] >= cfg.early_stopping_patience:
-        log(f"lr {learning_rate:g}: early stop after epoch {epoch} ({progress['since_best']} "
+      since_best = epoch - progress["best_epoch"]
+      if cfg.early_stopping_patience and since_best >= cfg.early_stopping_patience:
+        log(f"lr {learning_rate:g}: early stop after epoch {epoch} ({since_best} "
             f"epochs without a better dev {metric}; best {best:.4f} at epoch "
             f"{progress['best_epoch']})")
         break

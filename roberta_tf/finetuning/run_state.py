@@ -6,7 +6,7 @@ run_dir/state/
                                 position) and dropout RNG: pretraining's checkpoint items
   progress.json                 {"checkpoint": "ckpt-<update>", "history": [...epochs done],
                                  "epoch_loss": [sum, count] of the unfinished epoch,
-                                 "best_epoch", "since_best", "best_prefix"}
+                                 "best_epoch", "best_prefix"}
 ```
 Saved after every epoch and on SIGTERM (mid-epoch too); progress.json is written after its
 checkpoint and names it, so a crash between the two resumes from the previous pair. The state
@@ -29,8 +29,7 @@ PROGRESS_FILE = "progress.json"
 
 
 def fresh_progress() -> dict:
-  return {"history": [], "epoch_loss": [0.0, 0.0], "best_epoch": 0, "since_best": 0,
-          "best_prefix": ""}
+  return {"history": [], "epoch_loss": [0.0, 0.0], "best_epoch": 0, "best_prefix": ""}
 
 
 class RunState:

@@ -104,9 +104,11 @@ def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
                       + "): the data stream will not continue exactly where it stopped")
 
 
-def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig):
-  """The train split's unigram log-probabilities [V] (the plateau baseline), or None."""
-  info = dataset_info.read(cfg.train_data)
+def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig, info: dict):
+  """The train split's unigram log-probabilities [V] (the plateau baseline), or None.
+
+  `info` is the train data's dataset_info.json, as `run.train` already read it.
+  """
   try:
     return unigram.train_log_probs(cfg.train_data, model_config.vocab_size,
                                    info["special_ids"].values())

@@ -85,12 +85,12 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
                                     keep=cfg.keep_checkpoints, is_chief=chief,
                                     task_id=strategy_lib.task_id(strategy))
   try:
-    return _run(cfg, strategy, chief, model_config, trainer, ckpt)
+    return _run(cfg, strategy, chief, info, model_config, trainer, ckpt)
   finally:
     ckpt.close()
 
 
-def _run(cfg, strategy, chief, model_config, trainer, ckpt) -> RunResult:
+def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
   """The loop of `train`: resume, data, evals, steps, logs, saves."""
   model = trainer.model
   resumed = ckpt.restore_latest(chief_dir=cfg.model_dir)
@@ -110,7 +110,7 @@ def _run(cfg, strategy, chief, model_config, trainer, ckpt) -> RunResult:
 
   eval_history = []
   evaluator = evaluation.Evaluator(strategy, model, unigram_log_probs=(
-      task.unigram_table(cfg, model_config) if eval_ds is not None else None))
+      task.unigram_table(cfg, model_config, info) if eval_ds is not None else None))
   log_window = _LogWindow(cfg, trainer, summaries, task.mfu_denominator(cfg, strategy,
                                                                        model_config))
 
