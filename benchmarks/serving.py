@@ -6,12 +6,15 @@ Builds a `base` model (L12 H768 A12 F3072; random weights: speed does not depend
 the given vocabulary, exports it with `roberta_tf.serving.mlm_export.export_saved_model`,
 reloads it the way a server would (`tf.saved_model.load`, TF + tf-text only) and times
 `fill_mask` on raw strings: latency (p50/p90 ms per call) and throughput (texts/s), for
-short (~12 tokens) and long (~120 tokens) texts. As a peer, the same batch through the
+short (~12 tokens) and long (~120 tokens) texts, and a batch of 31 short texts plus one hostile
+request (a 1 MB "word" of random letters, then " <mask>."; the model sees its first 512 tokens,
+but the tokenizer reads all of it). As a peer, the same batch through the
 in-memory Keras model (tokenizer + `RobertaPretrainer`, no SavedModel) is timed in the same run.
 """
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -67,16 +70,18 @@ def main():
     print(f"{args.preset}: L{config.num_layers} H{config.hidden_size} V{config.vocab_size}, "
           f"export {export_s:.1f} s, {os.cpu_count()} CPUs")
     print(f"{'texts':>6} {'batch':>5} {'path':<22} {'p50 ms':>8} {'p90 ms':>8} {'texts/s':>8}")
-    for name, text in (("short", SHORT), ("long", LONG)):
-      for batch in (1, 32):
-        texts = tf.constant([text] * batch)
-        for path, fn in (("SavedModel fill_mask", lambda t=texts: fill(text=t)),
-                         ("in-memory Keras", lambda t=texts: module.fill_mask(t))):
-          times = _time(fn, args.repeats if batch == 1 else max(args.repeats // 4, 3))
-          p50 = statistics.median(times)
-          p90 = sorted(times)[int(0.9 * (len(times) - 1))]
-          print(f"{name:>6} {batch:>5} {path:<22} {p50 * 1e3:8.1f} {p90 * 1e3:8.1f} "
-                f"{batch / p50:8.1f}")
+    rng = random.Random(0)
+    hostile = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10**6)) + " <mask>."
+    for name, text, batch in (("short", SHORT, 1), ("short", SHORT, 32), ("long", LONG, 1),
+                              ("long", LONG, 32), ("31+1MB", hostile, 32)):
+      texts = tf.constant([SHORT] * 31 + [hostile] if text is hostile else [text] * batch)
+      for path, fn in (("SavedModel fill_mask", lambda t=texts: fill(text=t)),
+                       ("in-memory Keras", lambda t=texts: module.fill_mask(t))):
+        times = _time(fn, args.repeats if batch == 1 else max(args.repeats // 4, 3))
+        p50 = statistics.median(times)
+        p90 = sorted(times)[int(0.9 * (len(times) - 1))]
+        print(f"{name:>6} {batch:>5} {path:<22} {p50 * 1e3:8.1f} {p90 * 1e3:8.1f} "
+              f"{batch / p50:8.1f}")
   finally:
     shutil.rmtree(work, ignore_errors=True)
 

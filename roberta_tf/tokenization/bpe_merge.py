@@ -18,6 +18,13 @@ soon as it has no mergeable pair, so late steps only touch the few long words. T
 when no word is left. Symbols are vocabulary ids; a pair is looked up with the key
 `left * vocab_size + right` (int64). Pair ranks are kept between steps and looked up again only
 next to a merge.
+
+Complexity: a step costs O(live symbols) elementwise work, gathers and hash lookups, plus ~170
+TF ops of fixed overhead (~3 us each on CPU). The number of steps is the longest chain of merge
+levels of any word in the batch: ~10-15 for ordinary words, and growing with a word's length for
+long words with many distinct pairs (a 1 MB word of random letters needs thousands: O(n * steps)
+and ~35 s), which is why the tokenizer cuts words over its cap into <= 32-byte pieces first
+(`long_words`): then each step is O(total bytes) and the steps are bounded by the piece size.
 """
 
 from __future__ import annotations

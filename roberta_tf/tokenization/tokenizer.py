@@ -23,22 +23,26 @@ ordinary character. An empty string gives an empty row.
 Round trip: `detokenize(tokenizer(x)) == x` for valid UTF-8, except that whitespace before a
 `<mask>` string is absorbed into the mask and does not come back.
 
-Speed (benchmarks/tokenizer_speed.py): ~0.1 CPU s per MB of English at 4096 lines a call (HF
-`tokenizers` ~0.45); a call costs ~1 ms on top, so pass batches of thousands of lines. The
-tokenizer holds no mutable state (no runtime cache): cold = warm, safe in parallel tf.data.
-The merge loop takes one step per distinct merge a word goes through, so one pathological 1 MB
-word of random letters takes ~35 s (HF ~1 s); 1 MB of real text without whitespace, ~0.5 s.
+Speed and bounds (benchmarks/tokenizer.py): the tables and the word cache are built at
+construction, and `tokenize` traces once (autograph off: it converts nothing and traced 5x
+slower). A call costs ~1 ms on top of the work, so pass batches of hundreds of lines or more.
+The tokenizer holds no mutable state (no runtime cache): safe in parallel tf.data. Words longer
+than `long_word_cap` bytes (256, or twice the longest token) are merged in pieces with their
+seams re-merged (`long_words`): linear in their length, so one 1 MB "word" of random letters
+takes ~1 s (HF ~0.6 s; it took 35 s before), and the ids stay HF's except where a token longer
+than a seam window would cross a cut (documented in `long_words`).
 """
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.tokenization import bpe_merge, pretokenize, vocab_files
+from roberta_tf.tokenization import bpe_merge, long_words, pretokenize, vocab_files
 from roberta_tf.tokenization.vocab_files import MASK, read_merges, read_vocab
 
 # vocab.json / merges.txt (names, reading, hashing, copying) belong to vocab_files.
@@ -122,8 +126,9 @@ class BytePairTokenizer(tf.Module):
     if missing:
       raise TokenizerFileError(f"{vocab_path}: special token(s) {missing} missing "
                                "(a RoBERTa vocabulary has <s>, <pad>, </s>, <unk>, <mask>)")
-    self._vocab = dict(vocab)
-    self._inverse = {i: t for t, i in self._vocab.items()}
+    # Read-only mappings: tf.Module would wrap (and track, slowly) a plain dict.
+    self._vocab = types.MappingProxyType(dict(vocab))
+    self._inverse = types.MappingProxyType({i: t for t, i in vocab.items()})
     self.vocab_size = max(self._vocab.values()) + 1
     self.vocab_sha256 = vocab_sha256
     self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
@@ -164,7 +169,20 @@ class BytePairTokenizer(tf.Module):
           tf.lookup.KeyValueTensorInitializer(
               tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), default_value=-1)
       self._special_id_list = tf.constant([self._vocab[t] for t in SPECIAL_TOKENS], tf.int32)
-      self._id_bytes = tf.constant(token_bytes_table(self._vocab), tf.string)
+      id_bytes = token_bytes_table(self._vocab)
+      self._id_bytes = tf.constant(id_bytes, tf.string)
+      self._id_lengths = tf.constant([len(b) for b in id_bytes], tf.int64)
+      self.long_word_cap = long_words.cap_bytes(max(len(b) for b in id_bytes))
+      # One traced merge loop, used to build the word cache and (nested) by `tokenize`.
+      merge = tf.function(
+          functools.partial(
+              bpe_merge.merge_words, pair_ranks=self._pair_ranks, merged_ids=self._merged_ids,
+              vocab_size=self.vocab_size, left_min=self._left_min, right_min=self._right_min,
+              all_occurrences=self.all_occurrences),
+          input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)],
+          autograph=False)
+      # Held outside tf.Module's tracking: SavedModel saves it inside `tokenize`, not apart.
+      self._untracked = types.SimpleNamespace(merge=merge)
       self._build_word_cache(unicode_to_byte, byte_ids)
 
   def _build_word_cache(self, unicode_to_byte: Mapping[str, int], byte_ids: np.ndarray):
@@ -174,18 +192,12 @@ class BytePairTokenizer(tf.Module):
     """
     words = sorted({_token_bytes(t, unicode_to_byte) for t in self._vocab
                     if t not in SPECIAL_TOKENS} - {None})
-    merge = tf.function(
-        functools.partial(
-            bpe_merge.merge_words, pair_ranks=self._pair_ranks, merged_ids=self._merged_ids,
-            vocab_size=self.vocab_size, left_min=self._left_min, right_min=self._right_min,
-            all_occurrences=self.all_occurrences),
-        input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)])
     parts = []
     for i in range(0, len(words), _CACHE_CHUNK):  # in chunks: a lower peak of memory
       chunk = words[i:i + _CACHE_CHUNK]
       splits = np.concatenate([[0], np.cumsum([len(w) for w in chunk])]).astype(np.int64)
       symbols = byte_ids[np.frombuffer(b"".join(chunk), np.uint8)]
-      parts.append(merge(tf.constant(symbols), tf.constant(splits)))
+      parts.append(self._untracked.merge(tf.constant(symbols), tf.constant(splits)))
     cache = tf.concat(parts, axis=0)
     self._cache_ids = cache.flat_values
     # (where a word's ids start in _cache_ids) << _SLOT_BITS | (how many): one gather per word.
@@ -246,7 +258,7 @@ class BytePairTokenizer(tf.Module):
       return self.tokenize(texts[None]).flat_values
     return self.tokenize(texts)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """tf.string [B] -> int32 tf.RaggedTensor [B, None]; see `__call__`."""
     words = pretokenize.split_words(texts, self._class_table, _SPECIALS)
@@ -262,13 +274,8 @@ class BytePairTokenizer(tf.Module):
     first = tf.math.unsorted_segment_min(tf.range(tf.size(inverse, out_type=tf.int64)),
                                          inverse, tf.size(unique, out_type=tf.int64))
     first = tf.gather(miss_at, first)
-    starts = tf.gather(words.starts, first)
-    positions = tf.ragged.range(starts, starts + tf.gather(words.lengths, first))
-    symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(words.data, positions.flat_values),
-                                                tf.int32))
-    miss_ids = bpe_merge.merge_words(symbols, positions.row_splits, self._pair_ranks,
-                                     self._merged_ids, self.vocab_size, self._left_min,
-                                     self._right_min, self.all_occurrences)
+    miss_ids = self._merge_long(words.buffer, words.data, tf.gather(words.starts, first),
+                                tf.gather(words.lengths, first))
     num_cached = tf.size(self._cache_ids, out_type=tf.int64)
     begin = tf.tensor_scatter_nd_update(
         begin, miss_at[:, None], num_cached + tf.gather(miss_ids.row_splits, inverse))
@@ -286,6 +293,42 @@ class BytePairTokenizer(tf.Module):
     id_splits = tf.concat([[0], tf.cumsum(size)], axis=0)
     return tf.RaggedTensor.from_row_splits(ids, tf.gather(id_splits, words.row_splits),
                                            validate=False)
+
+  def _merge_ranges(self, buffer: tf.Tensor, data: tf.Tensor, starts: tf.Tensor,
+                    lengths: tf.Tensor) -> tf.RaggedTensor:
+    """BPE of byte ranges of `buffer` (data: its bytes), once per distinct range content.
+
+    Args:
+      starts, lengths: int64 [N] (lengths > 0).
+    Returns:
+      int32 RaggedTensor [N, None].
+    """
+    starts, lengths = tf.reshape(starts, [-1]), tf.reshape(lengths, [-1])
+    unique, inverse = tf.unique(tf.strings.substr(buffer, starts, lengths), out_idx=tf.int64)
+    first = tf.math.unsorted_segment_min(tf.range(tf.size(inverse, out_type=tf.int64)),
+                                         inverse, tf.size(unique, out_type=tf.int64))
+    start = tf.gather(starts, first)
+    positions = tf.ragged.range(start, start + tf.gather(lengths, first))
+    symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(data, positions.flat_values),
+                                                tf.int32))
+    merged = self._untracked.merge(symbols, positions.row_splits)
+    return tf.gather(merged, inverse)
+
+  def _merge_long(self, buffer: tf.Tensor, data: tf.Tensor, starts: tf.Tensor,
+                  lengths: tf.Tensor) -> tf.RaggedTensor:
+    """BPE of distinct words; words over `long_word_cap` bytes go through `long_words`."""
+    pieces = long_words.cut(data, starts, lengths, self.long_word_cap)
+    piece_ids = self._merge_ranges(buffer, data, pieces[0], pieces[1])
+
+    def stitched():
+      out = long_words.stitch(
+          piece_ids, pieces[0], *pieces[2:], self._id_lengths,
+          lambda s, n: self._merge_ranges(buffer, data, s, n))
+      return out.flat_values, out.row_splits
+
+    values, splits = tf.cond(tf.reduce_any(pieces[4] > 1), stitched,
+                             lambda: (piece_ids.flat_values, piece_ids.row_splits))
+    return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
   def detokenize(self, ids) -> tf.Tensor:
     """Ids -> text.
