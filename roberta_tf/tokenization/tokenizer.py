@@ -182,7 +182,12 @@ class BytePairTokenizer(tf.Module):
           input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)],
           autograph=False)
       # Held outside tf.Module's tracking: SavedModel saves it inside `tokenize`, not apart.
-      self._untracked = types.SimpleNamespace(merge=merge)
+      # Not inlined: instantiated (and optimized) only when a batch has a word over the cap.
+      stitch = tf.function(
+          self._stitch, autograph=False, experimental_attributes={"_noinline": True},
+          input_signature=[tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.uint8),
+                           tf.TensorSpec([None], tf.int32)] + [tf.TensorSpec([None], tf.int64)] * 5)
+      self._untracked = types.SimpleNamespace(merge=merge, stitch=stitch)
       self._build_word_cache(unicode_to_byte, byte_ids)
 
   def _build_word_cache(self, unicode_to_byte: Mapping[str, int], byte_ids: np.ndarray):
@@ -320,15 +325,21 @@ class BytePairTokenizer(tf.Module):
     pieces = long_words.cut(data, starts, lengths, self.long_word_cap)
     piece_ids = self._merge_ranges(buffer, data, pieces[0], pieces[1])
 
-    def stitched():
-      out = long_words.stitch(
-          piece_ids, pieces[0], *pieces[2:], self._id_lengths,
-          lambda s, n: self._merge_ranges(buffer, data, s, n))
-      return out.flat_values, out.row_splits
-
-    values, splits = tf.cond(tf.reduce_any(pieces[4] > 1), stitched,
-                             lambda: (piece_ids.flat_values, piece_ids.row_splits))
+    values, splits = tf.cond(
+        tf.reduce_any(pieces[4] > 1),
+        lambda: self._untracked.stitch(buffer, data, piece_ids.flat_values,
+                                       piece_ids.row_splits, pieces[0], *pieces[2:]),
+        lambda: (piece_ids.flat_values, piece_ids.row_splits))
     return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+  def _stitch(self, buffer, data, piece_values, piece_splits, piece_starts, piece_word,
+              piece_index, num_pieces):
+    """`long_words.stitch` as a function of tensors: (values, row_splits) of the words."""
+    out = long_words.stitch(
+        tf.RaggedTensor.from_row_splits(piece_values, piece_splits, validate=False),
+        piece_starts, piece_word, piece_index, num_pieces, self._id_lengths,
+        lambda s, n: self._merge_ranges(buffer, data, s, n))
+    return out.flat_values, out.row_splits
 
   def detokenize(self, ids) -> tf.Tensor:
     """Ids -> text.
