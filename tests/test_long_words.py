@@ -108,3 +108,20 @@ def test_long_words_in_graph_and_tf_data(tok, hf):
   ds = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(
       tok.tokenize, num_parallel_calls=2, deterministic=True)
   assert [row for batch in ds for row in batch.to_list()] == want
+
+
+class _Module(tf.Module):
+  def __init__(self, tok):
+    super().__init__()
+    self.tok = tok
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+  def ids(self, texts):
+    return self.tok.tokenize(texts).to_tensor(-1)
+
+
+def test_long_words_through_a_saved_model(tok, hf, tmp_path):
+  texts = [t[:3000] for t in hostile_texts(3000, seed=3)] + ["short"]
+  tf.saved_model.save(_Module(tok), str(tmp_path))
+  got = tf.saved_model.load(str(tmp_path)).ids(tf.constant(texts)).numpy().tolist()
+  assert [[i for i in row if i != -1] for row in got] == hf_ids(hf, texts)
