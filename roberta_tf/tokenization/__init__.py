@@ -3,6 +3,7 @@
 Modules, in the order text flows through them:
   pretokenize     GPT-2's regex split rebuilt from per-byte character classes (no regex engine)
   bpe_merge       the vectorized merge loop over integer pair ranks
+  long_words      words over the cap: merged in 32-byte pieces, seams re-merged (linear time)
   tokenizer       `BytePairTokenizer` (a tf.Module: eager, tf.function, tf.data, SavedModel) and
                   the byte <-> unicode alphabet of byte-level pieces
   vocab_files     the single owner of vocab.json + merges.txt: file names, special tokens,
