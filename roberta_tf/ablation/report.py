@@ -1,0 +1,84 @@
+"""A study's results as the paper shows them: a table (results.md) and a curve plot (PNG).
+
+results.md has one row per arm: held-out MLM perplexity on the shared fixed-mask set and the
+downstream dev metric, each as mean ± half the range over the seeds (the spread), plus the
+tokens, batch, steps and learning rate that define the arm. The plot has held-out perplexity
+against training tokens seen, one line per arm (mean over seeds at each eval).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import statistics
+
+from roberta_tf.common import atomic_write
+
+
+def _mean_spread(values: list[float]) -> str:
+  if len(values) == 1:
+    return f"{values[0]:.3f}" if values[0] < 10 else f"{values[0]:.1f}"
+  mean, spread = statistics.fmean(values), (max(values) - min(values)) / 2
+  return f"{mean:.3f} ± {spread:.3f}" if mean < 10 else f"{mean:.1f} ± {spread:.1f}"
+
+
+def table(study: str, results: list[dict]) -> str:
+  """Markdown: the study's rows in arm order."""
+  by_arm = collections.OrderedDict()
+  for r in results:
+    by_arm.setdefault(r["arm"], []).append(r)
+  metric = results[0]["task_metric"] if results else "metric"
+  lines = [f"## Study: {study}", "",
+           f"| arm | held-out MLM ppl | downstream {metric} | tokens | batch | steps | peak LR "
+           "| seeds |", "|---|---|---|---|---|---|---|---|"]
+  for arm, rows in by_arm.items():
+    r0 = rows[0]
+    lines.append(
+        f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
+        f"{_mean_spread([r['task_value'] for r in rows])} | {r0['tokens']:,} | "
+        f"{r0['batch_size']} | {r0['train_steps']} | {r0['learning_rate']:g} | "
+        f"{', '.join(str(r['seed']) for r in rows)} |")
+  lines += ["", "Mean ± half the range over the seeds. Perplexity: the shared held-out split "
+            "with fixed masks (lower is better)."]
+  return "\n".join(lines) + "\n"
+
+
+def plot(study: str, results: list[dict], path: str) -> str | None:
+  """Held-out perplexity against tokens seen, one line per arm; None without matplotlib."""
+  try:
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return None
+  curves = collections.OrderedDict()
+  for r in results:
+    for tokens, ppl in r["curve"]:
+      curves.setdefault(r["arm"], collections.defaultdict(list))[tokens].append(ppl)
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  for arm, points in curves.items():
+    xs = sorted(points)
+    ax.plot([x / 1e6 for x in xs], [statistics.fmean(points[x]) for x in xs], marker="o",
+            markersize=3, label=arm)
+  ax.set_xlabel("training tokens seen (millions)")
+  ax.set_ylabel("held-out MLM perplexity")
+  ax.set_yscale("log")
+  ax.set_title(f"RoBERTa ablation: {study}")
+  ax.grid(True, alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  with atomic_write.atomic_path(path) as tmp:
+    fig.savefig(tmp, format="png", dpi=110)
+  plt.close(fig)
+  return path
+
+
+def write(study: str, results: list[dict], work_dir: str) -> None:
+  """results.json, results.md and <study>.png in work_dir."""
+  atomic_write.write_json(os.path.join(work_dir, "results.json"), results)
+  md = table(study, results)
+  png = plot(study, results, os.path.join(work_dir, f"{study}.png"))
+  if png:
+    md += f"\n![{study}]({os.path.basename(png)})\n"
+  atomic_write.write_text(os.path.join(work_dir, "results.md"), md)
+  print(md, flush=True)

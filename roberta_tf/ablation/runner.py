@@ -1,0 +1,155 @@
+"""Runs a study: prep once, then train / evaluate / fine-tune every arm x seed, resumably.
+
+work_dir layout:
+    corpus.jsonl            the corpus subset (studies with corpus_mb > 0)
+    vocab/, shards/         one vocabulary and one set of shards for every arm
+    runs/<arm>/seed<k>/     model/ (pretraining), finetune/, train.log, result.json
+    results.json, results.md, <study>.png   (see report.py)
+
+Each step is one of the project's binaries in its own process (printed, so it can be rerun by
+hand). A run whose result.json exists is skipped, so rerunning the same command after an
+interruption continues where it stopped (a half-trained model resumes from its checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from data_prep import corpus as corpus_lib
+from roberta_tf.ablation import report, studies
+from roberta_tf.common import atomic_write
+
+EVAL_SEED = 1234  # the fixed masks of the shared held-out set: the same for every arm
+SEQ_LEN = 128
+_EVAL_LINE = re.compile(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)")
+
+
+class RunnerError(RuntimeError):
+  """A step of the study failed (the message names the command and its log)."""
+
+
+def _run(args: Sequence[str], log_path: str | None = None, stdout_only: bool = False) -> str:
+  """Runs `python -m args...`; returns its output (stdout + stderr, or stdout only), and
+  writes both to log_path."""
+  print("$ python -m " + shlex.join(args), flush=True)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True,
+                        check=False)
+  out = proc.stdout + proc.stderr
+  if log_path:
+    with open(log_path, "w", encoding="utf-8") as f:
+      f.write(out)
+  if proc.returncode != 0:
+    tail = "\n".join(out.strip().splitlines()[-15:])
+    raise RunnerError(f"{args[0]} failed (exit {proc.returncode})"
+                      f"{' - log: ' + log_path if log_path else ''}\n{tail}")
+  return proc.stdout if stdout_only else out
+
+
+def write_corpus_subset(spec: str, mb: float, path: str, text_field: str = "text") -> int:
+  """Writes the first `mb` MB of the corpus's documents to `path` (.jsonl); returns documents."""
+  docs, size = [], 0
+  for doc in corpus_lib.iter_documents(corpus_lib.resolve_inputs(spec), text_field):
+    docs.append({"text": "\n".join(doc)})
+    size += sum(len(s.encode("utf-8")) + 1 for s in doc)
+    if size >= mb * 1e6:
+      break
+  atomic_write.write_text(path, "".join(json.dumps(d) + "\n" for d in docs))
+  return len(docs)
+
+
+def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -> str:
+  """Vocab and shards shared by every arm (skipped when already there); returns the shards."""
+  spec = corpus
+  if study.corpus_mb:
+    spec = os.path.join(work_dir, "corpus.jsonl")
+    if not os.path.exists(spec):
+      n = write_corpus_subset(corpus, study.corpus_mb, spec)
+      print(f"corpus subset: {n} documents, {study.corpus_mb} MB of {corpus}", flush=True)
+  vocab, shards = os.path.join(work_dir, "vocab"), os.path.join(work_dir, "shards")
+  if not os.path.exists(os.path.join(vocab, "merges.txt")):
+    _run(["data_prep.train_tokenizer", f"--input={spec}", f"--vocab_size={vocab_size}",
+          f"--output_dir={vocab}", "--overwrite", "--noprogress"])
+  if not os.path.exists(os.path.join(shards, "dataset_info.json")):
+    _run(["data_prep.build_shards", f"--input={spec}", f"--vocab_dir={vocab}",
+          f"--output_dir={shards}", f"--max_seq_len={SEQ_LEN}", "--num_shards=4",
+          "--validation_fraction=0.05", "--overwrite", "--noprogress"])
+  return shards
+
+
+def run_arm(arm: studies.Arm, seed: int, shards: str, run_dir: str, opts: dict) -> dict:
+  """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result."""
+  result_path = os.path.join(run_dir, "result.json")
+  if os.path.exists(result_path):
+    with open(result_path, encoding="utf-8") as f:
+      return json.load(f)
+  os.makedirs(run_dir, exist_ok=True)
+  start = time.time()
+  model = os.path.join(run_dir, "model")
+  log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={shards}",
+              f"--eval_data={shards}", f"--config={opts['config']}", f"--max_seq_len={SEQ_LEN}",
+              f"--seed={seed}", "--dropout=0.1", "--checkpoint_every=100000",
+              "--eval_steps=20", "--log_every=50",
+              *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
+             os.path.join(run_dir, "train.log"))
+  tokens_per_step = arm.batch_size * SEQ_LEN
+  curve = [[int(m.group(1)) * tokens_per_step, float(m.group(2))]
+           for m in map(_EVAL_LINE.search, log.splitlines()) if m]
+  metrics = json.loads(_json_tail(_run(
+      ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={shards}", "--json",
+       f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
+  finetune_dir = os.path.join(run_dir, "finetune")
+  _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
+        f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
+        f"--text_fields={opts['task_text_field']}", f"--label_field={opts['task_label_field']}",
+        f"--epochs={opts['task_epochs']}", f"--learning_rate={opts['task_learning_rate']}",
+        f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--overwrite"],
+       os.path.join(run_dir, "finetune.log"))
+  with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
+    task = json.load(f)
+  result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
+            "train_steps": arm.train_steps, "learning_rate": arm.learning_rate,
+            "tokens": arm.batch_size * arm.train_steps * SEQ_LEN,
+            "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
+            "task_metric": task["metric"], "task_value": task[task["metric"]],
+            "curve": curve, "minutes": round((time.time() - start) / 60, 2)}
+  atomic_write.write_json(result_path, result)
+  return result
+
+
+def _json_tail(output: str) -> str:
+  """The JSON object a binary printed last (its log lines come before it)."""
+  return output[output.rindex("{\n"):] if "{\n" in output else output
+
+
+def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
+              seeds: Sequence[int], opts: dict) -> list[dict]:
+  """Every arm x seed, with progress and ETA; writes results.json/.md and the plot."""
+  os.makedirs(work_dir, exist_ok=True)
+  shards = prepare(corpus, work_dir, study, opts["vocab_size"])
+  jobs = [(arm, seed) for arm in study.arms for seed in seeds]
+  results, spent = [], []
+  for i, (arm, seed) in enumerate(jobs):
+    run_dir = os.path.join(work_dir, "runs", arm.slug, f"seed{seed}")
+    fresh = not os.path.exists(os.path.join(run_dir, "result.json"))
+    print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}" + ("" if fresh else " (done before)"),
+          flush=True)
+    start = time.time()
+    results.append(run_arm(arm, seed, shards, run_dir, opts))
+    if fresh:
+      spent.append(time.time() - start)
+      left = sum(1 for a, s in jobs[i + 1:] if not os.path.exists(os.path.join(
+          work_dir, "runs", a.slug, f"seed{s}", "result.json")))
+      r = results[-1]
+      print(f"  held-out perplexity {r['perplexity']:.1f}, {r['task_metric']} "
+            f"{r['task_value']:.3f}, {spent[-1] / 60:.1f} min; {left} runs left, ETA "
+            f"{left * sum(spent) / len(spent) / 60:.0f} min", flush=True)
+  report.write(name, results, work_dir)
+  return results
