@@ -100,8 +100,11 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
 
-  train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config,
-                                          skip_rounds=int(trainer.data_rounds.numpy()))
+  start = int(trainer.data_position.numpy())
+  if resumed and not start:  # a checkpoint from before data_position: rounds of this split
+    start = int(trainer.data_rounds.numpy()) * trainer.config.sequences_per_round
+    trainer.data_position.assign(start)
+  train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config, start=start)
   iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
