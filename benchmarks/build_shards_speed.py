@@ -1,19 +1,23 @@
-r"""Benchmark: data_prep.build_shards end to end, TF-native tokenizer vs Hugging Face tokenizers.
+r"""Benchmark: data_prep.build_shards end to end: the local engine with the TF-native tokenizer,
+the same with Hugging Face tokenizers, and the Beam engine at 1 and 2 workers.
 
     python -m benchmarks.build_shards_speed [--corpus=../shared/corpora/python-docs.jsonl.gz] \
-        [--vocab_dir=tests/testdata/hf_roberta_tiny] [--scales=1,4]
+        [--vocab_dir=tests/testdata/hf_roberta_tiny] [--scales=1,4] [--runs=tf,hf,beam1,beam2]
 
 Each prep runs as its own ``python -m data_prep.build_shards`` process, with the same flags but
-``--encoder``: ``tf`` (roberta_tf.tokenization.tokenizer, the project's) or ``hf``
-(``tokenizers``, the peer).
-Both pack and write with the same code, so their outputs must be byte-identical, which is
-asserted. Reported per run: the build time (the binary's own figure, from reading the first
-document to dataset_info.json; interpreter start, imports and the tokenizer's setup -- loading,
-graph tracing -- excluded and the setup shown beside it), MB/s of corpus text
-(uncompressed UTF-8) and of input file bytes, the process's wall time, the build's CPU time /
-build time (how many cores were busy) and the process's peak RSS (``os.wait4``'s rusage). At
-scale 4 the input is a directory holding the corpus file 4 times: peak RSS must not grow with the
-corpus.
+these (``RUNS``): ``tf`` (local engine, roberta_tf.tokenization.tokenizer, the project's), ``hf``
+(local engine, ``tokenizers``, the peer), ``beam1``/``beam2`` (``--engine=beam``, TF tokenizer,
+DirectRunner with 1 worker in process / 2 worker processes). All must write byte-identical
+outputs, which is asserted. Reported per run: the build time (the binary's own figure, from
+reading the first document to dataset_info.json; interpreter start, imports and the
+tokenizer's setup -- loading, graph tracing -- excluded and the setup shown beside it), MB/s of
+corpus text (uncompressed UTF-8) and of input file bytes, the process's wall time, the build's
+CPU time / build time (how many cores were busy; the launching process only), the process's peak RSS
+(``os.wait4``'s rusage: the largest single process of its tree) and the peak of the RSS summed
+over the process and its children (sampled every 0.1 s with psutil: what 2 Beam workers cost
+together). For Beam the build time includes starting the workers and their tokenizer setup.
+At scale 4 the input is a directory holding the corpus file 4 times: peak RSS must not grow with
+the corpus.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
+import psutil
 from absl import app, flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +44,15 @@ flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "cor
 flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
                     "vocab.json + merges.txt (the fixture's 8K vocab was trained on the corpus).")
 flags.DEFINE_list("scales", ["1", "4"], "Corpus repetitions to run (RSS must not grow with it).")
-flags.DEFINE_list("encoders", ["tf", "hf"], "Encoders to compare; the first is the subject.")
+RUNS = {
+    "tf": ["--encoder=tf"],
+    "hf": ["--encoder=hf"],
+    "beam1": ["--encoder=tf", "--engine=beam", "--beam_options=--direct_num_workers=1"],
+    "beam2": ["--encoder=tf", "--engine=beam", "--beam_options=--direct_num_workers=2 "
+              "--direct_running_mode=multi_processing"],
+}
+flags.DEFINE_list("runs", list(RUNS), f"Runs to compare ({', '.join(RUNS)}); the first is the "
+                  "subject, the second its peer.")
 flags.DEFINE_integer("max_seq_len", 512, "Block length.")
 
 
@@ -55,17 +69,41 @@ def _text_bytes(path: str) -> int:
   return total
 
 
-def _run(input_spec: str, out: str, encoder: str) -> dict:
+def _tree_rss_peak(pid: int, peak: list, done: threading.Event) -> None:
+  """Samples the RSS of ``pid`` and its descendants, summed; keeps the maximum in peak[0]."""
+  try:
+    root = psutil.Process(pid)
+  except psutil.NoSuchProcess:
+    return
+  while not done.wait(0.1):
+    total = 0
+    try:
+      for p in [root, *root.children(recursive=True)]:
+        try:
+          total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+          pass
+    except psutil.NoSuchProcess:
+      return
+    peak[0] = max(peak[0], total)
+
+
+def _run(input_spec: str, out: str, run: str) -> dict:
   cmd = [sys.executable, "-m", "data_prep.build_shards", f"--input={input_spec}",
-         f"--vocab_dir={FLAGS.vocab_dir}", f"--output_dir={out}", f"--encoder={encoder}",
+         f"--vocab_dir={FLAGS.vocab_dir}", f"--output_dir={out}", *RUNS[run],
          f"--max_seq_len={FLAGS.max_seq_len}", "--noprogress"]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
   with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out_f, stderr=err_f, text=True)
+    peak, done = [0], threading.Event()
+    sampler = threading.Thread(target=_tree_rss_peak, args=(proc.pid, peak, done))
+    sampler.start()
     # wait4 gives this child's own rusage (RUSAGE_CHILDREN would be a max over all runs so far).
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
+    done.set()
+    sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     out_f.seek(0)
     err_f.seek(0)
@@ -75,7 +113,8 @@ def _run(input_spec: str, out: str, encoder: str) -> dict:
   m = re.search(r"in ([\d.]+) s .*, ([\d.]+) cores busy; \+ ([\d.]+) s tokenizer setup",
                 stdout)
   return {"stdout": stdout, "wall_s": wall, "build_s": float(m.group(1)),
-          "cores": float(m.group(2)), "setup_s": float(m.group(3)), "usage": usage}
+          "cores": float(m.group(2)), "setup_s": float(m.group(3)), "usage": usage,
+          "tree_rss_mb": peak[0] / 1e6}
 
 
 def _files(out: str) -> dict[str, bytes]:
@@ -99,36 +138,37 @@ def main(argv):
         for k in range(scale):
           shutil.copy(FLAGS.corpus, os.path.join(spec, f"part{k}.jsonl.gz"))
       outputs = {}
-      for encoder in FLAGS.encoders:
-        out = os.path.join(tmp, f"out-{scale}-{encoder}")
-        r = _run(spec, out, encoder)
+      for run in FLAGS.runs:
+        out = os.path.join(tmp, f"out-{scale}-{run}")
+        r = _run(spec, out, run)
         rss_mb = r["usage"].ru_maxrss / 1024  # Linux reports KiB
-        results[(scale, encoder)] = r | {"rss_mb": rss_mb}
-        print(f"x{scale} {encoder:2s}: build {r['build_s']:6.2f} s "
+        results[(scale, run)] = r | {"rss_mb": rss_mb}
+        print(f"x{scale} {run:5s}: build {r['build_s']:6.2f} s "
               f"(+ setup {r['setup_s']:4.1f} s)  "
               f"{scale * text_mb / r['build_s']:6.2f} MB/s text  "
               f"{scale * file_mb / r['build_s']:5.2f} MB/s file  "
               f"process wall {r['wall_s']:6.2f} s  cores busy {r['cores']:.2f}  "
-              f"peak RSS {rss_mb:6.0f} MB", flush=True)
-        outputs[encoder] = _files(out)
+              f"peak RSS {rss_mb:6.0f} MB (all processes {r['tree_rss_mb']:6.0f} MB)",
+              flush=True)
+        outputs[run] = _files(out)
         shutil.rmtree(out)
-      first = FLAGS.encoders[0]
-      for encoder in FLAGS.encoders[1:]:
-        assert outputs[encoder] == outputs[first], f"x{scale}: {encoder} and {first} differ"
-      if len(FLAGS.encoders) > 1:
-        print(f"x{scale}: outputs of {', '.join(FLAGS.encoders)} are byte-identical "
+      first = FLAGS.runs[0]
+      for run in FLAGS.runs[1:]:
+        assert outputs[run] == outputs[first], f"x{scale}: {run} and {first} differ"
+      if len(FLAGS.runs) > 1:
+        print(f"x{scale}: outputs of {', '.join(FLAGS.runs)} are byte-identical "
               f"({len(outputs[first])} files)")
-  if len(FLAGS.encoders) > 1:
-    subject, peer = FLAGS.encoders[:2]
+  for run in FLAGS.runs[1:]:
     for scale in map(int, FLAGS.scales):
-      ratio = results[(scale, peer)]["build_s"] / results[(scale, subject)]["build_s"]
-      print(f"x{scale}: {subject} / {peer} speed = {ratio:.2f}x")
+      ratio = results[(scale, run)]["build_s"] / results[(scale, FLAGS.runs[0])]["build_s"]
+      print(f"x{scale}: {FLAGS.runs[0]} / {run} speed = {ratio:.2f}x")
   scales = sorted(map(int, FLAGS.scales))
   if len(scales) > 1:
-    for encoder in FLAGS.encoders:
-      lo, hi = results[(scales[0], encoder)]["rss_mb"], results[(scales[-1], encoder)]["rss_mb"]
-      print(f"{encoder}: peak RSS x{scales[0]} {lo:.0f} MB, x{scales[-1]} {hi:.0f} MB "
-            f"(ratio {hi / lo:.2f})")
+    for run in FLAGS.runs:
+      lo, hi = results[(scales[0], run)]["rss_mb"], results[(scales[-1], run)]["rss_mb"]
+      lo_t, hi_t = (results[(sc, run)]["tree_rss_mb"] for sc in (scales[0], scales[-1]))
+      print(f"{run}: peak RSS x{scales[0]} {lo:.0f} MB, x{scales[-1]} {hi:.0f} MB "
+            f"(ratio {hi / lo:.2f}); all processes {lo_t:.0f} / {hi_t:.0f} MB")
 
 
 if __name__ == "__main__":

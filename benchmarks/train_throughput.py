@@ -128,7 +128,7 @@ def build_ours(args, data, preset, precision):
   strategy = tf.distribute.get_strategy()
   model_config = pretraining_task.resolve_model_config(cfg, dataset_info.read(data))
   trainer = pretraining_task.build_trainer(cfg, strategy, model_config)
-  train_ds, _ = pretraining_task.build_datasets(cfg, strategy, model_config, skip_rounds=0)
+  train_ds, _ = pretraining_task.build_datasets(cfg, strategy, model_config, start=0)
   iterator = iter(train_ds)
   return lambda: trainer.train_step(lambda: next(iterator))[0]["loss"]
 

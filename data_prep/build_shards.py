@@ -2,17 +2,19 @@
 
     python -m data_prep.build_shards --input=corpus.jsonl.gz --vocab_dir=vocab/ \
         --output_dir=shards/ [--max_seq_len=512] [--packing=full_sentences|doc_sentences] \
-        [--num_shards=16] [--validation_fraction=0.01] [--seed=0] [--compression=none|gzip]
+        [--num_shards=16] [--validation_fraction=0.01] [--seed=0] [--compression=none|gzip] \
+        [--engine=local|beam --beam_options="--runner=DirectRunner --direct_num_workers=2 ..."]
 
 The work is done by data_prep/shard_builder.py (see its docstring for the packing, the
-validation split and the output contract).
+validation split and the output contract); --engine=beam runs it as an Apache Beam pipeline
+(data_prep/beam_engine.py) that writes the same files, byte for byte.
 """
 
 import sys
 
 from absl import app, flags
 
-from data_prep import corpus, sentence_encoders, shard_writer
+from data_prep import corpus, doc_groups, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from data_prep.shard_builder import BuildError, build_shards, summary
@@ -41,6 +43,14 @@ flags.DEFINE_integer("max_line_bytes", corpus.DEFAULT_MAX_LINE_BYTES,
                      "Lines longer than this are split before encoding.")
 flags.DEFINE_enum("encoder", "tf", list(sentence_encoders.ENCODERS), "tf: the project's tokenizer; "
                   "hf: Hugging Face tokenizers (same ids, a cross-check).")
+flags.DEFINE_enum("engine", "local", ["local", "beam"], "local: this process (threads); beam: "
+                  "an Apache Beam pipeline (--beam_options). Both write the same files.")
+flags.DEFINE_string("beam_options", "", "Beam pipeline options as one string, e.g. "
+                    "'--runner=DirectRunner --direct_num_workers=2 "
+                    "--direct_running_mode=multi_processing' (--engine=beam).")
+flags.DEFINE_integer("group_bytes", doc_groups.DEFAULT_GROUP_BYTES,
+                     "Characters of text per document group: packing crosses documents within "
+                     "a group, and a group is one unit of parallel work. Changes the output.")
 flags.DEFINE_boolean("progress", True, "Report progress on stderr about once a second.")
 
 
@@ -58,6 +68,7 @@ def main(argv):
         validation_fraction=FLAGS.validation_fraction, seed=FLAGS.seed,
         compression=FLAGS.compression, text_field=FLAGS.text_field,
         max_line_bytes=FLAGS.max_line_bytes, overwrite=FLAGS.overwrite, encoder=FLAGS.encoder,
+        group_bytes=FLAGS.group_bytes, engine=FLAGS.engine, beam_options=FLAGS.beam_options,
         progress=progress_lib.Progress(sys.stderr) if FLAGS.progress else None)
   except (BuildError, corpus.CorpusError, sentence_encoders.VocabError) as e:
     print(f"build_shards: error: {e}", file=sys.stderr)

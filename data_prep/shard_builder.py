@@ -4,15 +4,16 @@ The library behind `python -m data_prep.build_shards` (the binary is data_prep/b
 The vocabulary files (vocab.json, merges.txt) are copied beside the shards, so a shard
 directory is self-contained: training, inspection and export find the vocabulary there.
 
-Documents stream from data_prep/corpus.py, are encoded with the project's TF-native tokenizer
-(data_prep/sentence_encoders.py), packed into blocks (data_prep/packing.py) and written
-round-robin through a seeded shuffle buffer into the shards (data_prep/shard_writer.py).
-Nothing holds the whole corpus: memory is a few encoding batches plus the shuffle buffer.
-
-Validation takes whole documents: each goes there with probability ``validation_fraction``,
-drawn from a generator seeded by ``seed`` (so the split is deterministic for a seed and the
-input). When ``validation_fraction > 0`` and the corpus has two or more documents, neither split
-is left empty: the last document goes to whichever split has none.
+Two engines do the work, with the same flags and the same output files, byte for byte:
+``local`` (this process: documents stream from data_prep/corpus.py, are encoded on a few
+threads with the project's TF-native tokenizer (data_prep/sentence_encoders.py), packed and
+written as they come; memory is a few encoding batches plus one group of blocks) and ``beam``
+(data_prep/beam_engine.py: an Apache Beam pipeline on any runner). What makes them agree is that
+every decision is a function of positions, not of the order work is done in:
+data_prep/doc_groups.py (the validation split: whole documents, each with probability
+``validation_fraction`` from a hash of (seed, its position); groups of documents packed
+independently) and data_prep/group_packing.py (packing within a group; a group's blocks
+permuted by a seeded generator and dealt round-robin to the shards).
 
 Shards are written under temporary names, renamed when all are complete, and dataset_info.json
 is written last; on any failure the temporary files are removed, so a directory holding
@@ -22,15 +23,11 @@ dataset_info.json is a complete one.
 from __future__ import annotations
 
 import os
-import random
 import re
 import time
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
-from data_prep import corpus, sentence_encoders, shard_writer
+from data_prep import corpus, doc_groups, group_packing, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from roberta_tf.data import dataset_info
@@ -38,33 +35,12 @@ from roberta_tf.tokenization import vocab_files
 
 TRAIN = "train"
 VALIDATION = "validation"
+ENGINES = ("local", "beam")
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
 
 
 class BuildError(ValueError):
   """A bad argument or input for shard building; the message names the flag or file."""
-
-
-def _assign_splits(documents: Iterable[list[str]], validation_fraction: float, seed: int,
-                   counts: dict[str, int]) -> Iterator[tuple[str, list[str]]]:
-  """Labels each document train or validation (see the module docstring); counts them."""
-  rng = random.Random(f"{seed}/validation")
-  held = None  # one document of look-ahead: the last one may be moved to an empty split
-  for doc in documents:
-    if held is not None:
-      counts[held[0]] += 1
-      yield held
-    split = VALIDATION if validation_fraction > 0 and rng.random() < validation_fraction else TRAIN
-    held = (split, doc)
-  if held is not None:
-    split, doc = held
-    if counts[TRAIN] == 0:  # also a one-document corpus: train it, no validation split
-      split = TRAIN
-    elif validation_fraction > 0 and counts[VALIDATION] == 0:
-      split = VALIDATION
-    counts[split] += 1
-    yield split, doc
-
 
 
 def _prepare_output_dir(output_dir: str, overwrite: bool) -> bool:
@@ -107,19 +83,63 @@ def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict
   }
 
 
-def _pack_batch(batch: sentence_encoders.Batch, values, row_splits,
-                packers: dict[str, packing_lib.Packer]) -> None:
-  """Feeds one encoded batch's sentences to the packer of their document's split."""
-  # The packer holds int64 ids: convert the batch once, so each sentence is a view, not a copy.
-  values = np.asarray(values, np.int64)
-  i = 0
-  for split, count, ends_document in batch.segments:
-    packer = packers[split]
-    for j in range(i, i + count):
-      packer.add_sentence(values[row_splits[j]:row_splits[j + 1]])
-    i += count
-    if ends_document:
-      packer.end_document()
+def _add_stats(total: corpus.CorpusStats, part: corpus.CorpusStats) -> None:
+  for field in ("files", "documents", "sentences", "bytes_read", "total_bytes", "invalid_utf8",
+                "split_lines"):
+    setattr(total, field, getattr(total, field) + getattr(part, field))
+
+
+def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progress):
+  """The local engine: returns (shard stats per split, documents per split, corpus stats).
+
+  One pass, streaming: files are read in order, their groups encoded on ``num_workers``
+  threads, packed, and each finished group's blocks written to the shards at once.
+  """
+  stats = corpus.CorpusStats()
+  doc_counts = {TRAIN: 0, VALIDATION: 0}
+  writers = {split: shard_writer.SplitWriter(output_dir, split, settings["num_shards"][split],
+                                             settings["compression"])
+             for split in settings["splits"]}
+  file_stats = corpus.CorpusStats()
+  total_bytes = sum(os.path.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
+
+  def groups():
+    nonlocal file_stats
+    for i in range(len(files)):
+      file_stats = corpus.CorpusStats()
+      for group in doc_groups.read_file_groups(
+          files, i, text_field=settings["text_field"], max_line_bytes=settings["max_line_bytes"],
+          seed=settings["seed"], validation_fraction=settings["validation_fraction"],
+          group_bytes=settings["group_bytes"], stats=file_stats):
+        for split, _ in group.docs:
+          doc_counts[split] += 1
+        # The last group comes last here: every other document is counted by now.
+        yield doc_groups.apply_last_document_rule(group, doc_counts,
+                                                  settings["validation_fraction"])
+      _add_stats(stats, file_stats)
+
+  try:
+    encoded = group_packing.encoded_batches(groups(), encode, settings["batch_sentences"],
+                                            num_workers)
+    for key, blocks in group_packing.pack_groups(
+        encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
+        bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"]):
+      for split, split_blocks in blocks.items():
+        w = writers[split]
+        for shard, ids in group_packing.assign_shards(
+            split_blocks, split=split, group_key=key, seed=settings["seed"],
+            shuffle=settings["shuffle_blocks"], blocks_before=w.num_added,
+            num_shards=len(w.shards)):
+          w.add(shard, ids)
+      if progress:
+        progress.update(stats.bytes_read + file_stats.bytes_read,
+                        total_bytes or stats.total_bytes + file_stats.total_bytes,
+                        sum(w.num_added for w in writers.values()))
+    return {split: w.close() for split, w in writers.items()}, doc_counts, stats
+  except BaseException:
+    for w in writers.values():
+      w.abort()
+    raise
 
 
 def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_len: int = 512,
@@ -128,7 +148,9 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
                  seed: int = 0, compression: str = "none", text_field: str = "text",
                  max_line_bytes: int = corpus.DEFAULT_MAX_LINE_BYTES, overwrite: bool = False,
                  encoder: str | sentence_encoders.Encoder = "tf", num_workers: int | None = None,
-                 batch_sentences: int = 4096, shuffle_buffer: int = 4096,
+                 batch_sentences: int = 4096, shuffle_blocks: bool = True,
+                 group_bytes: int = doc_groups.DEFAULT_GROUP_BYTES, engine: str = "local",
+                 beam_options: str = "",
                  progress: progress_lib.Progress | None = None) -> dict[str, Any]:
   """Builds the shards and dataset_info.json in ``output_dir``; returns the info written.
 
@@ -146,11 +168,16 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     max_line_bytes: longer lines are split before encoding (bounded time and memory).
     overwrite: replace the shards of an earlier run in ``output_dir``.
     encoder: ``tf`` (roberta_tf.tokenization.tokenizer, the default), ``hf`` (Hugging Face
-      tokenizers) or an encoder callable (data_prep/sentence_encoders.py).
-    num_workers: encoding threads (default: the CPU count).
+      tokenizers) or, local engine only, an encoder callable (data_prep/sentence_encoders.py).
+    num_workers: local engine: encoding threads (default: the CPU count).
     batch_sentences: sentences per encoder call.
-    shuffle_buffer: blocks held to shuffle the order in which they reach the shards.
-    progress: reports progress while running if given.
+    shuffle_blocks: permute each group's blocks before dealing them to the shards (False: corpus
+      order, round-robin; for tests).
+    group_bytes: characters of text per document group (data_prep/doc_groups.py); part of the
+      output's definition: the same value gives the same files with either engine.
+    engine: ``local`` (this process) or ``beam`` (data_prep/beam_engine.py).
+    beam_options: Beam pipeline options, one string (``--runner=... --direct_num_workers=2``).
+    progress: reports progress while running if given (local engine).
   Raises:
     BuildError, corpus.CorpusError, sentence_encoders.VocabError: with a message naming the
       flag or file.
@@ -171,61 +198,60 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
                      f"{', '.join(shard_writer.COMPRESSIONS)}")
   if max_line_bytes < 16:
     raise BuildError(f"--max_line_bytes={max_line_bytes}: must be >= 16")
+  if group_bytes < 1:
+    raise BuildError(f"--group_bytes={group_bytes}: must be >= 1")
+  if engine not in ENGINES:
+    raise BuildError(f"--engine={engine!r}; expected one of {', '.join(ENGINES)}")
+  if engine == "beam" and not isinstance(encoder, str):
+    raise BuildError("the beam engine takes an encoder name (tf, hf), not a callable")
   vocab = sentence_encoders.load_vocab(vocab_dir)
   files = corpus.resolve_inputs(input_spec)
   if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
     # Checked again below; here too so that a refused run fails before the tokenizer's setup.
     _prepare_output_dir(output_dir, overwrite)
   setup_start = time.monotonic()  # loading the tokenizer and tracing its graph: a fixed cost
-  encode = sentence_encoders.make_encoder(encoder, vocab) if isinstance(encoder, str) else encoder
+  if engine == "local":
+    encode = (sentence_encoders.make_encoder(encoder, vocab) if isinstance(encoder, str)
+              else encoder)
   setup_s = time.monotonic() - setup_start
   created = _prepare_output_dir(output_dir, overwrite)
 
   start, start_cpu = time.monotonic(), time.process_time()
   if progress:
     progress.reset()
-  stats = corpus.CorpusStats()
-  doc_counts = {TRAIN: 0, VALIDATION: 0}
   splits = [TRAIN] + ([VALIDATION] if validation_fraction > 0 else [])
-  writers = {
-      split: shard_writer.SplitWriter(
-          output_dir, split, num_shards if split == TRAIN else num_validation_shards,
-          compression, shuffle_buffer, seed)
-      for split in splits}
-  packers = {split: packing_lib.Packer(max_seq_len, packing, vocab.special_ids["bos"],
-                                       vocab.special_ids["eos"], writers[split].add)
-             for split in splits}
+  settings = {
+      "splits": splits, "num_shards": {TRAIN: num_shards, VALIDATION: num_validation_shards},
+      "compression": compression, "text_field": text_field, "max_line_bytes": max_line_bytes,
+      "seed": seed, "validation_fraction": validation_fraction, "group_bytes": group_bytes,
+      "batch_sentences": batch_sentences, "shuffle_blocks": shuffle_blocks,
+      "max_seq_len": max_seq_len, "packing": packing}
   try:
-    documents = corpus.iter_documents(files, text_field, stats, max_line_bytes)
-    batches = sentence_encoders.batch_documents(
-        _assign_splits(documents, validation_fraction, seed, doc_counts), batch_sentences)
-    for batch, values, row_splits in sentence_encoders.encode_batches(batches, encode, num_workers):
-      _pack_batch(batch, values, row_splits, packers)
-      if progress:
-        progress.update(stats.bytes_read, stats.total_bytes,
-                        sum(w.num_added for w in writers.values()))
-    for packer in packers.values():
-      packer.finish()
+    if engine == "local":
+      shard_stats, doc_counts, stats = _run_local(
+          files, output_dir, vocab=vocab, encode=encode, settings=settings,
+          num_workers=num_workers, progress=progress)
+    else:
+      from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
+      shard_stats, doc_counts, stats = beam_engine.run(
+          files, output_dir, vocab=vocab, encoder=encoder, settings=settings,
+          beam_options=beam_options)
     if stats.documents == 0:
       raise BuildError(f"--input={input_spec!r} holds no text (0 non-empty documents)")
-    shard_stats = {split: w.close() for split, w in writers.items()}
     if not sum(s.num_sequences for s in shard_stats[TRAIN]):
       raise BuildError(f"--input={input_spec!r}: the train split is empty")
     if validation_fraction > 0 and not doc_counts[VALIDATION]:
       # A one-document corpus: no validation split rather than an empty one.
-      del shard_stats[VALIDATION]
-      writers.pop(VALIDATION).abort()
+      shard_writer.remove_temp(output_dir, [s.file for s in shard_stats.pop(VALIDATION)])
     keep = {s.file for ss in shard_stats.values() for s in ss}
     _remove_stale_shards(output_dir, keep | {f + shard_writer.TMP_SUFFIX for f in keep})
-    for w in writers.values():
-      w.commit()
+    shard_writer.commit(output_dir, sorted(keep))
   except BaseException:
-    for w in writers.values():
-      w.abort()
-    if created and not os.listdir(output_dir):
+    shard_writer.remove_temp(output_dir, [shard_writer.shard_name(split, i, n) for split, n in (
+        (TRAIN, num_shards), (VALIDATION, num_validation_shards)) for i in range(n)])
+    if created and os.path.isdir(output_dir) and not os.listdir(output_dir):
       os.rmdir(output_dir)
     raise
-
   elapsed = time.monotonic() - start
   warnings = [f"{split} has {sum(1 for s in ss if not s.num_sequences)} empty shards "
               f"({sum(s.num_sequences for s in ss)} sequences for {len(ss)} shards)"
@@ -252,6 +278,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "seed": seed,
           "validation_fraction": validation_fraction,
           "max_line_bytes": max_line_bytes,
+          "group_bytes": group_bytes,
           "documents": {"train": doc_counts[TRAIN], "validation": doc_counts[VALIDATION]},
           "sentences": stats.sentences,
           "input_bytes": stats.total_bytes,

@@ -1,20 +1,18 @@
-"""Writing packed blocks to TFRecord shards: balanced, shuffled, under temporary names.
+"""Writing packed blocks to TFRecord shards, under temporary names.
 
-A ``SplitWriter`` owns the shards of one split (``train-00000-of-00016.tfrecord`` ...). Blocks go
-through a bounded shuffle buffer (seeded, so the output is deterministic) and then round-robin to
-the shards, so shards differ by at most one record and a shard is not one document's run of
-blocks. Files are written as ``<name>.tmp`` and renamed by ``commit`` once every split is
-complete; ``abort`` removes them. (Not `roberta_tf.common.atomic_write`: a run's shards are
-committed together, after every split is written, and `dataset_info.json` -- written last,
-atomically -- is what marks the directory complete.) Memory is the buffer: ``shuffle_buffer``
-serialized records.
+A ``SplitWriter`` owns the shards of one split (``train-00000-of-00016.tfrecord`` ...); the
+caller says which shard each block goes to (data_prep/group_packing.py deals them round-robin,
+so shards differ by at most one record). Files are written as ``<name>.tmp`` and renamed by
+``commit`` once every split is complete; ``abort`` removes them. (Not
+`roberta_tf.common.atomic_write`: a run's shards are committed together, after every split is
+written, and `dataset_info.json` -- written last, atomically -- is what marks the directory
+complete.) Nothing is buffered: a block is written when it is added.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import random
 
 import numpy as np
 import tensorflow as tf
@@ -39,8 +37,7 @@ class ShardStats:
 class SplitWriter:
   """Writes one split's blocks to ``num_shards`` TFRecord files in ``output_dir``."""
 
-  def __init__(self, output_dir: str, split: str, num_shards: int, compression: str = "none",
-               shuffle_buffer: int = 4096, seed: int = 0):
+  def __init__(self, output_dir: str, split: str, num_shards: int, compression: str = "none"):
     if num_shards < 1:
       raise ValueError(f"{split}: num_shards={num_shards} must be >= 1")
     if compression not in COMPRESSIONS:
@@ -50,11 +47,6 @@ class SplitWriter:
     self._paths = [os.path.join(output_dir, s.file) for s in self.shards]
     self._options = tf.io.TFRecordOptions(compression_type=COMPRESSIONS[compression])
     self._writers: list[tf.io.TFRecordWriter] | None = None
-    self._buffer: list[tuple[bytes, int]] = []
-    self._buffer_size = max(1, shuffle_buffer)
-    # Each split draws from its own stream, so one split's size does not shift the other's order.
-    self._rng = random.Random(f"{seed}/{split}")
-    self._next = 0
     self._closed = False
     self.num_added = 0
 
@@ -62,37 +54,27 @@ class SplitWriter:
   def temp_paths(self) -> list[str]:
     return [p + TMP_SUFFIX for p in self._paths]
 
-  def add(self, ids: np.ndarray) -> None:
-    """Queues one block (int [L], ``<s>`` ... ``</s>``) for writing."""
+  def add(self, shard: int, ids: np.ndarray) -> None:
+    """Writes one block (int [L], ``<s>`` ... ``</s>``) to shard ``shard``."""
+    self.add_record(shard, example_spec.serialize(ids), len(ids))
+
+  def add_record(self, shard: int, record: bytes, length: int) -> None:
+    """Writes one serialized block of ``length`` ids to shard ``shard``."""
     if self._writers is None:  # opened lazily: an empty corpus fails before any file exists
       self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_paths]
-    self._buffer.append((example_spec.serialize(ids), len(ids)))
+    self._writers[shard].write(record)
+    self.shards[shard].num_sequences += 1
+    self.shards[shard].num_tokens += length
     self.num_added += 1
-    if len(self._buffer) >= self._buffer_size:
-      # Swap a random record to the end and write it: a reservoir-style bounded shuffle.
-      i = self._rng.randrange(len(self._buffer))
-      self._buffer[i], self._buffer[-1] = self._buffer[-1], self._buffer[i]
-      self._write(*self._buffer.pop())
 
   def close(self) -> list[ShardStats]:
-    """Writes what is buffered and closes the temporary files; returns per-shard counts."""
+    """Closes the temporary files (creating empty ones if nothing was added); returns counts."""
     if self._writers is None:
       self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_paths]
-    self._rng.shuffle(self._buffer)
-    for record, length in self._buffer:
-      self._write(record, length)
-    self._buffer = []
     for w in self._writers:
       w.close()
     self._closed = True
     return self.shards
-
-  def commit(self) -> list[str]:
-    """Renames the closed temporary files to their final names; returns the final paths."""
-    assert self._closed, "close() first"
-    for tmp, path in zip(self.temp_paths, self._paths, strict=True):
-      os.replace(tmp, path)
-    return self._paths
 
   def abort(self) -> None:
     """Closes and removes the temporary files (on failure)."""
@@ -105,9 +87,16 @@ class SplitWriter:
       if os.path.exists(tmp):
         os.remove(tmp)
 
-  def _write(self, record: bytes, length: int) -> None:
-    shard = self._next
-    self._next = (self._next + 1) % len(self.shards)
-    self._writers[shard].write(record)
-    self.shards[shard].num_sequences += 1
-    self.shards[shard].num_tokens += length
+
+def commit(output_dir: str, names: list[str]) -> None:
+  """Renames the closed temporary files of shards ``names`` to their final names."""
+  for name in names:
+    os.replace(os.path.join(output_dir, name + TMP_SUFFIX), os.path.join(output_dir, name))
+
+
+def remove_temp(output_dir: str, names: list[str]) -> None:
+  """Removes the temporary files of shards ``names`` that exist (on failure, or unused)."""
+  for name in names:
+    path = os.path.join(output_dir, name + TMP_SUFFIX)
+    if os.path.exists(path):
+      os.remove(path)

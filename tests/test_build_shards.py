@@ -46,7 +46,7 @@ def _split_records(out, split, compression="none"):
 
 
 def _round_robin(shards):
-  """The write order back from shards filled round-robin (shuffle_buffer=1)."""
+  """The write order back from shards filled round-robin (shuffle_blocks=False)."""
   order = []
   for k in range(max(len(s) for s in shards)):
     order.extend(s[k] for s in shards if k < len(s))
@@ -107,8 +107,9 @@ def test_contract_and_dataset_info(tmp_path):
 @pytest.mark.parametrize("packing", ["full_sentences", "doc_sentences"])
 def test_nothing_lost_or_repeated_and_validation_takes_whole_documents(
     tmp_path, small_docs, packing):
-  info = _build(tmp_path, packing=packing, validation_fraction=0.3, seed=3, shuffle_buffer=1,
-                num_shards=3, num_validation_shards=2)
+  # Several document groups (packed independently), read back in corpus order.
+  info = _build(tmp_path, packing=packing, validation_fraction=0.3, seed=3, shuffle_blocks=False,
+                num_shards=3, num_validation_shards=2, group_bytes=5000)
   # Precondition: no special id inside the text, so stripping them strips only separators.
   assert not {BOS, EOS} & {i for d in small_docs for s in d for i in s}
   content = {}
@@ -131,9 +132,10 @@ def test_nothing_lost_or_repeated_and_validation_takes_whole_documents(
 
 
 def test_shuffle_is_deterministic_and_only_reorders(tmp_path):
-  plain = _build(tmp_path / "plain", shuffle_buffer=1, validation_fraction=0)
-  a = _build(tmp_path / "a", shuffle_buffer=16, validation_fraction=0)
-  _build(tmp_path / "b", shuffle_buffer=16, validation_fraction=0)
+  kw = {"validation_fraction": 0, "group_bytes": 5000}
+  plain = _build(tmp_path / "plain", shuffle_blocks=False, **kw)
+  a = _build(tmp_path / "a", **kw)
+  _build(tmp_path / "b", **kw)
   assert _files(tmp_path / "a") == _files(tmp_path / "b")  # dataset_info.json included
   assert "validation" not in a["splits"]
   ordered = _round_robin(_split_records(tmp_path / "plain", "train"))
@@ -141,7 +143,7 @@ def test_shuffle_is_deterministic_and_only_reorders(tmp_path):
   assert ordered != shuffled
   assert sorted(ordered) == sorted(shuffled)
   assert plain["splits"]["train"]["num_tokens"] == a["splits"]["train"]["num_tokens"]
-  _build(tmp_path / "c", shuffle_buffer=16, validation_fraction=0, seed=7)
+  _build(tmp_path / "c", seed=7, **kw)
   assert _round_robin(_split_records(tmp_path / "c", "train")) != shuffled
 
 
@@ -161,7 +163,8 @@ def test_input_forms_txt_jsonl_dir_glob_list(tmp_path):
   (src / "a.txt").write_text("\n\n".join("\n".join(d) for d in docs[:2]) + "\n")
   with gzip.open(src / "sub" / "b.jsonl.gz", "wt") as f:
     f.write(json.dumps({"body": "\n".join(docs[2])}) + "\n")
-  kw = {"validation_fraction": 0, "text_field": "body", "shuffle_buffer": 1, "num_shards": 1}
+  kw = {"validation_fraction": 0, "text_field": "body", "shuffle_blocks": False,
+        "num_shards": 1}
   by_list = _build(tmp_path / "l", f"{src}/a.txt,{src}/sub/b.jsonl.gz", **kw)
   _build(tmp_path / "d", str(src), **kw)
   _build(tmp_path / "g", f"{src}/**/*.*", **kw)
@@ -169,8 +172,10 @@ def test_input_forms_txt_jsonl_dir_glob_list(tmp_path):
   assert _files(tmp_path / "l")["train-00000-of-00001.tfrecord"] == _files(
       tmp_path / "d")["train-00000-of-00001.tfrecord"] == _files(
           tmp_path / "g")["train-00000-of-00001.tfrecord"]
-  [[block]] = _split_records(tmp_path / "l", "train")
-  assert block.count(EOS) == 3 and 4 in block  # two document separators + final </s>; <mask>
+  # Packing crosses documents within a file's group, never across files: one block per file.
+  [[a_block, b_block]] = _split_records(tmp_path / "l", "train")
+  assert a_block.count(EOS) == 2  # the document separator + the final </s>
+  assert b_block.count(EOS) == 1 and 4 in b_block  # <mask>
 
 
 def test_stdlib_input(tmp_path):
@@ -237,7 +242,7 @@ def test_any_encoder_callable_plugs_in(tmp_path):
   path = tmp_path / "c.txt"
   path.write_text("ab\ncd\n\nef\n")
   bs.build_shards(str(path), VOCAB, str(tmp_path / "out"), max_seq_len=6, num_shards=1,
-                  validation_fraction=0, shuffle_buffer=1, encoder=byte_ids)
+                  validation_fraction=0, shuffle_blocks=False, encoder=byte_ids)
   assert _split_records(tmp_path / "out", "train") == [
       [[BOS, 102, 103, 104, 105, EOS], [BOS, 106, 107, EOS]]]  # "abcd" fills a block
 

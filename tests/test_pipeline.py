@@ -1,6 +1,7 @@
 """The tf.data pipeline on real shards: batch contract, determinism, resume, sharding, damage."""
 
 import collections
+import dataclasses
 import os
 import shutil
 
@@ -141,6 +142,39 @@ def test_resume_from_iterator_checkpoint_equals_uninterrupted_run(shards, vocab,
   resumed_it = iter(build())
   tf.train.Checkpoint(iterator=resumed_it).restore(path).assert_consumed()
   assert_same(take(resumed_it, 3), straight[30:])
+
+
+def _rows(batches):
+  """The batches' masked rows, concatenated: {name: [N, ...]}."""
+  return {k: np.concatenate([b[k] for b in as_numpy(batches)]) for k in batches[0]}
+
+
+@pytest.mark.timeout(90)
+def test_start_positions_the_stream_without_reading_what_precedes_it(shards, vocab):
+  # 443 sequences an epoch, windows of 40: starts inside a window of epoch 0 and of epoch 1.
+  config = InputConfig(batch_size=16, max_seq_len=S, seed=4, shuffle_buffer=40)
+  straight = _rows(take(build_pretraining_dataset(shards, "train", vocab, config), 40))
+  first_epoch = list(map(tuple, straight["input_ids"][:443].tolist()))
+  assert sorted(first_epoch) != first_epoch  # shuffled
+  for start in (37, 443 + 85):
+    resumed = _rows(take(build_pretraining_dataset(
+        shards, "train", vocab, dataclasses.replace(config, start=start)), 3))
+    for k, v in resumed.items():
+      np.testing.assert_array_equal(v, straight[k][start:start + 48], err_msg=f"{k} @ {start}")
+
+
+def test_replica_batches_are_rounds_of_the_global_stream(shards, vocab):
+  # 4 replicas on 2 input pipelines (2 each): pipeline p takes batches 4r + 2p, 4r + 2p + 1.
+  config = InputConfig(batch_size=8, max_seq_len=S, seed=1, shuffle_buffer=64)
+  single = as_numpy(take(build_pretraining_dataset(shards, "train", vocab, config), 12))
+  for p in range(2):
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=p,
+                                     num_replicas_in_sync=4)
+    mine = as_numpy(take(build_pretraining_dataset(shards, "train", vocab, config,
+                                                   input_context=ctx), 6))
+    want = [single[j] for j in range(12) if (j % 4) // 2 == p]
+    for got, expected in zip(mine, want, strict=True):
+      np.testing.assert_array_equal(got["input_ids"], expected["input_ids"])
 
 
 @pytest.mark.parametrize("static", [False, True])

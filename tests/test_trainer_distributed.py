@@ -5,11 +5,11 @@ optimizer state (<= 1e-5, fp32): 1 replica x 4 accumulation steps; MirroredStrat
 logical CPU devices x 1; MirroredStrategy over 2 devices x 2 accumulation steps; and 2
 MultiWorkerMirroredStrategy workers (localhost) x 2 accumulation steps. A mirrored run resumed
 from its step-2 checkpoint must end where the uninterrupted one did (the data position counts
-the batches every local replica took).
+sequences of the global stream, the same for every split: it is compared too).
 
 Logical CPU devices and collectives must be set up before TensorFlow initializes, so every run
 is a subprocess; they start together (the 2 cores stay busy) and are awaited once per module.
-Dropout 0 and shuffle_buffer 0: every split then reads the same sequences, and with
+Dropout 0: every split reads the same global stream of sequences (data/pipeline.py), and with
 masks a pure function of each record's place, the same masks.
 """
 
@@ -86,7 +86,8 @@ def _checkpoint_values(model_dir):
 
 
 def _assert_same_state(a, b, atol=1e-5):
-  """Model, optimizer, step and dropout RNG states agree (the data position may not)."""
+  """Model, optimizer, step, data position and dropout RNG states agree (micro-batch rounds
+  differ with the split)."""
   a, b = ({k: v for k, v in d.items() if not k.startswith("data_rounds")} for d in (a, b))
   assert sorted(a) == sorted(b)
   assert any(k.startswith("optimizer/") for k in a)  # the moments are compared too
@@ -150,7 +151,7 @@ def test_mirrored_2_devices_with_accumulation_and_resume(runs):
   assert results["mirrored2"]["replicas"] == 2
   reference = _checkpoint_values(os.path.join(out, "accum4"))
   _assert_same_state(reference, _checkpoint_values(os.path.join(out, "mirrored2")))
-  # Resumed at step 2 (the data position skips 2 rounds x 2 replicas x 2 micro-batches).
+  # Resumed at step 2 (data position 2 steps x 8 sequences).
   assert re.search(r"resumed from \S+ckpt-2 at step 2", logs["split2"])
   assert not os.path.exists(os.path.join(out, "mirrored2_resumed", "ckpt-1.index"))
   _assert_same_state(_checkpoint_values(os.path.join(out, "mirrored2")),

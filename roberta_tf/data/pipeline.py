@@ -1,14 +1,26 @@
 """Shards → dynamically masked, statically shaped batches (the pretraining input pipeline).
 
-    epochs ─ per epoch: shard files in a stateless per-epoch order, split across input pipelines
-      ─ interleave(read shard: parse + validate + pad to S in chunks, index records, check the
-        count) ─ shuffle ─ batch [B, S] ─ map(Masker) ─ prefetch
+Training (repeat=True) reads one global stream of sequences, the same for every number of
+replicas, input pipelines and accumulation steps, and seekable by arithmetic:
+
+    epochs ─ per epoch: shard files in a stateless per-epoch order, concatenated (read shard:
+      parse + validate + pad to S in chunks, index records, check the count) ─ windows of
+      `shuffle_buffer` sequences, each permuted by a stateless seed of (seed, epoch, window)
+      ─ batch [B, S] ─ this pipeline's share of each round of replica batches ─ map(Masker)
+
+Sequence i of the stream is in epoch i // N (N: the split's sequences in dataset_info.json),
+window (i % N) // W, so `InputConfig.start` positions a fresh stream at any sequence by reading
+at most one shard's record headers and one window (`tf.data` skips within a shard, never
+through the data before it): resuming costs the same after 10^2 or 10^9 sequences. Replica k
+of R takes batches k, k + R, k + 2R, ... of the stream, so a step of A micro-batch rounds reads
+sequences [t*G, (t+1)*G), G = A*R*B, however G is split.
+
+Evaluation (repeat=False) reads each sequence once: shards interleaved, split across input
+pipelines by file (or by record), no shuffle, the last batch padded.
 
 Every record carries (epoch, shard index, record index), so its mask is a pure function of the
 seed and that position (see masking.py), independent of batching, shuffling and parallelism.
-The position in the stream is checkpointable: `tf.train.Checkpoint(iterator=iter(dataset))`
-saves the shuffle buffer and reader offsets, and a rebuilt-and-restored iterator continues with
-exactly the batch an uninterrupted one would have produced.
+The stream is also checkpointable as a tf.data iterator (`tf.train.Checkpoint(iterator=...)`).
 """
 
 from __future__ import annotations
@@ -43,6 +55,8 @@ class InputConfig:
       False: one pass (epoch 0); the last partial batch is padded with empty rows (no real
       tokens, all mask_weights 0), so every batch is [B, S] and each sequence is seen once.
     cycle_length: shards read concurrently by the interleave.
+    start: training only: sequences of the global stream already consumed; the stream begins
+      there (the resume position; see the module docstring).
     skip_corrupt_shards: False: a truncated/corrupt shard, an unparsable record or a record that
       breaks the format (length, ids, <s>/</s>) raises an error naming the shard once the
       reader reaches the shard's end. True: the shard's readable records before the damage
@@ -56,12 +70,15 @@ class InputConfig:
   shuffle_buffer: int = 10_000
   repeat: bool = True
   cycle_length: int = 8
+  start: int = 0
   skip_corrupt_shards: bool = False
 
   def __post_init__(self):
     if self.batch_size < 1 or self.max_seq_len < 2:
       raise ValueError(f"batch_size={self.batch_size} must be >= 1 and max_seq_len="
                        f"{self.max_seq_len} >= 2")
+    if self.start < 0 or (self.start and not self.repeat):
+      raise ValueError(f"start={self.start} must be >= 0, and 0 unless repeat")
     if self.shuffle_buffer < 0 or self.cycle_length < 1:
       raise ValueError(f"shuffle_buffer={self.shuffle_buffer} must be >= 0 and cycle_length="
                        f"{self.cycle_length} >= 1")
@@ -86,9 +103,11 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     config: reading and batching options.
     masking: masking options (default MaskingConfig()).
     max_positions: the model's position table size, checked against the shards' max_seq_len.
-    input_context: from `strategy.distribute_datasets_from_function`; the shards are split
-      across its input pipelines by file when every pipeline gets at least one, else by record
-      (pipelines may then differ by a few sequences per epoch; with repeat=False, by a batch).
+    input_context: from `strategy.distribute_datasets_from_function`. Training: each input
+      pipeline yields the batches of its replicas (consecutive, one per replica per round; its
+      replicas are ids [p*R/P, (p+1)*R/P)): every pipeline reads the whole stream and masks
+      only its share. Eval: the shards are split across its input pipelines by file when
+      every pipeline gets at least one, else by record (pipelines may then differ by a batch).
     skipped_shards: int64 scalar variable counting damaged shards (skip mode only).
 
   Returns:
@@ -114,13 +133,14 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
 
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
-  by_file = len(files) >= num_pipelines
+  by_file = len(files) >= num_pipelines  # eval only
   s = config.max_seq_len
   files_t = tf.constant(files)
   counts_t = tf.constant(counts, tf.int64)
 
-  def read_shard(shard_index, epoch):
-    """The shard's valid records as {input_ids [S], seed [2]}; fails or warns on damage."""
+  def read_shard(shard_index, epoch, start=0):
+    """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]}; fails
+    or warns on damage."""
     path = files_t[shard_index]
     expected = counts_t[shard_index]
     key = shard_key(config.seed, masking.mask_copy(epoch), shard_index)
@@ -135,7 +155,8 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     # Records are parsed and checked _CHUNK at a time (one op each, not one per record).
     # Damage (a read or parse error, or an invalid record) ends the shard before its chunk;
     # the records counted then fall short of dataset_info's count for the shard.
-    chunks = tf.data.TFRecordDataset(path, compression_type=compression).batch(_CHUNK)
+    # skip() on a TFRecordDataset steps over records without parsing them (at most a shard).
+    chunks = tf.data.TFRecordDataset(path, compression_type=compression).skip(start).batch(_CHUNK)
     chunks = chunks.map(parse_chunk).ignore_errors().take_while(lambda ids, ok: ok)
     chunks = chunks.map(lambda ids, ok: (ids, tf.constant(False)))
     end = tf.data.Dataset.from_tensors((tf.zeros([0, s], tf.int32), tf.constant(True)))
@@ -164,32 +185,28 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
       seeds = tf.stack([tf.fill([n], key), offset + tf.range(n, dtype=tf.int64)], axis=1)
       return {"input_ids": ids, "seed": seeds}, is_end
 
-    indexed = chunks.concatenate(end).scan(tf.constant(0, tf.int64), count).map(check)
+    indexed = chunks.concatenate(end).scan(tf.cast(start, tf.int64), count).map(check)
     return indexed.filter(lambda x, is_end: tf.logical_not(is_end)).map(
         lambda x, is_end: x).unbatch()
 
-  def one_epoch(epoch):
-    n = len(files)
+  def shard_order(epoch):
     if config.shuffle_buffer:
-      order = tf.argsort(tf.random.stateless_uniform(
-          [n], seed=tf.stack([tf.constant(config.seed, tf.int64), epoch])))
-    else:
-      order = tf.range(n)
+      return tf.cast(tf.argsort(tf.random.stateless_uniform(
+          [len(files)], seed=tf.stack([tf.constant(config.seed, tf.int64), epoch]))), tf.int64)
+    return tf.range(len(files), dtype=tf.int64)
+
+  if config.repeat:
+    ds = _training_stream(read_shard, shard_order, counts, config, input_context)
+  else:
+    order = tf.range(len(files), dtype=tf.int64)
     if by_file:
       order = order[pipeline_id::num_pipelines]
-    shards = tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64))
-    records = shards.interleave(
-        lambda i: read_shard(i, epoch), cycle_length=config.cycle_length, block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    records = tf.data.Dataset.from_tensor_slices(order).interleave(
+        lambda i: read_shard(i, tf.constant(0, tf.int64)), cycle_length=config.cycle_length,
+        block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if not by_file:
       records = records.shard(num_pipelines, pipeline_id)
-    return records
-
-  epochs = tf.data.Dataset.counter() if config.repeat else tf.data.Dataset.range(1)
-  ds = epochs.flat_map(one_epoch)
-  if config.shuffle_buffer:
-    ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
-  ds = ds.batch(config.batch_size, drop_remainder=config.repeat)
+    ds = records.batch(config.batch_size)
   masker = Masker(vocab, masking, s)
   b = config.batch_size
 
@@ -213,18 +230,65 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   return ds.with_options(options)
 
 
+def _training_stream(read_shard, shard_order, counts: list[int], config: InputConfig,
+                     input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
+  """The global training stream from ``config.start``, batched; this pipeline's batches."""
+  if min(counts) < 0:
+    raise dataset_info.DatasetInfoError("dataset_info.json lacks per-shard num_sequences "
+                                        "(needed to position the training stream); rebuild it")
+  per_epoch, window = sum(counts), config.shuffle_buffer
+  counts_t = tf.constant(counts, tf.int64)
+
+  def epoch_stream(epoch, first):
+    """Epoch ``epoch``'s sequences from ``first`` (a window start) on, windows permuted."""
+    order = shard_order(epoch)
+    ends = tf.cumsum(tf.gather(counts_t, order))
+    i = tf.searchsorted(ends, tf.reshape(first, [1]), side="right")[0]
+    start = first - (ends[i] - counts_t[order[i]])
+    shards = tf.data.Dataset.from_tensor_slices(
+        (order[i:], tf.concat([[start], tf.zeros_like(order[i + 1:])], 0)))
+    records = shards.flat_map(lambda shard, at: read_shard(shard, epoch, at))
+    if not window:
+      return records
+    windows = tf.data.Dataset.zip(tf.data.Dataset.range(first // window, per_epoch),
+                                  records.batch(window))
+
+    def permute(w, x):
+      key = tf.random.experimental.stateless_fold_in(
+          tf.stack([tf.constant(config.seed, tf.int64), epoch]), w)
+      n = tf.shape(x["seed"])[0]
+      perm = tf.argsort(tf.random.stateless_uniform([n], seed=key))
+      return tf.data.Dataset.from_tensor_slices({k: tf.gather(v, perm) for k, v in x.items()})
+    return windows.flat_map(permute)
+
+  # Sequence `start` is in epoch e0 at offset q0: begin at its window, drop what precedes it.
+  e0, q0 = divmod(config.start, per_epoch)
+  first = q0 - q0 % window if window else q0
+  stream = epoch_stream(tf.constant(e0, tf.int64), tf.constant(first, tf.int64)).skip(q0 - first)
+  stream = stream.concatenate(tf.data.Dataset.counter(e0 + 1).flat_map(
+      lambda e: epoch_stream(e, tf.constant(0, tf.int64))))
+  batches = stream.batch(config.batch_size, drop_remainder=True)
+  if input_context is None or input_context.num_replicas_in_sync == 1:
+    return batches
+  replicas = input_context.num_replicas_in_sync
+  local = replicas // input_context.num_input_pipelines
+  pipeline_id = input_context.input_pipeline_id
+  mine = batches.enumerate().filter(lambda j, _: (j % replicas) // local == pipeline_id)
+  return mine.map(lambda _, x: x)
+
+
 def build_dataset(data_dir: str, split: str, *, training: bool, batch_size: int,
                   max_seq_len: int, masking: MaskingConfig | None = None,
                   model_config=None, seed: int = 0, shuffle_buffer: int = 10_000,
-                  skip_corrupt_shards: bool = False,
+                  skip_corrupt_shards: bool = False, start: int = 0,
                   input_context: tf.distribute.InputContext | None = None,
                   vocab: VocabInfo | None = None, vocab_dir: str | None = None,
                   skipped_shards: tf.Variable | None = None) -> tf.data.Dataset:
   """`build_pretraining_dataset` for the training loop: train (repeat, shuffle) or eval.
 
   Args:
-    training: True: shuffled, repeated forever; False: one pass, unshuffled, the last batch
-      padded with empty rows.
+    training: True: shuffled, repeated forever, from sequence ``start`` of the stream; False:
+      one pass, unshuffled, the last batch padded with empty rows.
     model_config: a RobertaConfig (or None); its vocab_size, pad/bos/eos ids and position table
       are checked against the shards.
     vocab / vocab_dir: the vocabulary; default `VocabInfo.for_dataset` (the vocab_dir recorded
@@ -242,7 +306,7 @@ def build_dataset(data_dir: str, split: str, *, training: bool, batch_size: int,
     max_positions = model_config.max_positions
   vocab = vocab or VocabInfo.for_dataset(data_dir, info, vocab_dir)
   config = InputConfig(batch_size=batch_size, max_seq_len=max_seq_len, seed=seed,
-                       shuffle_buffer=shuffle_buffer, repeat=True,
+                       shuffle_buffer=shuffle_buffer, repeat=True, start=start,
                        skip_corrupt_shards=skip_corrupt_shards)
   if not training:
     config = config.for_eval()

@@ -8,7 +8,6 @@ bookkeeping (config.json, the vocabulary files, resume checks). run.py owns the 
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
@@ -42,14 +41,12 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
 
 
 def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
-                   model_config: models.RobertaConfig, skip_rounds: int):
-  """The distributed train dataset (positioned after ``skip_rounds`` micro-batch rounds) and eval.
+                   model_config: models.RobertaConfig, start: int):
+  """The distributed train dataset (from sequence ``start`` of the global stream) and eval.
 
-  Each replica takes one batch per micro-batch round, so an input pipeline feeding k replicas
-  (MirroredStrategy: all of a worker's devices) has produced ``skip_rounds * k`` batches. The
-  masks are a pure function of (seed, epoch, shard, record), so skipping replays the exact
-  stream. (tf.data iterator checkpoints would avoid re-reading, but a non-chief worker's
-  checkpoints are deleted, so it could not restore its own position; skip works everywhere.)
+  The train stream is one sequence order for every split of the global batch (replicas x
+  accumulation steps; data/pipeline.py), positioned by arithmetic: a resume reads no batch it
+  does not use, and may change the number of replicas or accumulation steps.
   """
   per_replica = per_replica_batch(cfg, strategy)
   common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len,
@@ -57,10 +54,8 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
 
   def train_fn(ctx: tf.distribute.InputContext):
-    ds = pipeline.build_dataset(cfg.train_data, "train", training=True,
-                                shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
-    skip = skip_rounds * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
-    return ds.skip(skip) if skip else ds
+    return pipeline.build_dataset(cfg.train_data, "train", training=True, start=start,
+                                  shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
 
   train = strategy.distribute_datasets_from_function(train_fn)
   evaluation = None
@@ -73,17 +68,17 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
 
 
 # Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
-_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "grad_accum_steps", "max_seq_len", "seed",
+_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "max_seq_len", "seed",
                         "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
                         "whole_word_masking", "dupe_factor")
 
 
-def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
+def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   """Logs a warning when a resume changes what the data position means.
 
-  The position is a count of micro-batch rounds; replayed with another batch split, seed or
-  data, the resumed run reads a different stream than an uninterrupted one would have (it still
-  trains, but is no longer exact).
+  The position is a count of sequences of the global stream; with another global batch, seed
+  or data, the resumed run reads a different stream than an uninterrupted one would have (it
+  still trains, but is no longer exact). Replicas and accumulation steps may change freely.
   """
   if not tf.train.latest_checkpoint(cfg.model_dir):
     return
@@ -92,13 +87,6 @@ def warn_if_data_order_changed(cfg: TrainConfig, replicas: int) -> None:
     return
   changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
              for k in _DATA_ORDER_SETTINGS if getattr(before, k) != getattr(cfg, k)]
-  try:
-    with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
-      replicas_before = json.load(f).get("data", {}).get("replicas", replicas)
-  except (OSError, ValueError):
-    replicas_before = replicas
-  if replicas_before != replicas:
-    changed.append(f"replicas: {replicas_before} -> {replicas}")
   if changed:
     summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
                       + "): the data stream will not continue exactly where it stopped")
@@ -140,7 +128,8 @@ def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
   return Trainer(strategy, model, opt, StepConfig(
       grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
-      norm_per_micro_batch=float(per_replica * predictions), jit_compile=cfg.jit_compile))
+      norm_per_micro_batch=float(per_replica * predictions), jit_compile=cfg.jit_compile,
+      sequences_per_round=per_replica * strategy.num_replicas_in_sync))
 
 
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
@@ -182,7 +171,7 @@ def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.Roberta
                       replicas: int) -> None:
   """On the chief, before the first step: warn about changed data settings on resume, write
   config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
-  warn_if_data_order_changed(cfg, replicas)
+  warn_if_data_order_changed(cfg)
   write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],

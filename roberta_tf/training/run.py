@@ -6,7 +6,9 @@
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy
   → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
-    counters, dropout RNG state, data position), then on SIGTERM a clean exit
+    counters, dropout RNG state, data position), then on SIGTERM a clean exit; in a
+    multi-worker run SIGTERM to any one worker stops all of them at the same step, after one
+    common checkpoint (preemption.py)
 The host waits for the device only at log steps, bad-step checks (every --max_bad_steps
 steps), saves and evals: step outputs stay tensors until then (no per-step sync).
 """
@@ -23,7 +25,7 @@ import tensorflow as tf
 
 from roberta_tf.data import dataset_info
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.training import checkpointing, evaluation
+from roberta_tf.training import checkpointing, evaluation, preemption
 from roberta_tf.training import pretraining_task as task
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
@@ -100,8 +102,11 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
 
-  train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config,
-                                          skip_rounds=int(trainer.data_rounds.numpy()))
+  start = int(trainer.data_position.numpy())
+  if resumed and not start:  # a checkpoint from before data_position: rounds of this split
+    start = int(trainer.data_rounds.numpy()) * trainer.config.sequences_per_round
+    trainer.data_position.assign(start)
+  train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config, start=start)
   iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
@@ -158,12 +163,13 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
   start_time, start_step = time.perf_counter(), step
   stopped = False
   with SigtermFlag() as sigterm:
+    stop = preemption.PreemptionSync(strategy, sigterm)
     while step < cfg.train_steps:
       log_window.window.add(*trainer.train_step(lambda: next(iterator)))
       step += 1
       # The host syncs with the device only here: log steps, bad-step checks, saves, evals.
       log_now = step % cfg.log_every == 0 or step == cfg.train_steps
-      stop_now = sigterm.raised  # read once: a SIGTERM arriving later is handled next step
+      stop_now = stop.stop_now()  # read once: a SIGTERM arriving later is handled next step
       save_now = stop_now or (step % cfg.checkpoint_every == 0 and step < cfg.train_steps)
       if log_now or save_now or step % cfg.max_bad_steps == 0:
         check_bad_steps(step)
@@ -176,7 +182,8 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
       if save_now:
         save(step)
       if stop_now:
-        summaries_lib.log(f"SIGTERM: saved step {step}; exiting cleanly")
+        where = "" if stop.signalled_here else " (to another worker)"
+        summaries_lib.log(f"SIGTERM{where}: saved step {step}; exiting cleanly")
         stopped = True
         break
   if not stopped:

@@ -47,6 +47,8 @@ class StepConfig:
       mean loss's (matters for fp16 range); it cancels out exactly in the final gradient.
     loss_scale_initial / loss_scale_period: fp16 dynamic loss scaling (start, and the number of
       finite steps after which the scale doubles; an overflow halves it and skips the step).
+    sequences_per_round: sequences all replicas together read per micro-batch round (per-replica
+      batch x replicas); `data_position` advances by grad_accum_steps x this per update.
     jit_compile: XLA-compile each replica's forward + backward pass (meant for GPU/TPU, not
       measured there). On CPU oneDNN's kernels beat XLA's: the small preset trains 1.2x (fp32)
       to 1.6x (bf16) slower with it.
@@ -57,6 +59,7 @@ class StepConfig:
   norm_per_micro_batch: float = 1.0
   loss_scale_initial: float = 2.0**15
   loss_scale_period: int = 2000
+  sequences_per_round: int = 0
   jit_compile: bool = False
 
 
@@ -80,8 +83,10 @@ class Trainer:
       var = lambda v, dtype, name: tf.Variable(v, dtype=dtype, trainable=False, name=name,
                                                aggregation=_FIRST)
       self.step = var(0, tf.int64, "step")                 # updates attempted (incl. skipped)
-      # Micro-batch rounds read: each round every replica takes one batch, so an input pipeline
-      # has produced data_rounds x (its replicas) batches (pretraining_task.build_datasets).
+      # Sequences of the global training stream read: the resume position, the same for any
+      # split of the global batch into replicas x accumulation steps (data/pipeline.py).
+      self.data_position = var(0, tf.int64, "data_position")
+      # Micro-batch rounds read: the position of checkpoints written before data_position.
       self.data_rounds = var(0, tf.int64, "data_rounds")
       self.bad_steps_in_row = var(0, tf.int64, "bad_steps_in_row")
       self.skipped_steps = var(0, tf.int64, "skipped_steps")    # non-finite loss/grad, skipped
@@ -110,7 +115,8 @@ class Trainer:
 
   def checkpoint_items(self) -> dict:
     """Trackables a checkpoint must hold to resume exactly (besides model and optimizer)."""
-    return {"step": self.step, "data_rounds": self.data_rounds,
+    return {"step": self.step, "data_position": self.data_position,
+            "data_rounds": self.data_rounds,
             "bad_steps_in_row": self.bad_steps_in_row, "skipped_steps": self.skipped_steps,
             "overflow_steps": self.overflow_steps, "loss_scale": self.loss_scale,
             "good_steps": self.good_steps, "dropout_rng": dropout_rng_states(self.model)}
@@ -185,6 +191,7 @@ class Trainer:
   def _update_counters(self, ok, loss_finite):
     self.step.assign_add(1)
     self.data_rounds.assign_add(self.config.grad_accum_steps)
+    self.data_position.assign_add(self.config.grad_accum_steps * self.config.sequences_per_round)
     one = tf.constant(1, tf.int64)
     zero = tf.constant(0, tf.int64)
     if self.fp16:

@@ -1,0 +1,81 @@
+"""Encoding, packing and shard assignment of document groups (data_prep/doc_groups.py).
+
+Both engines run the same three functions, so they write the same blocks to the same shards in
+the same order:
+
+- ``encoded_batches``: a group stream's sentences in encoder batches; each sentence is encoded
+  on its own, so the batch boundaries never change an id.
+- ``pack_groups``: the encoded stream → per group, per split, the packed blocks in corpus order
+  (data_prep/packing.py; packing crosses documents within a group only).
+- ``assign_shards``: a group's blocks of one split, permuted by a generator seeded with
+  (seed, split, group key), then dealt round-robin to the split's shards starting after the
+  blocks of all earlier groups (``blocks_before``): shards differ by at most one record, and a
+  shard holds its records group by group, each group's in the permuted order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from data_prep import doc_groups, sentence_encoders
+from data_prep import packing as packing_lib
+
+Blocks = dict[str, list[np.ndarray]]  # split -> blocks (int64 [<= max_seq_len]) in corpus order
+
+
+def encoded_batches(groups: Iterable[doc_groups.Group], encode: sentence_encoders.Encoder,
+                    batch_sentences: int, num_workers: int | None = 1):
+  """``(batch, values, row_splits)`` for the groups' sentences, in order; segment keys are
+  ``(group_key, split)``. ``num_workers`` encoding threads (sentence_encoders.encode_batches)."""
+  docs = ((((g.key, split), doc) for split, doc in g.docs) for g in groups)
+  batches = sentence_encoders.batch_documents(
+      (d for group_docs in docs for d in group_docs), batch_sentences)
+  return sentence_encoders.encode_batches(batches, encode, num_workers)
+
+
+def pack_groups(encoded, *, max_seq_len: int, packing: str, bos_id: int, eos_id: int
+                ) -> Iterator[tuple[doc_groups.GroupKey, Blocks]]:
+  """Packs ``encoded_batches``' stream; yields ``(group_key, blocks per split)`` per group as
+  soon as the next group starts (and the last at the end)."""
+  key, blocks, packers = None, {}, {}
+
+  def finish():
+    for packer in packers.values():
+      packer.finish()
+    return key, blocks
+
+  for batch, values, row_splits in encoded:
+    # The packer holds int64 ids: convert the batch once, so each sentence is a view, not a copy.
+    values = np.asarray(values, np.int64)
+    i = 0
+    for (group_key, split), count, ends_document in batch.segments:
+      if group_key != key:
+        if key is not None:
+          yield finish()
+        key, blocks, packers = group_key, {}, {}
+      if split not in packers:
+        blocks[split] = []
+        packers[split] = packing_lib.Packer(max_seq_len, packing, bos_id, eos_id,
+                                            blocks[split].append)
+      packer = packers[split]
+      for j in range(i, i + count):
+        packer.add_sentence(values[row_splits[j]:row_splits[j + 1]])
+      i += count
+      if ends_document:
+        packer.end_document()
+  if key is not None:
+    yield finish()
+
+
+def assign_shards(blocks: list, *, split: str, group_key: doc_groups.GroupKey, seed: int,
+                  shuffle: bool, blocks_before: int, num_shards: int
+                  ) -> Iterator[tuple[int, object]]:
+  """``(shard index, block)`` for one group's blocks of ``split``, in write order."""
+  order = list(range(len(blocks)))
+  if shuffle:
+    random.Random(f"{seed}/{split}/{group_key[0]}/{group_key[1]}").shuffle(order)
+  for i, b in enumerate(order):
+    yield (blocks_before + i) % num_shards, blocks[b]
