@@ -27,8 +27,8 @@ flags.DEFINE_string("work_dir", None, "Where vocab, shards, runs and results go 
                     "finished runs are kept).")
 flags.DEFINE_list("seeds", ["0", "1"], "Seeds: every arm runs once per seed.")
 flags.DEFINE_string("config", "small", "Model size preset.")
-flags.DEFINE_integer("steps", 400, "Optimizer updates of the base arm (the token budget is "
-                     "base_batch x steps for every arm).")
+flags.DEFINE_integer("steps", None, "Optimizer updates of the base arm (the token budget is "
+                     "base_batch x steps for every arm). Default: masking 400, batch_size 1024.")
 flags.DEFINE_integer("base_batch", 32, "Batch of the base arm (batch_size: 1x, 8x, 32x it; "
                      "default there 8).")
 flags.DEFINE_float("base_lr", 1e-3, "Peak LR of the base arm (batch_size default 1e-4, the "
@@ -41,7 +41,7 @@ flags.DEFINE_string("task_train", os.path.join(TASK, "train.jsonl"), "Downstream
 flags.DEFINE_string("task_dev", os.path.join(TASK, "dev.jsonl"), "Downstream dev table.")
 flags.DEFINE_string("task_text_field", "text", "Downstream text field.")
 flags.DEFINE_string("task_label_field", "label", "Downstream label field.")
-flags.DEFINE_integer("task_epochs", 5, "Fine-tuning epochs.")
+flags.DEFINE_integer("task_epochs", 3, "Fine-tuning epochs.")
 flags.DEFINE_float("task_learning_rate", 1e-4, "Fine-tuning peak learning rate.")
 flags.mark_flags_as_required(["study", "work_dir"])
 
@@ -50,13 +50,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   from roberta_tf.ablation import runner, studies  # pylint: disable=import-outside-toplevel
-  base_batch, base_lr = FLAGS.base_batch, FLAGS.base_lr
+  base_batch, base_lr, steps = FLAGS.base_batch, FLAGS.base_lr, FLAGS.steps or 400
   if FLAGS.study == "batch_size":  # the paper's base row (bsz 256, lr 1e-4), scaled down
     base_batch = base_batch if FLAGS["base_batch"].present else 8
     base_lr = base_lr if FLAGS["base_lr"].present else 1e-4
+    steps = FLAGS.steps or 1024
   try:
     seeds = [int(s) for s in FLAGS.seeds]
-    study = studies.build(FLAGS.study, FLAGS.steps, base_batch, base_lr)
+    study = studies.build(FLAGS.study, steps, base_batch, base_lr)
     for path in (FLAGS.task_train, FLAGS.task_dev):
       if not os.path.exists(path):
         raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")

@@ -102,5 +102,6 @@ def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
 
 def _mb_for_epochs(sequences: int, epochs: int, seq_len: int = 128,
                    bytes_per_token: float = 4.0) -> float:
-  """MB of text that `sequences` sequences of `seq_len` tokens read `epochs` times."""
-  return round(sequences * seq_len * bytes_per_token / epochs / 1e6, 3)
+  """MB of text that `sequences` sequences of `seq_len` tokens read `epochs` times (at least
+  50 KB: enough documents for a held-out split)."""
+  return max(0.05, round(sequences * seq_len * bytes_per_token / epochs / 1e6, 3))

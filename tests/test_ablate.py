@@ -1,0 +1,67 @@
+"""roberta_tf.ablate: the studies' arms, the paper-style table, and the runner end to end on a
+tiny config (results.md rows, a PNG, finite values, a rerun that keeps finished runs)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from roberta_tf.ablation import report, studies
+from tests.conftest import REPO, TESTDATA
+
+
+def test_masking_arms_share_the_budget():
+  study = studies.build("masking", steps=400, base_batch=32, base_lr=1e-3)
+  assert [a.name for a in study.arms] == ["dynamic", "static, 2 copies"]
+  assert {a.batch_size * a.train_steps for a in study.arms} == {400 * 32}
+  assert "--masking=static" in study.arms[1].flags and "--dupe_factor=2" in study.arms[1].flags
+  # A subset the run reads ~8 times: 12,800 sequences x 128 tokens x ~4 bytes / 8 epochs.
+  assert study.corpus_mb == pytest.approx(0.819, abs=1e-3)
+
+
+def test_batch_size_arms_follow_the_papers_table():
+  study = studies.build("batch_size", steps=1600, base_batch=8, base_lr=1e-4)
+  assert [(a.batch_size, a.train_steps) for a in study.arms] == [(8, 1600), (64, 200), (256, 50)]
+  assert [a.learning_rate for a in study.arms] == pytest.approx([1e-4, 7e-4, 1e-3])
+  flags = study.arms[2].train_flags(warmup_fraction=0.25)
+  assert "--grad_accum_steps=8" in flags and "--warmup_steps=12" in flags  # 256 = 8 x 32
+
+
+def test_unbuilt_and_unknown_studies_are_refused():
+  with pytest.raises(studies.StudyError, match="SEGMENT-PAIR"):
+    studies.build("input_format", 10, 8, 1e-4)
+  with pytest.raises(studies.StudyError, match="unknown"):
+    studies.build("dropout", 10, 8, 1e-4)
+
+
+def test_table_rows_are_mean_and_half_range():
+  rows = [{"arm": "a", "seed": s, "perplexity": p, "task_value": v, "task_metric": "accuracy",
+           "tokens": 4096, "batch_size": 8, "train_steps": 4, "learning_rate": 1e-4,
+           "curve": []} for s, p, v in ((0, 100.0, 0.5), (1, 110.0, 0.7))]
+  md = report.table("masking", rows)
+  assert "| a | 105.0 ± 5.0 | 0.600 ± 0.100 | 4,096 | 8 | 4 | 0.0001 | 0, 1 |" in md
+
+
+def test_runner_end_to_end_and_rerun(tmp_path):
+  work = tmp_path / "study"
+  cmd = [sys.executable, "-m", "roberta_tf.ablate", "--study=masking", f"--work_dir={work}",
+         f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=8",
+         "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+  assert "ETA" in out.stdout
+  md = (work / "results.md").read_text()
+  assert "| dynamic |" in md and "| static, 2 copies |" in md
+  assert (work / "masking.png").stat().st_size > 1000
+  results = json.loads((work / "results.json").read_text())
+  assert len(results) == 2
+  for r in results:
+    assert math.isfinite(r["perplexity"]) and 0 <= r["task_value"] <= 1
+    assert r["tokens"] == 8 * 8 * 128 and len(r["curve"]) >= 2
+  again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0 and again.stdout.count("(done before)") == 2
+  assert json.loads((work / "results.json").read_text()) == results
