@@ -64,6 +64,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> No
 
 def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False) -> None:
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
+  model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
   missing = [p for p in (vocab, merges) if not os.path.isfile(p)]
   if missing:

@@ -201,6 +201,8 @@ def test_cli_errors_exit_non_zero(ours, tmp_path):
                     f"--model_dir={tmp_path / 'out'}")
   assert result.returncode != 0 and "absent' is not a directory" in result.stderr
   assert not os.path.exists(tmp_path / "out")
+  result = _run_cli(f"--to_keras_hub_preset={tmp_path / 'p'}", f"--model_dir={tmp_path / 'nope'}")
+  assert result.returncode != 0 and "nope' is not a model directory" in result.stderr
   no_vocab = tmp_path / "no_vocab"
   models.save(str(no_vocab), ours[1])
   result = _run_cli(f"--to_keras_hub_preset={tmp_path / 'p'}", f"--model_dir={no_vocab}")
