@@ -8,6 +8,13 @@ Export (model dir → config.json + model.safetensors that transformers loads):
 
   python -m roberta_tf.convert_checkpoint --to_hf --model_dir=models/base --hf_dir=out/
 
+keras-hub presets (what `keras_hub.models.RobertaMaskedLM.from_preset(DIR)` and
+`RobertaTextClassifier.from_preset(DIR, num_classes=...)` load; written by keras-hub's own
+`save_to_preset`, so the model dir must hold vocab.json and merges.txt):
+
+  python -m roberta_tf.convert_checkpoint --to_keras_hub_preset=out/preset --model_dir=models/base
+  python -m roberta_tf.convert_checkpoint --from_keras_hub_preset=preset/ --model_dir=models/kh
+
 The HF side is read and written with safetensors' numpy API (no torch, no pickle). vocab.json
 and merges.txt, when present, are copied along so the result carries its tokenizer.
 """
@@ -19,8 +26,9 @@ import sys
 
 from absl import app, flags
 
-from roberta_tf.models import hf_weights, model_dir
+from roberta_tf.models import hf_weights, keras_hub_preset, model_dir
 from roberta_tf.models.config import ConfigError
+from roberta_tf.models.keras_hub_weights import KerasHubWeightsError
 from roberta_tf.tokenization import vocab_files
 
 FLAGS = flags.FLAGS
@@ -29,6 +37,10 @@ flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model
 flags.DEFINE_string("model_dir", None, "roberta_tf model dir: config.json + TF checkpoint "
                     "(written on import, read with --to_hf).")
 flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of importing.")
+flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest checkpoint, vocab "
+                    "files) as a keras-hub preset directory here.")
+flags.DEFINE_string("from_keras_hub_preset", None, "Import this local keras-hub RoBERTa preset "
+                    "directory into --model_dir.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.")
 
 
@@ -50,20 +62,67 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> No
   vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
 
 
+def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False) -> None:
+  """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
+  model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
+  vocab, merges = vocab_files.paths(in_model_dir)
+  missing = [p for p in (vocab, merges) if not os.path.isfile(p)]
+  if missing:
+    raise model_dir.ModelDirError(f"{', '.join(missing)} not found: a keras-hub preset carries "
+                                  f"its tokenizer, so {in_model_dir!r} needs its vocab files")
+  pretrainer = model_dir.load(in_model_dir)
+  keras_hub_preset.save_preset(pretrainer, vocab, merges, preset_dir, overwrite=overwrite)
+
+
+def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = False) -> tuple[
+    str, bool]:
+  """keras-hub preset → new model dir (with the preset's vocab files, if it has a tokenizer).
+
+  Returns (checkpoint prefix written, whether the preset had an MLM head).
+  """
+  pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
+  files = keras_hub_preset.vocab_paths(preset_dir)
+  prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=files)
+  return prefix, head_loaded
+
+
+def _check_flags():
+  """Raises app.UsageError unless the flags name exactly one conversion."""
+  to_kh, from_kh = FLAGS.to_keras_hub_preset, FLAGS.from_keras_hub_preset
+  if not FLAGS.model_dir:
+    raise app.UsageError("--model_dir is required")
+  if to_kh and from_kh:
+    raise app.UsageError("give one of --to_keras_hub_preset and --from_keras_hub_preset")
+  if (to_kh or from_kh) and (FLAGS.hf_dir or FLAGS.to_hf):
+    raise app.UsageError("--hf_dir/--to_hf and a keras-hub preset flag are separate conversions")
+  if not (to_kh or from_kh or FLAGS.hf_dir):
+    raise app.UsageError("--hf_dir is required (or --to_keras_hub_preset / "
+                         "--from_keras_hub_preset)")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  for name in ("hf_dir", "model_dir"):
-    if not FLAGS[name].value:
-      raise app.UsageError(f"--{name} is required")
+  _check_flags()
   try:
-    if FLAGS.to_hf:
+    if FLAGS.to_keras_hub_preset:
+      export_keras_hub(FLAGS.model_dir, FLAGS.to_keras_hub_preset, overwrite=FLAGS.overwrite)
+      print(f"wrote keras-hub preset {FLAGS.to_keras_hub_preset}")
+    elif FLAGS.from_keras_hub_preset:
+      prefix, head_loaded = import_keras_hub(FLAGS.from_keras_hub_preset, FLAGS.model_dir,
+                                             overwrite=FLAGS.overwrite)
+      print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
+      if not head_loaded:
+        print("note: the preset has no RobertaMaskedLM head; the MLM head is freshly initialized")
+    elif FLAGS.to_hf:
       export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite)
       print(f"wrote {FLAGS.hf_dir}/{{config.json,{hf_weights.WEIGHTS_FILE}}}")
     else:
       prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
       print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
-  except (hf_weights.HFCheckpointError, model_dir.ModelDirError, ConfigError) as e:
+  except (hf_weights.HFCheckpointError, model_dir.ModelDirError, ConfigError,
+          keras_hub_preset.KerasHubPresetError, KerasHubWeightsError,
+          vocab_files.VocabFileError) as e:
     sys.exit(f"convert_checkpoint: error: {e}")
 
 

@@ -11,6 +11,8 @@ The layers correspond one to one (keras-hub's TransformerEncoder is the same pos
 | self_attention_layer/attention_output [A, H/A, H]    | attention_output [H, H] (reshaped)      |
 | self_attention_layer_norm, feedforward_layer_norm    | attention_layer_norm, output_layer_norm |
 | feedforward_intermediate_dense, _output_dense        | intermediate_dense, output_dense        |
+| RobertaMaskedLM mlm_head/intermediate_dense, ...     | mlm_head/intermediate_dense, ...        |
+|   .../intermediate_layer_norm, .../output_bias       |   (the decoder is tied in both)         |
 
 Positions: keras-hub numbers tokens 0..S-1 from the left, RoBERTa numbers real tokens from
 pad_id + 1 = 2, so keras-hub's row j is our row j + 2 (keras-hub's own HF converter drops the
@@ -27,6 +29,7 @@ import numpy as np
 
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
+from roberta_tf.models.mlm_head import MaskedLMHead
 
 
 class KerasHubWeightsError(ValueError):
@@ -132,3 +135,27 @@ def copy_from_backbone(backbone: keras_hub.models.RobertaBackbone, encoder: kera
   table = np.zeros(ours.shape, np.float32)
   table[offset:] = theirs.numpy()
   ours.assign(table)
+
+
+def _head_pairs(head: MaskedLMHead, masked_lm_head):
+  """[(name, our variable, keras-hub variable)] of the MLM heads (the decoder is tied to the
+  token embedding in both, so it travels with the backbone)."""
+  dense, norm = masked_lm_head._intermediate_dense, masked_lm_head._intermediate_layer_norm
+  return [("mlm_head/intermediate_dense/kernel", head.intermediate_dense.kernel, dense.kernel),
+          ("mlm_head/intermediate_dense/bias", head.intermediate_dense.bias, dense.bias),
+          ("mlm_head/intermediate_layer_norm/gamma", head.intermediate_layer_norm.gamma,
+           norm.gamma),
+          ("mlm_head/intermediate_layer_norm/beta", head.intermediate_layer_norm.beta, norm.beta),
+          ("mlm_head/output_bias", head.output_bias, masked_lm_head._bias)]
+
+
+def copy_head_to_masked_lm(head: MaskedLMHead,
+                           masked_lm: keras_hub.models.RobertaMaskedLM) -> None:
+  """Copies our MLM head's weights into a keras-hub RobertaMaskedLM's `mlm_head`."""
+  _copy(_head_pairs(head, masked_lm.masked_lm_head), to_backbone=True)
+
+
+def copy_head_from_masked_lm(masked_lm: keras_hub.models.RobertaMaskedLM,
+                             head: MaskedLMHead) -> None:
+  """Copies a keras-hub RobertaMaskedLM's `mlm_head` weights into our MLM head."""
+  _copy(_head_pairs(head, masked_lm.masked_lm_head), to_backbone=False)

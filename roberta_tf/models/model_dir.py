@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 
 import tensorflow as tf
 
@@ -110,7 +111,8 @@ def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPr
   return pretrainer
 
 
-def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False) -> str:
+def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False,
+         files: dict[str, str] | None = None) -> str:
   """Writes `pretrainer` as a new model directory (config.json + one checkpoint).
 
   The directory is assembled under a temporary name and renamed when complete, so an
@@ -120,6 +122,8 @@ def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False)
     model_dir: the directory to create (absent or empty unless `overwrite`).
     pretrainer: the model; its `config` goes to config.json.
     overwrite: replace an existing non-empty `model_dir`.
+    files: {name in model_dir: source path} copied in before the rename (e.g. vocab.json and
+      merges.txt), so the directory never appears without them.
 
   Returns:
     The checkpoint prefix inside `model_dir`.
@@ -134,4 +138,6 @@ def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
                                          max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
     prefix = manager.save(checkpoint_number=0)
+    for name, src in (files or {}).items():
+      shutil.copyfile(src, os.path.join(tmp, name))
   return os.path.join(model_dir, os.path.basename(prefix))

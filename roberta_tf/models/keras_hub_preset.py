@@ -1,0 +1,177 @@
+"""keras-hub presets of RoBERTa: written from our pretrainer, read back into one.
+
+A preset is a directory that `keras_hub.models.RobertaMaskedLM.from_preset(dir)` and
+`keras_hub.models.RobertaTextClassifier.from_preset(dir, num_classes=...)` load. It is written
+by keras-hub's own `save_to_preset` on a `RobertaMaskedLM` built from our weights, so it is
+exactly what keras-hub writes:
+
+```
+preset_dir/
+  config.json            RobertaBackbone config (registered_name "keras_hub>RobertaBackbone")
+  model.weights.h5       backbone weights
+  task.json              RobertaMaskedLM config; task.weights.h5: backbone + MLM head weights
+  preprocessor.json      RobertaMaskedLMPreprocessor (sequence_length = our max_seq_len)
+  tokenizer.json         RobertaTokenizer config
+  assets/tokenizer/      vocabulary.json (= our vocab.json) and merges.txt
+  metadata.json          keras / keras-hub versions
+```
+Weights map as in `keras_hub_weights` (position row j of keras-hub = our row j + 2). A
+classifier built by `RobertaTextClassifier.from_preset` gets keras-hub's default preprocessor
+(sequence_length 512): for a model with a shorter `max_seq_len` set
+`classifier.preprocessor.sequence_length` to it, or the position table is too short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras_hub
+
+from roberta_tf.common import atomic_write
+from roberta_tf.models import keras_hub_weights
+from roberta_tf.models.config import RobertaConfig
+from roberta_tf.models.pretrainer import RobertaPretrainer
+
+BACKBONE_CLASS = "keras_hub>RobertaBackbone"
+MASKED_LM_CLASS = "keras_hub>RobertaMaskedLM"
+CONFIG_FILE = "config.json"
+TASK_FILE = "task.json"
+TASK_WEIGHTS_FILE = "task.weights.h5"
+# Where keras-hub's tokenizer keeps its assets: {vocabulary.json, merges.txt} are our
+# {vocab.json, merges.txt}, byte for byte the same format.
+TOKENIZER_ASSETS = os.path.join("assets", "tokenizer")
+ASSET_NAMES = {"vocab.json": "vocabulary.json", "merges.txt": "merges.txt"}
+
+
+class KerasHubPresetError(ValueError):
+  """A preset directory that cannot be written or read; the message names it and the problem."""
+
+
+def _check_special_ids(tokenizer, config: RobertaConfig, source: str) -> None:
+  """keras-hub's tokenizer reads <s>/<pad>/</s> ids from the vocabulary: they must be ours."""
+  pairs = [("<s>", tokenizer.start_token_id, config.bos_id),
+           ("<pad>", tokenizer.pad_token_id, config.pad_id),
+           ("</s>", tokenizer.end_token_id, config.eos_id)]
+  wrong = [f"{token} is {got}, the model expects {want}" for token, got, want in pairs
+           if got != want]
+  if wrong:
+    raise KerasHubPresetError(f"{source}: special ids disagree with the model: {'; '.join(wrong)}")
+  if tokenizer.vocabulary_size() > config.vocab_size:
+    raise KerasHubPresetError(f"{source}: {tokenizer.vocabulary_size()} tokens, more than the "
+                              f"model's vocab_size {config.vocab_size}")
+
+
+def build_masked_lm(pretrainer: RobertaPretrainer, vocab_path: str,
+                    merges_path: str) -> keras_hub.models.RobertaMaskedLM:
+  """A keras-hub RobertaMaskedLM (with its preprocessor) holding `pretrainer`'s weights.
+
+  Args:
+    pretrainer: our model (float32 weights).
+    vocab_path, merges_path: its vocab.json and merges.txt.
+
+  Returns:
+    RobertaMaskedLM whose backbone and MLM head equal ours; its preprocessor packs to
+    `config.max_seq_len` tokens.
+  """
+  config = pretrainer.config
+  tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab_path, merges=merges_path)
+  _check_special_ids(tokenizer, config, vocab_path)
+  backbone = keras_hub_weights.build_backbone(config)
+  keras_hub_weights.copy_to_backbone(pretrainer.encoder, backbone)
+  preprocessor = keras_hub.models.RobertaMaskedLMPreprocessor(
+      tokenizer, sequence_length=config.max_seq_len)
+  masked_lm = keras_hub.models.RobertaMaskedLM(backbone, preprocessor=preprocessor)
+  keras_hub_weights.copy_head_to_masked_lm(pretrainer.mlm_head, masked_lm)
+  return masked_lm
+
+
+def save_preset(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str,
+                preset_dir: str, overwrite: bool = False) -> None:
+  """Writes `pretrainer` and its tokenizer as a keras-hub preset (see the module docstring).
+
+  The preset is assembled under a temporary name and renamed when complete.
+
+  Raises:
+    KerasHubPresetError: `preset_dir` exists and is not empty (without `overwrite`), or the
+      vocabulary's special ids are not the model's.
+    KerasHubWeightsError: the architecture has no keras-hub equivalent (e.g. eps != 1e-5).
+  """
+  preset_dir = os.path.normpath(preset_dir)
+  if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
+    raise KerasHubPresetError(f"{preset_dir!r} exists and is not a directory")
+  if os.path.isdir(preset_dir) and os.listdir(preset_dir) and not overwrite:
+    raise KerasHubPresetError(f"{preset_dir!r} exists and is not empty; pass --overwrite to "
+                              f"replace it")
+  masked_lm = build_masked_lm(pretrainer, vocab_path, merges_path)
+  with atomic_write.atomic_dir(preset_dir) as tmp:
+    masked_lm.save_to_preset(tmp)
+
+
+def _read_json(path: str) -> dict:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise KerasHubPresetError(f"cannot read {path}: {e}") from e
+
+
+def has_masked_lm_head(preset_dir: str) -> bool:
+  """Whether the preset holds a RobertaMaskedLM task with its weights (else: backbone only)."""
+  task = os.path.join(preset_dir, TASK_FILE)
+  return (os.path.isfile(task) and os.path.isfile(os.path.join(preset_dir, TASK_WEIGHTS_FILE))
+          and _read_json(task).get("registered_name") == MASKED_LM_CLASS)
+
+
+def check_preset(preset_dir: str) -> None:
+  """Raises KerasHubPresetError unless `preset_dir` is a local keras-hub RoBERTa preset."""
+  config_path = os.path.join(preset_dir, CONFIG_FILE)
+  if not os.path.isdir(preset_dir):
+    raise KerasHubPresetError(f"keras-hub preset {preset_dir!r} is not a directory")
+  if not os.path.isfile(config_path):
+    raise KerasHubPresetError(f"{config_path} not found: {preset_dir!r} is not a keras-hub "
+                              f"preset (save_to_preset writes config.json + model.weights.h5)")
+  name = _read_json(config_path).get("registered_name")
+  if name != BACKBONE_CLASS:
+    raise KerasHubPresetError(f"{config_path}: the backbone is {name!r}, not {BACKBONE_CLASS!r}: "
+                              f"only RoBERTa presets can be imported")
+
+
+def vocab_paths(preset_dir: str) -> dict[str, str] | None:
+  """{our file name: path in the preset} of the tokenizer's assets, or None if it has none."""
+  paths = {ours: os.path.join(preset_dir, TOKENIZER_ASSETS, theirs)
+           for ours, theirs in ASSET_NAMES.items()}
+  return paths if all(os.path.isfile(p) for p in paths.values()) else None
+
+
+def load_preset(preset_dir: str, dtype=None) -> tuple[RobertaPretrainer, bool]:
+  """Our pretrainer with a keras-hub RoBERTa preset's weights.
+
+  Args:
+    preset_dir: a local preset directory (from `save_to_preset`, ours or keras-hub's).
+    dtype: the dtype policy to build our model with.
+
+  Returns:
+    (pretrainer, head_loaded): head_loaded is False for a backbone-only preset (no
+    RobertaMaskedLM task weights), whose MLM head keeps our fresh initialization.
+
+  Raises:
+    KerasHubPresetError: not a directory, no config.json, not a RobertaBackbone, or a
+      tokenizer whose special ids are not RoBERTa's.
+  """
+  check_preset(preset_dir)
+  head_loaded = has_masked_lm_head(preset_dir)
+  if head_loaded:
+    masked_lm = keras_hub.models.RobertaMaskedLM.from_preset(preset_dir, dtype="float32")
+    backbone = masked_lm.backbone
+  else:
+    backbone = keras_hub.models.RobertaBackbone.from_preset(preset_dir, dtype="float32")
+  config = keras_hub_weights.config_from_backbone(backbone)
+  if vocab_paths(preset_dir):
+    tokenizer = keras_hub.models.RobertaTokenizer.from_preset(preset_dir)
+    _check_special_ids(tokenizer, config, os.path.join(preset_dir, TOKENIZER_ASSETS))
+  pretrainer = RobertaPretrainer(config, dtype=dtype)
+  keras_hub_weights.copy_from_backbone(backbone, pretrainer.encoder)
+  if head_loaded:
+    keras_hub_weights.copy_head_from_masked_lm(masked_lm, pretrainer.mlm_head)
+  return pretrainer, head_loaded
