@@ -36,21 +36,28 @@ class RunnerError(RuntimeError):
 
 
 def _run(args: Sequence[str], log_path: str | None = None, stdout_only: bool = False) -> str:
-  """Runs `python -m args...`; returns its output (stdout + stderr, or stdout only), and
-  writes both to log_path."""
+  """Runs `python -m args...`; returns its output (stdout + stderr, or stdout only). With
+  log_path the output goes there as it is written (`tail -f` it to follow a training run)."""
   print("$ python -m " + shlex.join(args), flush=True)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-  proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True,
-                        check=False)
-  out = proc.stdout + proc.stderr
-  if log_path:
-    with open(log_path, "w", encoding="utf-8") as f:
-      f.write(out)
-  if proc.returncode != 0:
+  cmd = [sys.executable, "-m", *args]
+  if log_path and not stdout_only:
+    with open(log_path, "w", encoding="utf-8") as log:
+      returncode = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  check=False).returncode
+    with open(log_path, encoding="utf-8") as log:
+      out = log.read()
+  else:
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    returncode, out = proc.returncode, proc.stdout if stdout_only else proc.stdout + proc.stderr
+    if log_path:
+      with open(log_path, "w", encoding="utf-8") as log:
+        log.write(proc.stdout + proc.stderr)
+  if returncode != 0:
     tail = "\n".join(out.strip().splitlines()[-15:])
-    raise RunnerError(f"{args[0]} failed (exit {proc.returncode})"
+    raise RunnerError(f"{args[0]} failed (exit {returncode})"
                       f"{' - log: ' + log_path if log_path else ''}\n{tail}")
-  return proc.stdout if stdout_only else out
+  return out
 
 
 def write_corpus_subset(spec: str, mb: float, path: str, text_field: str = "text") -> int:
