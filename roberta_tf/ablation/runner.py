@@ -53,6 +53,8 @@ def _run(args: Sequence[str], log_path: str | None = None, stdout_only: bool = F
     if log_path:
       with open(log_path, "w", encoding="utf-8") as log:
         log.write(proc.stdout + proc.stderr)
+    if returncode != 0:
+      out = proc.stdout + proc.stderr
   if returncode != 0:
     tail = "\n".join(out.strip().splitlines()[-15:])
     raise RunnerError(f"{args[0]} failed (exit {returncode})"
