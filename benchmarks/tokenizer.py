@@ -9,8 +9,9 @@ Corpora (each --mb MB of lines, in order), the vocabulary, and what they exercis
   (c) 50k-vocab       --other_corpus text with a 50,265 vocab trained on python-docs
   (d) multilingual    the fixture's tokenizer cases (CJK, accents, emoji, RTL, ...) repeated,
                       with the python-docs 8K vocab
---other_corpus defaults to the docstrings of Python's standard library (English prose and code
-that is on every machine with Python); give a .txt or .jsonl(.gz) to use your own text.
+--other_corpus defaults to the running Python's documentation (module, class and function
+docstrings: data_prep's embedded `stdlib` corpus, on every machine with Python); give a .txt or
+.jsonl(.gz) to use your own text.
 
 Cold, as a user meets it: construction (tables, word cache), tracing, and one pass of the text
 through `tf.data` (batch --batch_size lines, map with AUTOTUNE); HF: construction +
@@ -25,14 +26,13 @@ best of 2 calls, as HF's).
 
 from __future__ import annotations
 
-import ast
 import gzip
 import json
 import os
 import random
-import sysconfig
 import tempfile
 import time
+from collections.abc import Iterable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from data_prep import corpus  # noqa: E402
 from roberta_tf.tokenization.tokenizer import SPECIAL_TOKENS, BytePairTokenizer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,44 +61,33 @@ flags.DEFINE_bool("keras_hub", True, "Include keras-hub's BytePairTokenizer (slo
 flags.DEFINE_float("hostile_mb", 1.0, "Size of each hostile string (0: skip).")
 
 
+def first_mb(lines: Iterable[str], mb: float) -> list[str]:
+  """The first lines whose UTF-8 bytes reach `mb` MB (all of them if fewer)."""
+  out, size = [], 0
+  for line in lines:
+    out.append(line)
+    size += len(line.encode("utf-8"))
+    if size >= mb * 1e6:
+      break
+  return out
+
+
 def read_lines(path: str, mb: float) -> list[str]:
   """Lines of a .txt or .jsonl(.gz) ('text' field split on newlines), up to `mb` MB."""
   opener = gzip.open if path.endswith(".gz") else open
-  lines, size = [], 0
-  with opener(path, "rt", encoding="utf-8") as f:
-    for record in f:
-      text = json.loads(record)["text"] if ".jsonl" in path else record.rstrip("\n")
-      for line in text.split("\n"):
-        lines.append(line)
-        size += len(line.encode("utf-8"))
-        if size >= mb * 1e6:
-          return lines
-  return lines
+
+  def lines():
+    with opener(path, "rt", encoding="utf-8") as f:
+      for record in f:
+        yield from (json.loads(record)["text"] if ".jsonl" in path else record.rstrip("\n")
+                    ).split("\n")
+
+  return first_mb(lines(), mb)
 
 
 def stdlib_docstrings(mb: float) -> list[str]:
-  """Lines of the docstrings of Python's standard library, up to `mb` MB."""
-  lines, size = [], 0
-  root = sysconfig.get_paths()["stdlib"]
-  for dirpath, dirnames, filenames in sorted(os.walk(root)):
-    dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages"))
-    for name in sorted(filenames):
-      if not name.endswith(".py"):
-        continue
-      try:
-        with open(os.path.join(dirpath, name), encoding="utf-8") as f:
-          tree = ast.parse(f.read())
-      except (SyntaxError, UnicodeDecodeError, ValueError):
-        continue
-      for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-          doc = ast.get_docstring(node)
-          for line in (doc or "").split("\n"):
-            lines.append(line)
-            size += len(line.encode("utf-8"))
-            if size >= mb * 1e6:
-              return lines
-  return lines
+  """Lines of the running Python's documentation (data_prep's embedded `stdlib` corpus)."""
+  return first_mb((line for doc in corpus.stdlib_documents() for line in doc), mb)
 
 
 def multilingual(mb: float) -> list[str]:
@@ -105,12 +95,7 @@ def multilingual(mb: float) -> list[str]:
   with open(os.path.join(FIXTURE, "tokenizer_cases.jsonl"), encoding="utf-8") as f:
     cases = [json.loads(line)["text"] for line in f]
   rng = random.Random(0)
-  lines, size = [], 0
-  while size < mb * 1e6:
-    line = rng.choice(cases)
-    lines.append(line)
-    size += len(line.encode("utf-8"))
-  return lines
+  return first_mb(iter(lambda: rng.choice(cases), None), mb)
 
 
 def hf_tokenizer(vocab_dir: str):
