@@ -65,3 +65,6 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
   assert again.returncode == 0 and again.stdout.count("(done before)") == 2
   assert json.loads((work / "results.json").read_text()) == results
+  other = subprocess.run([c.replace("--steps=8", "--steps=9") for c in cmd], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+  assert other.returncode == 1 and "other settings (arms" in other.stderr

@@ -13,6 +13,7 @@ interruption continues where it stopped (a half-trained model resumes from its c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -138,10 +139,29 @@ def _json_tail(output: str) -> str:
   return output[output.rindex("{\n"):] if "{\n" in output else output
 
 
+def check_settings(work_dir: str, settings: dict) -> None:
+  """Records the study's settings in work_dir/study.json; refuses a work_dir that holds
+  another study's runs (seeds may change: a rerun with more seeds adds runs)."""
+  path = os.path.join(work_dir, "study.json")
+  settings = json.loads(json.dumps(settings))  # as it reads back (tuples become lists)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      before = json.load(f)
+    differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+    if differ:
+      raise RunnerError(f"{work_dir} holds a study run with other settings ({', '.join(differ)}:"
+                        f" {[before.get(k) for k in differ]} there); use another --work_dir")
+  else:
+    atomic_write.write_json(path, settings)
+
+
 def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
               seeds: Sequence[int], opts: dict) -> list[dict]:
   """Every arm x seed, with progress and ETA; writes results.json/.md and the plot."""
   os.makedirs(work_dir, exist_ok=True)
+  check_settings(work_dir, {"study": name, "corpus": corpus, **opts,
+                            "arms": [dataclasses.asdict(a) for a in study.arms],
+                            "corpus_mb": study.corpus_mb})
   shards = prepare(corpus, work_dir, study, opts["vocab_size"])
   jobs = [(arm, seed) for arm in study.arms for seed in seeds]
   results, spent = [], []
