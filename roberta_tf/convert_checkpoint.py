@@ -106,6 +106,12 @@ def main(argv):
   _check_flags()
   try:
     if FLAGS.to_keras_hub_preset:
+      src, dst = (os.path.realpath(p) for p in (FLAGS.model_dir, FLAGS.to_keras_hub_preset))
+      if os.path.commonpath([src, dst]) in (src, dst):
+        # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
+        raise keras_hub_preset.KerasHubPresetError(
+            f"--to_keras_hub_preset={FLAGS.to_keras_hub_preset} and --model_dir="
+            f"{FLAGS.model_dir} overlap; write the preset elsewhere")
       export_keras_hub(FLAGS.model_dir, FLAGS.to_keras_hub_preset, overwrite=FLAGS.overwrite)
       print(f"wrote keras-hub preset {FLAGS.to_keras_hub_preset}")
     elif FLAGS.from_keras_hub_preset:

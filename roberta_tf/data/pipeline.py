@@ -85,7 +85,7 @@ class InputConfig:
 
   def for_eval(self) -> InputConfig:
     """The same reader for evaluation: no shuffling, one pass, padded last batch."""
-    return dataclasses.replace(self, shuffle_buffer=0, repeat=False)
+    return dataclasses.replace(self, shuffle_buffer=0, repeat=False, start=0)
 
 
 def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,

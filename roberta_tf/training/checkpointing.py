@@ -71,6 +71,7 @@ class Checkpointer:
   def __init__(self, model_dir: str, items: dict, keep: int = 3, is_chief: bool = True,
                task_id: int = 0):
     self.model = items["model"]
+    self.items = dict(items)
     self.checkpoint = tf.train.Checkpoint(**items)
     self.is_chief = is_chief
     self.directory = worker_dir(model_dir, is_chief, task_id)
@@ -90,11 +91,11 @@ class Checkpointer:
     """Restores the newest checkpoint of the chief's directory; returns its path or None."""
     path = tf.train.latest_checkpoint(chief_dir or self.directory)
     if path:
-      self.checkpoint.restore(path).assert_existing_objects_matched()
+      restore_checkpoint(self.items, path)
     return path
 
   def restore(self, path: str) -> None:
-    self.checkpoint.restore(path).assert_existing_objects_matched()
+    restore_checkpoint(self.items, path)
 
   def save(self, step: int) -> str:
     """Saves as ``ckpt-<step>``; raises NonFiniteWeightsError if any weight is NaN/Inf."""
@@ -105,3 +106,20 @@ class Checkpointer:
     if not self.is_chief:
       shutil.rmtree(self.directory, ignore_errors=True)
     return path
+
+
+# Checkpoint items that a checkpoint written by an older release may lack; the caller sees them
+# at their initial value (0) and handles it (run.py: data_position from data_rounds).
+OPTIONAL_ITEMS = ("data_position",)
+
+
+def restore_checkpoint(items: dict, path: str) -> None:
+  """Restores `path` into the checkpoint items, requiring every one except an OPTIONAL_ITEMS
+  entry that the checkpoint lacks (it keeps its current value).
+
+  Raises:
+    AssertionError (TF's) when a required object has no value in the checkpoint.
+  """
+  names = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
+  kept = {k: v for k, v in items.items() if k in names or k not in OPTIONAL_ITEMS}
+  tf.train.Checkpoint(**kept).restore(path).assert_existing_objects_matched()

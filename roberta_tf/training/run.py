@@ -103,9 +103,14 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
 
   start = int(trainer.data_position.numpy())
-  if resumed and not start:  # a checkpoint from before data_position: rounds of this split
+  if resumed and not start and int(trainer.step.numpy()):
+    # A checkpoint from before data_position: its rounds of this split. The stream's order
+    # changed with it, so this continues at the same amount of data, not the same sequences.
     start = int(trainer.data_rounds.numpy()) * trainer.config.sequences_per_round
     trainer.data_position.assign(start)
+    summaries_lib.log(f"warning: {resumed} predates the recorded data position; resuming at "
+                      f"sequence {start} of the current data order (the order has changed "
+                      "since that checkpoint was written)")
   train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config, start=start)
   iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
