@@ -273,19 +273,14 @@ class BytePairTokenizer(tf.Module):
     slot = tf.gather(self._cache_slots, tf.maximum(row, 0))
     begin = tf.where(row >= 0, tf.bitwise.right_shift(slot, _SLOT_BITS), 0)
     size = tf.where(row >= 0, slot & (2**_SLOT_BITS - 1), 0)
-    # Words the cache does not hold: BPE once per distinct word.
+    # Words the cache does not hold (BPE once per distinct word or piece: `_merge_ranges`).
     miss_at = tf.where((row < 0) & (words.special < 0))[:, 0]
-    unique, inverse = tf.unique(tf.gather(strings, miss_at), out_idx=tf.int64)
-    first = tf.math.unsorted_segment_min(tf.range(tf.size(inverse, out_type=tf.int64)),
-                                         inverse, tf.size(unique, out_type=tf.int64))
-    first = tf.gather(miss_at, first)
-    miss_ids = self._merge_long(words.buffer, words.data, tf.gather(words.starts, first),
-                                tf.gather(words.lengths, first))
+    miss_ids = self._merge_long(words.buffer, words.data, tf.gather(words.starts, miss_at),
+                                tf.gather(words.lengths, miss_at))
     num_cached = tf.size(self._cache_ids, out_type=tf.int64)
-    begin = tf.tensor_scatter_nd_update(
-        begin, miss_at[:, None], num_cached + tf.gather(miss_ids.row_splits, inverse))
-    size = tf.tensor_scatter_nd_update(
-        size, miss_at[:, None], tf.gather(miss_ids.row_lengths(), inverse))
+    begin = tf.tensor_scatter_nd_update(begin, miss_at[:, None],
+                                        num_cached + miss_ids.row_starts())
+    size = tf.tensor_scatter_nd_update(size, miss_at[:, None], miss_ids.row_lengths())
     special_at = tf.where(words.special >= 0)[:, 0]
     special_ids = tf.gather(self._special_id_list, tf.gather(words.special, special_at))
     first_special = num_cached + tf.size(miss_ids.flat_values, out_type=tf.int64)
@@ -321,7 +316,8 @@ class BytePairTokenizer(tf.Module):
 
   def _merge_long(self, buffer: tf.Tensor, data: tf.Tensor, starts: tf.Tensor,
                   lengths: tf.Tensor) -> tf.RaggedTensor:
-    """BPE of distinct words; words over `long_word_cap` bytes go through `long_words`."""
+    """BPE of words (byte ranges, repeats allowed); words over `long_word_cap` bytes go
+    through `long_words`. Returns int32 RaggedTensor [N, None]."""
     pieces = long_words.cut(data, starts, lengths, self.long_word_cap)
     piece_ids = self._merge_ranges(buffer, data, pieces[0], pieces[1])
 
