@@ -90,9 +90,9 @@ class EncodePack(beam.DoFn):
                                             self._s["batch_sentences"], num_workers=1)
     for group_key, blocks in group_packing.pack_groups(
         encoded, max_seq_len=self._s["max_seq_len"], packing=self._s["packing"],
-        bos_id=self._bos, eos_id=self._eos):
+        bos_id=self._bos, eos_id=self._eos, seed=self._s["seed"]):
       for split, split_blocks in blocks.items():
-        yield split, group_key, [(example_spec.serialize(b), len(b)) for b in split_blocks]
+        yield split, group_key, [(example_spec.serialize_block(b), len(b)) for b in split_blocks]
 
 
 def _blocks_before(counts: list) -> dict:

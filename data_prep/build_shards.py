@@ -7,7 +7,9 @@
 
 The work is done by data_prep/shard_builder.py (see its docstring for the packing, the
 validation split and the output contract); --engine=beam runs it as an Apache Beam pipeline
-(data_prep/beam_engine.py) that writes the same files, byte for byte.
+(data_prep/beam_engine.py) that writes the same files, byte for byte. --packing=segment_pair
+and sentence_pair write BERT's pairs with next-sentence labels, for the paper's input-format
+ablation only (data_prep/pair_packing.py).
 """
 
 import sys
@@ -29,7 +31,8 @@ flags.DEFINE_integer("max_seq_len", 512, "Ids per sequence at most, <s> and </s>
                      "must be <= the model's max_seq_len.")
 flags.DEFINE_enum("packing", packing_lib.FULL_SENTENCES, list(packing_lib.PACKINGS),
                   "full_sentences: blocks cross documents (with an extra </s>); "
-                  "doc_sentences: never.")
+                  "doc_sentences: never; segment_pair / sentence_pair: BERT's pairs with a "
+                  "next-sentence label (the paper's input-format ablation only).")
 flags.DEFINE_integer("num_shards", 16, "Train shard files.")
 flags.DEFINE_integer("num_validation_shards", 1, "Validation shard files.")
 flags.DEFINE_float("validation_fraction", 0.01, "Fraction of documents held out for "

@@ -23,7 +23,8 @@ import numpy as np
 from data_prep import doc_groups, sentence_encoders
 from data_prep import packing as packing_lib
 
-Blocks = dict[str, list[np.ndarray]]  # split -> blocks (int64 [<= max_seq_len]) in corpus order
+# split -> blocks (int64 [<= max_seq_len], or pair_packing.PairExample) in corpus order
+Blocks = dict[str, list[np.ndarray]]
 
 
 def encoded_batches(groups: Iterable[doc_groups.Group], encode: sentence_encoders.Encoder,
@@ -36,10 +37,11 @@ def encoded_batches(groups: Iterable[doc_groups.Group], encode: sentence_encoder
   return sentence_encoders.encode_batches(batches, encode, num_workers)
 
 
-def pack_groups(encoded, *, max_seq_len: int, packing: str, bos_id: int, eos_id: int
-                ) -> Iterator[tuple[doc_groups.GroupKey, Blocks]]:
+def pack_groups(encoded, *, max_seq_len: int, packing: str, bos_id: int, eos_id: int,
+                seed: int = 0) -> Iterator[tuple[doc_groups.GroupKey, Blocks]]:
   """Packs ``encoded_batches``' stream; yields ``(group_key, blocks per split)`` per group as
-  soon as the next group starts (and the last at the end)."""
+  soon as the next group starts (and the last at the end). The pair packings draw their coins
+  from (seed, split, group key) (data_prep/pair_packing.py)."""
   key, blocks, packers = None, {}, {}
 
   def finish():
@@ -58,8 +60,9 @@ def pack_groups(encoded, *, max_seq_len: int, packing: str, bos_id: int, eos_id:
         key, blocks, packers = group_key, {}, {}
       if split not in packers:
         blocks[split] = []
-        packers[split] = packing_lib.Packer(max_seq_len, packing, bos_id, eos_id,
-                                            blocks[split].append)
+        packers[split] = packing_lib.make_packer(
+            max_seq_len, packing, bos_id, eos_id, blocks[split].append,
+            seed_key=f"{seed}/pairs/{split}/{group_key[0]}/{group_key[1]}")
       packer = packers[split]
       for j in range(i, i + count):
         packer.add_sentence(values[row_splits[j]:row_splits[j + 1]])

@@ -1,5 +1,8 @@
 """Packing encoded sentences into RoBERTa input blocks (FULL-SENTENCES / DOC-SENTENCES).
 
+(`make_packer` also hands out the pair packings of the input-format ablation,
+data_prep/pair_packing.py; everything below is about the block packings.)
+
 A block is ``<s> ids </s>`` with at most ``max_seq_len`` ids in all, so it holds up to
 ``capacity = max_seq_len - 2`` content ids. Sentences are added in corpus order:
 
@@ -27,9 +30,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-FULL_SENTENCES = "full_sentences"
-DOC_SENTENCES = "doc_sentences"
-PACKINGS = (FULL_SENTENCES, DOC_SENTENCES)
+from data_prep import pair_packing
+from roberta_tf.data import packings
+
+# The --packing values: the block formats here, and the NSP ablation's pair formats
+# (data_prep/pair_packing.py), which are never the default.
+FULL_SENTENCES = packings.FULL_SENTENCES
+DOC_SENTENCES = packings.DOC_SENTENCES
+BLOCK_PACKINGS = packings.BLOCK_PACKINGS
+PAIR_PACKINGS = packings.PAIR_PACKINGS
+PACKINGS = packings.PACKINGS
 
 
 class Packer:
@@ -42,8 +52,8 @@ class Packer:
 
   def __init__(self, max_seq_len: int, packing: str, bos_id: int, eos_id: int,
                emit: Callable[[np.ndarray], None]):
-    if packing not in PACKINGS:
-      raise ValueError(f"packing={packing!r}; expected one of {', '.join(PACKINGS)}")
+    if packing not in BLOCK_PACKINGS:
+      raise ValueError(f"packing={packing!r}; expected one of {', '.join(BLOCK_PACKINGS)}")
     if max_seq_len < 3:
       raise ValueError(f"max_seq_len={max_seq_len}: a block needs <s>, >= 1 id and </s>")
     self.capacity = max_seq_len - 2
@@ -110,12 +120,22 @@ class Packer:
     self._len = 0
 
 
+def make_packer(max_seq_len: int, packing: str, bos_id: int, eos_id: int, emit,
+                seed_key: str = ""):
+  """The packer of ``packing``: a `Packer`, or for the pair formats a
+  `pair_packing.PairPacker` drawing its coins from ``seed_key`` (same interface)."""
+  if packing in PAIR_PACKINGS:
+    return pair_packing.PairPacker(max_seq_len, packing, bos_id, eos_id, emit, seed_key)
+  return Packer(max_seq_len, packing, bos_id, eos_id, emit)
+
+
 def pack_documents(documents: Iterable[Iterable[Sequence[int]]], max_seq_len: int,
-                   packing: str = FULL_SENTENCES, bos_id: int = 0, eos_id: int = 2
-                   ) -> Iterator[np.ndarray]:
-  """Packs documents (each an iterable of sentence id lists); yields blocks as they complete."""
+                   packing: str = FULL_SENTENCES, bos_id: int = 0, eos_id: int = 2,
+                   seed_key: str = "") -> Iterator[np.ndarray]:
+  """Packs documents (each an iterable of sentence id lists); yields blocks as they complete
+  (pair formats: `PairExample`s, all at the end)."""
   ready: list[np.ndarray] = []
-  packer = Packer(max_seq_len, packing, bos_id, eos_id, ready.append)
+  packer = make_packer(max_seq_len, packing, bos_id, eos_id, ready.append, seed_key)
   for doc in documents:
     for sentence in doc:
       packer.add_sentence(sentence)

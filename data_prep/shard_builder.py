@@ -123,7 +123,8 @@ def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progr
                                             num_workers)
     for key, blocks in group_packing.pack_groups(
         encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
-        bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"]):
+        bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"],
+        seed=settings["seed"]):
       for split, split_blocks in blocks.items():
         w = writers[split]
         for shard, ids in group_packing.assign_shards(
@@ -159,7 +160,8 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     vocab_dir: holds vocab.json + merges.txt.
     output_dir: created if absent; must be empty unless ``overwrite``.
     max_seq_len: ids per block at most, ``<s>`` and ``</s>`` included.
-    packing: ``full_sentences`` or ``doc_sentences`` (data_prep/packing.py).
+    packing: ``full_sentences`` or ``doc_sentences`` (data_prep/packing.py); for the NSP
+      ablation ``segment_pair`` or ``sentence_pair`` (data_prep/pair_packing.py).
     num_shards / num_validation_shards: files per split.
     validation_fraction: the chance a document goes to validation, in [0, 1); 0: no validation.
     seed: fixes the validation split and the shuffle of blocks.
@@ -187,6 +189,9 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     raise BuildError(f"--packing={packing!r}; expected one of {', '.join(packing_lib.PACKINGS)}")
   if max_seq_len < 3:
     raise BuildError(f"--max_seq_len={max_seq_len}: must be >= 3 (<s>, a token, </s>)")
+  if packing in packing_lib.PAIR_PACKINGS and max_seq_len < 5:
+    raise BuildError(f"--max_seq_len={max_seq_len}: --packing={packing} needs >= 5 "
+                     "(<s> A </s> B </s>)")
   if num_shards < 1:
     raise BuildError(f"--num_shards={num_shards}: must be >= 1")
   if num_validation_shards < 1:

@@ -54,9 +54,9 @@ class SplitWriter:
   def temp_paths(self) -> list[str]:
     return [p + TMP_SUFFIX for p in self._paths]
 
-  def add(self, shard: int, ids: np.ndarray) -> None:
-    """Writes one block (int [L], ``<s>`` ... ``</s>``) to shard ``shard``."""
-    self.add_record(shard, example_spec.serialize(ids), len(ids))
+  def add(self, shard: int, block: np.ndarray) -> None:
+    """Writes one block (int [L], ``<s>`` ... ``</s>``, or a pair example) to shard ``shard``."""
+    self.add_record(shard, example_spec.serialize_block(block), len(block))
 
   def add_record(self, shard: int, record: bytes, length: int) -> None:
     """Writes one serialized block of ``length`` ids to shard ``shard``."""

@@ -30,9 +30,24 @@ def test_batch_size_arms_follow_the_papers_table():
   assert "--grad_accum_steps=8" in flags and "--warmup_steps=12" in flags  # 256 = 8 x 32
 
 
-def test_unbuilt_and_unknown_studies_are_refused():
-  with pytest.raises(studies.StudyError, match="SEGMENT-PAIR"):
-    studies.build("input_format", 10, 8, 1e-4)
+def test_input_format_arms_and_equal_tokens_per_update():
+  study = studies.build("input_format", steps=200, base_batch=32, base_lr=1e-3)
+  assert [(a.name, a.packing) for a in study.arms] == [
+      ("FULL-SENTENCES", "full_sentences"), ("DOC-SENTENCES", "doc_sentences"),
+      ("SEGMENT-PAIR + NSP", "segment_pair"), ("SENTENCE-PAIR + NSP", "sentence_pair")]
+  # Tokens per sequence as the default run's shards had them: shorter sequences, bigger batch,
+  # a multiple of its accumulation steps (micro-batches <= 32, equal).
+  scaled = studies.equalize_tokens(study, {"full_sentences": 121.8, "doc_sentences": 117.3,
+                                           "segment_pair": 107.1, "sentence_pair": 25.2})
+  assert [(a.batch_size, a.grad_accum_steps) for a in scaled.arms] == [
+      (32, 1), (34, 2), (36, 2), (155, 5)]
+  assert "--grad_accum_steps=5" in scaled.arms[3].train_flags(0.25)
+  assert {a.train_steps for a in scaled.arms} == {200}
+  masking = studies.build("masking", 10, 8, 1e-4)
+  assert studies.equalize_tokens(masking, {}) is masking  # only input_format scales
+
+
+def test_unknown_studies_are_refused():
   with pytest.raises(studies.StudyError, match="unknown"):
     studies.build("dropout", 10, 8, 1e-4)
 
@@ -46,25 +61,35 @@ def test_table_rows_are_mean_and_half_range():
 
 
 def test_runner_end_to_end_and_rerun(tmp_path):
+  """input_format: four packings' shards, pair arms with NSP, one shared held-out set."""
   work = tmp_path / "study"
-  cmd = [sys.executable, "-m", "roberta_tf.ablate", "--study=masking", f"--work_dir={work}",
-         f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=8",
+  cmd = [sys.executable, "-m", "roberta_tf.ablate", "--study=input_format", f"--work_dir={work}",
+         f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
          "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600"]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout
   md = (work / "results.md").read_text()
-  assert "| dynamic |" in md and "| static, 2 copies |" in md
-  assert (work / "masking.png").stat().st_size > 1000
+  for arm in ("FULL-SENTENCES", "DOC-SENTENCES", "SEGMENT-PAIR + NSP", "SENTENCE-PAIR + NSP"):
+    assert f"| {arm} |" in md
+  assert "NSP accuracy on each pair arm's own held-out pairs" in md
+  assert (work / "input_format.png").stat().st_size > 1000
   results = json.loads((work / "results.json").read_text())
-  assert len(results) == 2
+  assert len(results) == 4
   for r in results:
     assert math.isfinite(r["perplexity"]) and 0 <= r["task_value"] <= 1
-    assert r["tokens"] == 8 * 8 * 128 and len(r["curve"]) >= 2
+    assert r["tokens"] == r["batch_size"] * 4 * 128 and len(r["curve"]) >= 2
+    assert ("nsp_accuracy" in r) == (r["packing"] in ("segment_pair", "sentence_pair"))
+  # Every arm's update holds about the reference arm's real tokens (within batch rounding).
+  per_update = [r["real_tokens"] / r["train_steps"] for r in results]
+  assert max(per_update) / min(per_update) < 1.35, per_update
+  # Every arm is evaluated on the same held-out set, the FULL-SENTENCES shards: by training
+  # (the curve) and by roberta_tf.evaluate (the table), 2 commands per arm.
+  assert out.stdout.count(f"--eval_data={work / 'shards'} ") == 8
   again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-  assert again.returncode == 0 and again.stdout.count("(done before)") == 2
+  assert again.returncode == 0 and again.stdout.count("(done before)") == 4
   assert json.loads((work / "results.json").read_text()) == results
-  other = subprocess.run([c.replace("--steps=8", "--steps=9") for c in cmd], cwd=REPO, env=env,
+  other = subprocess.run([c.replace("--steps=4", "--steps=5") for c in cmd], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
   assert other.returncode == 1 and "other settings (arms" in other.stderr

@@ -60,3 +60,14 @@ def test_beam_writes_the_local_engines_files_with_one_and_two_workers(tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   assert "train:" in r.stdout
   assert _files(tmp_path / "beam2") == expected  # dataset_info.json included
+
+
+def test_beam_writes_the_local_engines_pair_shards(tmp_path):
+  """The NSP ablation's pairs draw coins per (seed, split, group): the same bytes either way."""
+  src = _corpus(str(tmp_path / "corpus"))
+  flags = {**FLAGS, "packing": "segment_pair"}
+  local = bs.build_shards(src, VOCAB, str(tmp_path / "local"), encoder="tf", **flags)
+  assert local["packing"] == "segment_pair" and local["splits"]["train"]["num_sequences"] > 50
+  bs.build_shards(src, VOCAB, str(tmp_path / "beam"), encoder="tf", engine="beam",
+                  beam_options="--runner=DirectRunner --direct_num_workers=1", **flags)
+  assert _files(tmp_path / "beam") == _files(tmp_path / "local")

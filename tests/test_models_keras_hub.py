@@ -55,7 +55,7 @@ def test_keras_hub_to_ours():
   # Back again: the backbone's weights survive the round trip exactly.
   other = keras_hub_weights.build_backbone(CONFIG)
   keras_hub_weights.copy_to_backbone(encoder, other)
-  for a, b in zip(backbone.weights, other.weights):
+  for a, b in zip(backbone.weights, other.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

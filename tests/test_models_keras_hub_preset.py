@@ -125,7 +125,7 @@ def test_keras_hub_tokenizer_ids(preset_dir, hf_tiny_dir):
 def test_our_preset_imports_back_to_the_same_weights(preset_dir, ours):
   pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
   assert head_loaded and pretrainer.config == ours[1].config
-  for a, b in zip(ours[1].weights, pretrainer.weights):
+  for a, b in zip(ours[1].weights, pretrainer.weights, strict=True):
     if "position_embedding" in a.path:  # Rows 0..1 have no keras-hub counterpart: zeroed.
       np.testing.assert_array_equal(a.numpy()[2:], b.numpy()[2:])
       np.testing.assert_array_equal(b.numpy()[:2], 0)

@@ -66,7 +66,7 @@ def _random_docs(rng, num_docs, capacity):
   return docs
 
 
-@pytest.mark.parametrize("mode", packing.PACKINGS)
+@pytest.mark.parametrize("mode", packing.BLOCK_PACKINGS)
 @pytest.mark.parametrize("max_seq_len", [3, 4, 9, 32])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_lossless_and_sentences_whole(mode, max_seq_len, seed):

@@ -28,18 +28,27 @@ def table(study: str, results: list[dict]) -> str:
   for r in results:
     by_arm.setdefault(r["arm"], []).append(r)
   metric = results[0]["task_metric"] if results else "metric"
+  real = all("real_tokens" in r for r in results)  # results written before it lack it
   lines = [f"## Study: {study}", "",
-           f"| arm | held-out MLM ppl | downstream {metric} | tokens | batch | steps | peak LR "
-           "| seeds |", "|---|---|---|---|---|---|---|---|"]
+           f"| arm | held-out MLM ppl | downstream {metric} | tokens |"
+           + (" real tokens |" if real else "") + " batch | steps | peak LR | seeds |",
+           "|---|---|---|---|" + ("---|" if real else "") + "---|---|---|---|"]
+  nsp = {arm: [r["nsp_accuracy"] for r in rows if "nsp_accuracy" in r]
+         for arm, rows in by_arm.items()}
   for arm, rows in by_arm.items():
     r0 = rows[0]
     lines.append(
         f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
         f"{_mean_spread([r['task_value'] for r in rows])} | {r0['tokens']:,} | "
-        f"{r0['batch_size']} | {r0['train_steps']} | {r0['learning_rate']:g} | "
+        + (f"{r0['real_tokens']:,} | " if real else "")
+        + f"{r0['batch_size']} | {r0['train_steps']} | {r0['learning_rate']:g} | "
         f"{', '.join(str(r['seed']) for r in rows)} |")
+  if any(nsp.values()):
+    lines += ["", "NSP accuracy on each pair arm's own held-out pairs (chance 0.5): " + ", ".join(
+        f"{arm} {_mean_spread(v)}" for arm, v in nsp.items() if v) + "."]
   lines += ["", "Mean ± half the range over the seeds. Perplexity: the shared held-out split "
-            "with fixed masks (lower is better)."]
+            "with fixed masks (lower is better). Tokens: sequence slots trained on (batch x "
+            "steps x 128)" + ("; real tokens: those that are not padding." if real else ".")]
   return "\n".join(lines) + "\n"
 
 
@@ -60,7 +69,8 @@ def plot(study: str, results: list[dict], path: str) -> str | None:
     xs = sorted(points)
     ax.plot([x / 1e6 for x in xs], [statistics.fmean(points[x]) for x in xs], marker="o",
             markersize=3, label=arm)
-  ax.set_xlabel("training tokens seen (millions)")
+  real = all("real_tokens" in r for r in results)
+  ax.set_xlabel(f"{'real ' if real else ''}training tokens seen (millions)")
   ax.set_ylabel("held-out MLM perplexity")
   ax.set_yscale("log")
   ax.set_title(f"RoBERTa ablation: {study}")

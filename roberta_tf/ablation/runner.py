@@ -2,7 +2,9 @@
 
 work_dir layout:
     corpus.jsonl            the corpus subset (studies with corpus_mb > 0)
-    vocab/, shards/         one vocabulary and one set of shards for every arm
+    vocab/, shards/         one vocabulary and one set of (FULL-SENTENCES) shards for every arm;
+                            their validation split is the shared held-out set
+    shards_<packing>/       the training shards of arms with another packing (input_format)
     runs/<arm>/seed<k>/     model/ (pretraining), finetune/, train.log, result.json
     results.json, results.md, <study>.png   (see report.py)
 
@@ -75,8 +77,9 @@ def write_corpus_subset(spec: str, mb: float, path: str, text_field: str = "text
   return len(docs)
 
 
-def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -> str:
-  """Vocab and shards shared by every arm (skipped when already there); returns the shards."""
+def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -> dict[str, str]:
+  """Vocab and shards (skipped when already there); returns packing -> shard dir, "eval" -> the
+  shared held-out set's (the FULL-SENTENCES shards)."""
   spec = corpus
   if study.corpus_mb:
     spec = os.path.join(work_dir, "corpus.jsonl")
@@ -87,15 +90,31 @@ def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -
   if not os.path.exists(os.path.join(vocab, "merges.txt")):
     _run(["data_prep.train_tokenizer", f"--input={spec}", f"--vocab_size={vocab_size}",
           f"--output_dir={vocab}", "--overwrite", "--noprogress"])
-  if not os.path.exists(os.path.join(shards, "dataset_info.json")):
-    _run(["data_prep.build_shards", f"--input={spec}", f"--vocab_dir={vocab}",
-          f"--output_dir={shards}", f"--max_seq_len={SEQ_LEN}", "--num_shards=4",
-          "--validation_fraction=0.05", "--overwrite", "--noprogress"])
-  return shards
+  dirs = {"eval": shards, "full_sentences": shards}
+  for packing in sorted({a.packing for a in study.arms} - {"full_sentences"}):
+    dirs[packing] = os.path.join(work_dir, f"shards_{packing}")
+  for packing, out in dirs.items():
+    if packing != "eval" and not os.path.exists(os.path.join(out, "dataset_info.json")):
+      # The same seed and validation fraction: every packing splits the same documents off.
+      _run(["data_prep.build_shards", f"--input={spec}", f"--vocab_dir={vocab}",
+            f"--output_dir={out}", f"--max_seq_len={SEQ_LEN}", "--num_shards=4",
+            "--validation_fraction=0.05", f"--packing={packing}", "--overwrite",
+            "--noprogress"])
+  return dirs
 
 
-def run_arm(arm: studies.Arm, seed: int, shards: str, run_dir: str, opts: dict) -> dict:
-  """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result."""
+def tokens_per_sequence(shard_dir: str) -> float:
+  """Mean real tokens per training sequence of a shard dir (its dataset_info.json)."""
+  with open(os.path.join(shard_dir, "dataset_info.json"), encoding="utf-8") as f:
+    train = json.load(f)["splits"]["train"]
+  return train["num_tokens"] / max(train["num_sequences"], 1)
+
+
+def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict) -> dict:
+  """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result.
+
+  ``shards``: `prepare`'s dirs; the arm trains on its packing's and is evaluated (during
+  training too) on the shared held-out set."""
   result_path = os.path.join(run_dir, "result.json")
   if os.path.exists(result_path):
     with open(result_path, encoding="utf-8") as f:
@@ -103,18 +122,26 @@ def run_arm(arm: studies.Arm, seed: int, shards: str, run_dir: str, opts: dict) 
   os.makedirs(run_dir, exist_ok=True)
   start = time.time()
   model = os.path.join(run_dir, "model")
-  log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={shards}",
-              f"--eval_data={shards}", f"--config={opts['config']}", f"--max_seq_len={SEQ_LEN}",
+  train_data, eval_data = shards[arm.packing], shards["eval"]
+  log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={train_data}",
+              f"--eval_data={eval_data}", f"--config={opts['config']}", f"--max_seq_len={SEQ_LEN}",
               f"--seed={seed}", "--dropout=0.1", "--checkpoint_every=100000",
               "--eval_steps=20", "--log_every=50",
               *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
              os.path.join(run_dir, "train.log"))
-  tokens_per_step = arm.batch_size * SEQ_LEN
-  curve = [[int(m.group(1)) * tokens_per_step, float(m.group(2))]
+  real_per_step = arm.batch_size * tokens_per_sequence(train_data)
+  curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
   metrics = json.loads(_json_tail(_run(
-      ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={shards}", "--json",
+      ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={eval_data}", "--json",
        f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
+  nsp = {}
+  if arm.packing in studies.NSP_PACKINGS:  # the NSP head on its own format's held-out pairs
+    own = json.loads(_json_tail(_run(
+        ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={train_data}", "--json",
+         f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
+    if "nsp_accuracy" in own:
+      nsp = {"nsp_accuracy": own["nsp_accuracy"], "own_perplexity": own["perplexity"]}
   finetune_dir = os.path.join(run_dir, "finetune")
   _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
@@ -126,10 +153,11 @@ def run_arm(arm: studies.Arm, seed: int, shards: str, run_dir: str, opts: dict) 
     task = json.load(f)
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
             "train_steps": arm.train_steps, "learning_rate": arm.learning_rate,
-            "tokens": arm.batch_size * arm.train_steps * SEQ_LEN,
+            "tokens": arm.batch_size * arm.train_steps * SEQ_LEN,  # sequence slots
+            "real_tokens": round(arm.train_steps * real_per_step), "packing": arm.packing,
             "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
             "task_metric": task["metric"], "task_value": task[task["metric"]],
-            "curve": curve, "minutes": round((time.time() - start) / 60, 2)}
+            "curve": curve, **nsp, "minutes": round((time.time() - start) / 60, 2)}
   atomic_write.write_json(result_path, result)
   return result
 
@@ -147,6 +175,8 @@ def check_settings(work_dir: str, settings: dict) -> None:
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       before = json.load(f)
+    for arm in before.get("arms", []):  # recorded before arms had a packing
+      arm.setdefault("packing", "full_sentences")
     differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
     if differ:
       raise RunnerError(f"{work_dir} holds a study run with other settings ({', '.join(differ)}:"
@@ -163,8 +193,11 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
                             "arms": [dataclasses.asdict(a) for a in study.arms],
                             "corpus_mb": study.corpus_mb})
   shards = prepare(corpus, work_dir, study, opts["vocab_size"])
+  study = studies.equalize_tokens(study, {p: tokens_per_sequence(d) for p, d in shards.items()
+                                          if p != "eval"})
   jobs = [(arm, seed) for arm in study.arms for seed in seeds]
-  results, spent = [], []
+  results, spent, cost_done = [], [], 0
+  cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
   for i, (arm, seed) in enumerate(jobs):
     run_dir = os.path.join(work_dir, "runs", arm.slug, f"seed{seed}")
     fresh = not os.path.exists(os.path.join(run_dir, "result.json"))
@@ -174,11 +207,15 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
     results.append(run_arm(arm, seed, shards, run_dir, opts))
     if fresh:
       spent.append(time.time() - start)
-      left = sum(1 for a, s in jobs[i + 1:] if not os.path.exists(os.path.join(
-          work_dir, "runs", a.slug, f"seed{s}", "result.json")))
+      cost_done += cost(arm)
+      left = [a for a, s in jobs[i + 1:] if not os.path.exists(os.path.join(
+          work_dir, "runs", a.slug, f"seed{s}", "result.json"))]
       r = results[-1]
+      # The runs so far, per sequence read, times what the runs left read (the input_format
+      # study's sentence-pair arm reads ~5x the others' sequences).
+      eta = sum(spent) / cost_done * sum(cost(a) for a in left)
       print(f"  held-out perplexity {r['perplexity']:.1f}, {r['task_metric']} "
-            f"{r['task_value']:.3f}, {spent[-1] / 60:.1f} min; {left} runs left, ETA "
-            f"{left * sum(spent) / len(spent) / 60:.0f} min", flush=True)
+            f"{r['task_value']:.3f}, {spent[-1] / 60:.1f} min; {len(left)} runs left, ETA "
+            f"{eta / 60:.0f} min", flush=True)
   report.write(name, results, work_dir)
   return results

@@ -1,8 +1,9 @@
 """The paper's ablations as studies: arms that differ in one choice, at one token budget.
 
 A study is a list of `Arm`s plus the corpus subset they share. Every arm of a study sees the
-same number of training tokens (batch x steps), the same shards and seeds, and is evaluated on
-the same fixed-mask held-out set, so the table compares one choice at a time:
+same number of training tokens (batch x steps; input_format: real tokens, see below), the same
+corpus, shards (of its packing) and seeds, and is evaluated on the same fixed-mask held-out set
+(the FULL-SENTENCES validation split), so the table compares one choice at a time:
 
 - masking (paper Table 1): dynamic masking against BERT's static masking. The paper trained
   40 epochs over 10 static copies (each mask seen 4 times); at small scale the study keeps that
@@ -10,15 +11,23 @@ the same fixed-mask held-out set, so the table compares one choice at a time:
 - batch_size (paper Table 3): batch x k at equal tokens, steps / k, the learning rate scaled as
   in the paper's table (bsz 256 / lr 1e-4 / 1M steps; 2K / 7e-4 / 125K; 8K / 1e-3 / 31K), i.e.
   k = 1, 8, 32 with lr x 1, 7, 10. Gradient accumulation gives the big batches.
-- input_format (paper Table 2) needs the SEGMENT-PAIR / SENTENCE-PAIR packings with NSP, which
-  are not built yet: the study is listed and refused with that reason.
+- input_format (paper Table 2): SEGMENT-PAIR + NSP, SENTENCE-PAIR + NSP, FULL-SENTENCES and
+  DOC-SENTENCES, each on shards of its own packing (data_prep/packing.py, pair_packing.py) from
+  the same corpus subset. As in the paper, arms whose sequences are shorter get a bigger batch so
+  that every update sees about as many real tokens as FULL-SENTENCES's (the runner sets it from
+  the shards' tokens per sequence; the paper used the same device for SENTENCE-PAIR and a
+  dynamic batch for DOC-SENTENCES).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+
+from roberta_tf.data import packings
 
 MICRO_BATCH = 32  # sequences per forward/backward: bigger batches accumulate
+NSP_PACKINGS = packings.PAIR_PACKINGS  # the packings whose models have an NSP head
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,19 +40,29 @@ class Arm:
     train_steps: optimizer updates (batch_size x train_steps is the study's token budget).
     learning_rate: peak learning rate.
     flags: further `roberta_tf.train` flags (e.g. --masking=static).
+    packing: the shards' packing (data_prep --packing); the arms of one packing share shards.
   """
   name: str
   batch_size: int
   train_steps: int
   learning_rate: float
   flags: tuple[str, ...] = ()
+  packing: str = "full_sentences"
 
   @property
   def slug(self) -> str:
     return "".join(c if c.isalnum() else "_" for c in self.name).strip("_")
 
+  @property
+  def grad_accum_steps(self) -> int:
+    """Micro-batches per update: the fewest that split the batch evenly into micro-batches of
+    at most MICRO_BATCH sequences (`equalize_tokens` makes batches multiples of
+    ceil(batch / MICRO_BATCH), which is then the answer)."""
+    least = max(1, math.ceil(self.batch_size / MICRO_BATCH))
+    return next(d for d in range(least, self.batch_size + 1) if self.batch_size % d == 0)
+
   def train_flags(self, warmup_fraction: float) -> list[str]:
-    accum = max(1, self.batch_size // MICRO_BATCH)
+    accum = self.grad_accum_steps
     return [f"--batch_size={self.batch_size}", f"--grad_accum_steps={accum}",
             f"--train_steps={self.train_steps}", f"--learning_rate={self.learning_rate}",
             f"--warmup_steps={max(1, round(self.train_steps * warmup_fraction))}",
@@ -57,9 +76,12 @@ class Study:
   Attributes:
     arms: the runs compared.
     corpus_mb: MB of the corpus used (0: all of it).
+    equal_tokens: scale each arm's batch so that an update holds about as many real tokens as
+      the first arm's (`equalize_tokens`, once the shards exist).
   """
   arms: tuple[Arm, ...]
   corpus_mb: float
+  equal_tokens: bool = False
 
 
 class StudyError(ValueError):
@@ -79,7 +101,7 @@ def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
     base_batch: batch of the base arm.
     base_lr: peak learning rate of the base arm.
   Raises:
-    StudyError: unknown study, or one whose data formats are not built yet.
+    StudyError: unknown study.
   """
   if name == "masking":
     return Study(arms=(
@@ -94,9 +116,12 @@ def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
                       max(steps // k, 1), base_lr * lr_scale))
     return Study(arms=tuple(arms), corpus_mb=0)
   if name == "input_format":
-    raise StudyError("--study=input_format needs the SEGMENT-PAIR / SENTENCE-PAIR packings and "
-                     "the NSP head, which are not built yet (data_prep offers FULL-SENTENCES "
-                     "and DOC-SENTENCES only)")
+    # The paper's Table 2 rows; the reference arm (first) sets the tokens per update.
+    arms = tuple(Arm(label, base_batch, steps, base_lr, packing=packing) for label, packing in (
+        ("FULL-SENTENCES", "full_sentences"), ("DOC-SENTENCES", "doc_sentences"),
+        ("SEGMENT-PAIR + NSP", "segment_pair"), ("SENTENCE-PAIR + NSP", "sentence_pair")))
+    return Study(arms=arms, corpus_mb=_mb_for_epochs(steps * base_batch, epochs=4),
+                 equal_tokens=True)
   raise StudyError(f"--study={name}: unknown; choose masking, batch_size or input_format")
 
 
@@ -105,3 +130,24 @@ def _mb_for_epochs(sequences: int, epochs: int, seq_len: int = 128,
   """MB of text that `sequences` sequences of `seq_len` tokens read `epochs` times (at least
   50 KB: enough documents for a held-out split)."""
   return max(0.05, round(sequences * seq_len * bytes_per_token / epochs / 1e6, 3))
+
+
+def equalize_tokens(study: Study, tokens_per_sequence: dict[str, float]) -> Study:
+  """``study`` with each arm's batch scaled so an update holds about as many real tokens as the
+  first arm's: batch x (first arm's tokens per sequence / this arm's), rounded to a multiple of
+  its accumulation steps (ceil(batch / MICRO_BATCH)), so micro-batches are equal and at most
+  MICRO_BATCH. Unchanged unless equal_tokens.
+
+  Args:
+    tokens_per_sequence: packing -> mean real tokens per training sequence (dataset_info).
+  """
+  if not study.equal_tokens:
+    return study
+  ref = study.arms[0]
+  arms = []
+  for arm in study.arms:
+    exact = arm.batch_size * tokens_per_sequence[ref.packing] / tokens_per_sequence[arm.packing]
+    accum = max(1, math.ceil(round(exact) / MICRO_BATCH))
+    batch = accum * max(1, round(exact / accum))
+    arms.append(dataclasses.replace(arm, batch_size=batch))
+  return dataclasses.replace(study, arms=tuple(arms))

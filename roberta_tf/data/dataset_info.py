@@ -8,7 +8,8 @@ It sits beside the shards and records what a reader must agree with:
   "vocab": {"sha256": "<of vocab.json>", "merges_sha256": "<of merges.txt>", "size": 8000},
   "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 7999},
   "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
-  "packing": "full_sentences",        # or "doc_sentences"
+  "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
+                                      # records add first_segment_length, next_sentence_label
   "compression": "none",              # or "gzip" (the TFRecord compression of every shard)
   "splits": {
     "train": {"num_sequences": N, "num_tokens": T, "packing_efficiency": 0.97,

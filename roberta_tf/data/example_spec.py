@@ -3,6 +3,11 @@
 A record holds `input_ids`: an int64 list, unpadded, at most `max_seq_len` ids, `<s>` first and
 `</s>` last (data_prep writes them; see dataset_info.py). `serialize` and `parse` are inverses;
 `parse_batch` + `is_valid` read and check many records at once (the pipeline's way).
+
+Shards of the pair packings (dataset_info "packing" in PAIR_PACKINGS, data_prep/pair_packing.py:
+the NSP ablation formats) add two int64 scalars per record: `first_segment_length` (ids of
+`<s> A </s>`: token type 0 before it, 1 from it on) and `next_sentence_label` (0: B follows A,
+1: B is random).
 """
 
 from __future__ import annotations
@@ -12,17 +17,41 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from roberta_tf.data import packings
+
 FEATURE = "input_ids"
+FIRST_LENGTH = "first_segment_length"
+NSP_LABEL = "next_sentence_label"
 _SPEC = {FEATURE: tf.io.RaggedFeature(tf.int64)}
+_PAIR_SPEC = {**_SPEC, FIRST_LENGTH: tf.io.FixedLenFeature([], tf.int64),
+              NSP_LABEL: tf.io.FixedLenFeature([], tf.int64)}
+
+PAIR_PACKINGS = packings.PAIR_PACKINGS
 
 
-def serialize(ids: Sequence[int] | np.ndarray) -> bytes:
-  """One sequence of ids (ints or an int array [L]) → a serialized tf.train.Example."""
+def _int64s(values) -> tf.train.Feature:
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def serialize(ids: Sequence[int] | np.ndarray, first_length: int | None = None,
+              label: int | None = None) -> bytes:
+  """One sequence of ids (ints or an int array [L]) → a serialized tf.train.Example; with
+  ``first_length`` and ``label``, a pair record."""
   # One numpy conversion, not a Python int() per id: data_prep calls this for every block.
-  feature = tf.train.Feature(int64_list=tf.train.Int64List(
-      value=np.asarray(ids, np.int64).tolist()))
-  return tf.train.Example(
-      features=tf.train.Features(feature={FEATURE: feature})).SerializeToString()
+  feature = {FEATURE: _int64s(np.asarray(ids, np.int64).tolist())}
+  if (first_length is None) != (label is None):
+    raise ValueError("a pair record needs both first_length and label")
+  if first_length is not None:
+    feature[FIRST_LENGTH] = _int64s([int(first_length)])
+    feature[NSP_LABEL] = _int64s([int(label)])
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def serialize_block(block) -> bytes:
+  """A packer's output: an id array, or a pair (anything with ids, first_length, label)."""
+  if hasattr(block, "first_length"):
+    return serialize(block.ids, block.first_length, block.label)
+  return serialize(block)
 
 
 def parse(serialized: tf.Tensor) -> tf.Tensor:
@@ -34,6 +63,28 @@ def parse_batch(serialized: tf.Tensor) -> tf.RaggedTensor:
   """tf.string [N] records → int32 ragged [N, None] ids (vectorized: one op for N records)."""
   ids = tf.io.parse_example(serialized, _SPEC)[FEATURE]
   return tf.cast(ids, tf.int32)
+
+
+def parse_pair_batch(serialized: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
+  """Pair records → (ids int32 ragged [N, None], first_length int32 [N], label int32 [N])."""
+  x = tf.io.parse_example(serialized, _PAIR_SPEC)
+  return (tf.cast(x[FEATURE], tf.int32), tf.cast(x[FIRST_LENGTH], tf.int32),
+          tf.cast(x[NSP_LABEL], tf.int32))
+
+
+def pair_is_valid(ids: tf.RaggedTensor, first_length: tf.Tensor, label: tf.Tensor,
+                  eos_id: int) -> tf.Tensor:
+  """bool [N]: the pair fields' contract on top of `is_valid`'s: `<s> A </s>` then `B </s>`
+  with A and B non-empty (3 <= first_length <= length - 2, `</s>` at first_length - 1),
+  label 0 or 1."""
+  n = tf.cast(ids.row_lengths(), tf.int32)
+  in_range = (first_length >= 3) & (first_length <= n - 2)
+  # Clamped read (out-of-range rows are invalid anyway): the first segment's closing </s>.
+  at = tf.cast(ids.row_starts(), tf.int32) + tf.clip_by_value(first_length - 1, 0,
+                                                              tf.maximum(n - 1, 0))
+  safe = tf.concat([ids.flat_values, [-1]], 0)
+  closes = tf.equal(tf.gather(safe, tf.where(n > 0, at, tf.size(ids.flat_values))), eos_id)
+  return in_range & closes & ((label == 0) | (label == 1))
 
 
 def is_valid(ids: tf.RaggedTensor, *, max_seq_len: int, vocab_size: int, bos_id: int,

@@ -112,7 +112,10 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
 
   Returns:
     A dataset of dicts (see Masker.__call__): `input_ids`, `padding_mask` int32 [B, S],
-    `mask_positions`, `mask_ids` int32 [B, P], `mask_weights` float32 [B, P].
+    `mask_positions`, `mask_ids` int32 [B, P], `mask_weights` float32 [B, P]. Shards of a pair
+    packing (example_spec.PAIR_PACKINGS, the NSP ablation) add `token_type_ids` int32 [B, S]
+    (0 up to the first segment's `</s>`, 1 after it, 0 on padding), `next_sentence_labels`
+    int32 [B] and `next_sentence_weights` float32 [B] (0 for the padded rows of an eval batch).
 
   Raises:
     dataset_info.DatasetInfoError: dataset_info.json is missing, disagrees with the vocabulary
@@ -125,6 +128,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
       vocab_sha256=vocab.sha256, max_positions=max_positions, max_seq_len=config.max_seq_len,
       where=data_dir)
   files = dataset_info.split_files(data_dir, info, split)
+  pairs = info.get("packing") in example_spec.PAIR_PACKINGS
   counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
   compression = dataset_info.COMPRESSIONS.get(info.get("compression", "none"))
   if compression is None:
@@ -139,18 +143,27 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   counts_t = tf.constant(counts, tf.int64)
 
   def read_shard(shard_index, epoch, start=0):
-    """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]}; fails
-    or warns on damage."""
+    """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]} (pairs:
+    and first_length, nsp_label scalars); fails or warns on damage."""
     path = files_t[shard_index]
     expected = counts_t[shard_index]
     key = shard_key(config.seed, masking.mask_copy(epoch), shard_index)
 
     def parse_chunk(serialized):
-      ids = example_spec.parse_batch(serialized)
-      ok = tf.reduce_all(example_spec.is_valid(
+      extra = {}
+      if pairs:
+        ids, first, label = example_spec.parse_pair_batch(serialized)
+        extra = {"first_length": first, "nsp_label": label}
+        pair_ok = example_spec.pair_is_valid(ids, first, label, vocab.special_ids["eos"])
+      else:
+        ids = example_spec.parse_batch(serialized)
+      valid = example_spec.is_valid(
           ids, max_seq_len=s, vocab_size=vocab.vocab_size,
-          bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"]))
-      return ids.to_tensor(default_value=vocab.pad_id, shape=[None, s]), ok
+          bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"])
+      if pairs:
+        valid = valid & pair_ok
+      x = {"input_ids": ids.to_tensor(default_value=vocab.pad_id, shape=[None, s]), **extra}
+      return x, tf.reduce_all(valid)
 
     # Records are parsed and checked _CHUNK at a time (one op each, not one per record).
     # Damage (a read or parse error, or an invalid record) ends the shard before its chunk;
@@ -158,19 +171,23 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     # skip() on a TFRecordDataset steps over records without parsing them (at most a shard).
     chunks = tf.data.TFRecordDataset(path, compression_type=compression).skip(start).batch(_CHUNK)
     chunks = chunks.map(parse_chunk).ignore_errors().take_while(lambda ids, ok: ok)
-    chunks = chunks.map(lambda ids, ok: (ids, tf.constant(False)))
-    end = tf.data.Dataset.from_tensors((tf.zeros([0, s], tf.int32), tf.constant(True)))
+    chunks = chunks.map(lambda x, ok: (x, tf.constant(False)))
+    empty = {"input_ids": tf.zeros([0, s], tf.int32)}
+    if pairs:
+      empty.update(first_length=tf.zeros([0], tf.int32), nsp_label=tf.zeros([0], tf.int32))
+    end = tf.data.Dataset.from_tensors((empty, tf.constant(True)))
 
     def count(offset, chunk):
-      ids, is_end = chunk
-      return offset + tf.shape(ids, out_type=tf.int64)[0], (offset, ids, is_end)
+      x, is_end = chunk
+      return offset + tf.shape(x["input_ids"], out_type=tf.int64)[0], (offset, x, is_end)
 
-    def check(offset, ids, is_end):
+    def check(offset, x, is_end):
       damaged = tf.logical_and(is_end, tf.logical_and(expected >= 0, offset != expected))
       message = ["shard", path, "is truncated or corrupt:", offset,
                  "records readable and valid where dataset_info.json lists", expected,
                  "(valid: <s> first, </s> last, at most", s, "ids in [0,", vocab.vocab_size,
-                 ")); rebuild it, or pass skip_corrupt_shards"]
+                 ")" + ("; pair fields in range" if pairs else "") +
+                 "); rebuild it, or pass skip_corrupt_shards"]
       if config.skip_corrupt_shards:
         def note():
           tf.print("WARNING: skipped the damaged part of", *message[1:6],
@@ -181,9 +198,9 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
         tf.cond(damaged, note, lambda: tf.constant(False))
       else:
         tf.debugging.Assert(tf.logical_not(damaged), message, summarize=1)
-      n = tf.shape(ids, out_type=tf.int64)[0]
+      n = tf.shape(x["input_ids"], out_type=tf.int64)[0]
       seeds = tf.stack([tf.fill([n], key), offset + tf.range(n, dtype=tf.int64)], axis=1)
-      return {"input_ids": ids, "seed": seeds}, is_end
+      return {**x, "seed": seeds}, is_end
 
     indexed = chunks.concatenate(end).scan(tf.cast(start, tf.int64), count).map(check)
     return indexed.filter(lambda x, is_end: tf.logical_not(is_end)).map(
@@ -212,12 +229,17 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
 
   def mask(batch):
     ids, seeds = batch["input_ids"], batch["seed"]
+    real_rows = tf.shape(ids)[0]
     if not config.repeat:  # pad the last batch with empty rows: static [B, S] for XLA/TPU
-      missing = b - tf.shape(ids)[0]
+      missing = b - real_rows
       ids = tf.pad(ids, [[0, missing], [0, 0]], constant_values=vocab.pad_id)
       seeds = tf.pad(seeds, [[0, missing], [0, 0]])
     out = masker(tf.ensure_shape(ids, [b, s]), tf.ensure_shape(seeds, [b, 2]))
-    return {k: tf.ensure_shape(v, [b, None]) for k, v in out.items()}
+    out = {k: tf.ensure_shape(v, [b, None]) for k, v in out.items()}
+    if pairs:
+      out.update(_pair_fields(batch["first_length"], batch["nsp_label"], out["padding_mask"],
+                              real_rows, b, s))
+    return out
 
   ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = ds.prefetch(tf.data.AUTOTUNE)
@@ -228,6 +250,18 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     options.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE)
   return ds.with_options(options)
+
+
+def _pair_fields(first_length, label, padding_mask, real_rows, b: int, s: int) -> dict:
+  """token_type_ids [B, S], next_sentence_labels [B], next_sentence_weights [B] of a batch
+  whose first ``real_rows`` rows are records (the rest: eval padding)."""
+  missing = b - real_rows
+  first_length = tf.pad(first_length, [[0, missing]])
+  types = tf.cast(tf.range(s)[None, :] >= first_length[:, None], tf.int32) * padding_mask
+  return {"token_type_ids": tf.ensure_shape(types, [b, s]),
+          "next_sentence_labels": tf.ensure_shape(tf.pad(label, [[0, missing]]), [b]),
+          "next_sentence_weights": tf.ensure_shape(
+              tf.cast(tf.range(b) < real_rows, tf.float32), [b])}
 
 
 def _training_stream(read_shard, shard_order, counts: list[int], config: InputConfig,

@@ -123,8 +123,10 @@ class FinetuneModel(keras.Model):
       shape = tf.shape(input_ids)                                   # [B, C, S]
       input_ids = tf.reshape(input_ids, [-1, shape[2]])
       padding_mask = tf.reshape(padding_mask, [-1, shape[2]])
-    encoded = self.encoder({"input_ids": input_ids, "padding_mask": padding_mask},
-                           training=training)
+    encoder_in = {"input_ids": input_ids, "padding_mask": padding_mask}
+    if "token_type_ids" in self.encoder.input:  # an NSP-ablation encoder: one segment, type 0
+      encoder_in["token_type_ids"] = tf.zeros_like(input_ids)
+    encoded = self.encoder(encoder_in, training=training)
     if self.task_type == EXTRACTIVE_QA:
       start, end = self.head(encoded["sequence_output"], padding_mask)
       return {"start_logits": start, "end_logits": end}

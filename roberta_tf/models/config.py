@@ -35,6 +35,11 @@ class RobertaConfig:
     layer_norm_eps: LayerNorm epsilon (1e-5 in fairseq/HF RoBERTa, not BERT's 1e-12).
     pad_id, bos_id, eos_id: special ids in the RoBERTa layout (<s>=0, <pad>=1, </s>=2).
     initializer_range: stddev of the truncated-normal initializer of kernels and embeddings.
+    type_vocab_size: rows of a token-type (segment) embedding; 0, RoBERTa's, means none: the
+      encoder then takes no token_type_ids. BERT's 2 is for the NSP input-format ablation
+      (training sets it from shards of a pair packing, data_prep/pair_packing.py).
+    next_sentence_head: the pretrainer carries BERT's NSP head (pooler + 2-way classifier on
+      `<s>`); set together with type_vocab_size for the pair packings.
   """
   vocab_size: int = 50265
   hidden_size: int = 768
@@ -49,6 +54,8 @@ class RobertaConfig:
   bos_id: int = 0
   eos_id: int = 2
   initializer_range: float = 0.02
+  type_vocab_size: int = 0
+  next_sentence_head: bool = False
 
   def __post_init__(self):
     for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
@@ -61,6 +68,13 @@ class RobertaConfig:
     if self.max_positions < self.pad_id + 2:
       raise ConfigError(f"RobertaConfig.max_positions={self.max_positions} leaves no room for a "
                         f"token: positions start at pad_id + 1 = {self.pad_id + 1}")
+    if (not isinstance(self.type_vocab_size, int) or isinstance(self.type_vocab_size, bool)
+        or self.type_vocab_size < 0):
+      raise ConfigError(f"RobertaConfig.type_vocab_size must be an int >= 0, got "
+                        f"{self.type_vocab_size!r}")
+    if not isinstance(self.next_sentence_head, bool):
+      raise ConfigError(f"RobertaConfig.next_sentence_head must be true or false, got "
+                        f"{self.next_sentence_head!r}")
     for name in ("dropout", "attention_dropout"):
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ConfigError(f"RobertaConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
@@ -86,7 +100,13 @@ class RobertaConfig:
     return RobertaConfig.from_dict({**values, **overrides})
 
   def to_dict(self) -> dict[str, Any]:
-    return dataclasses.asdict(self)
+    values = dataclasses.asdict(self)
+    # The ablation-only fields are written only when set, so a RoBERTa config.json stays
+    # readable by releases that predate them.
+    for name in ("type_vocab_size", "next_sentence_head"):
+      if not values[name]:
+        del values[name]
+    return values
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> RobertaConfig:

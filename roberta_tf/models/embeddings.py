@@ -28,14 +28,17 @@ def roberta_position_ids(padding_mask: tf.Tensor, pad_id: int) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
 class RobertaEmbeddings(keras.layers.Layer):
-  """Maps (input_ids, padding_mask) [B, S] to LayerNorm(token + position) [B, S, H] float32.
+  """(input_ids, padding_mask) [B, S] -> LayerNorm(token + position [+ type]) [B, S, H] float32.
 
   There is no token-type embedding: RoBERTa uses a single segment. (HF checkpoints carry a 1-row
   token-type table; the importer folds it into the position table, which every token also adds.)
+  Only with ``type_vocab_size > 0`` (BERT's segments, for the NSP input-format ablation) is
+  there a `token_type_embedding` [T, H], added to the sum; `call` then takes token_type_ids.
 
   Sublayers (their names are checkpoint keys): `token_embedding` (a keras-hub
   ReversibleEmbedding, [V, H], which the MLM head calls in reverse as its tied decoder),
-  `position_embedding` ([max_positions, H]), `layer_norm`, `dropout`.
+  `position_embedding` ([max_positions, H]), `token_type_embedding` ([T, H], only with
+  type_vocab_size > 0), `layer_norm`, `dropout`.
 
   Precision: the tables and their sum stay float32 whatever the policy (as under PyTorch
   autocast), because the LayerNorm right after them runs in float32; only the tied decoder's
@@ -43,7 +46,7 @@ class RobertaEmbeddings(keras.layers.Layer):
   """
 
   def __init__(self, vocab_size, hidden_size, max_positions, pad_id, dropout=0.0,
-               layer_norm_eps=1e-5, initializer_range=0.02, **kwargs):
+               layer_norm_eps=1e-5, initializer_range=0.02, type_vocab_size=0, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -52,6 +55,13 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.dropout_rate = dropout
     self.layer_norm_eps = layer_norm_eps
     self.initializer_range = initializer_range
+    self.type_vocab_size = type_vocab_size
+    self.token_type_embedding = None
+    if type_vocab_size:
+      self.token_type_embedding = keras.layers.Embedding(
+          type_vocab_size, hidden_size,
+          embeddings_initializer=NormalWithZeroRow(initializer_range),
+          dtype="float32", name="token_type_embedding")
     self.token_embedding = keras_hub.layers.ReversibleEmbedding(
         vocab_size, hidden_size, tie_weights=True,
         embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
@@ -67,11 +77,14 @@ class RobertaEmbeddings(keras.layers.Layer):
   def build(self, input_ids_shape, padding_mask_shape=None):
     self.token_embedding.build(input_ids_shape)
     self.position_embedding.build(input_ids_shape)
+    if self.token_type_embedding is not None:
+      self.token_type_embedding.build(input_ids_shape)
     self.layer_norm.build(tuple(input_ids_shape) + (self.hidden_size,))
     self.built = True
 
-  def call(self, input_ids, padding_mask, training=None):
-    """input_ids, padding_mask: int [B, S]. Returns float32 [B, S, H].
+  def call(self, input_ids, padding_mask, token_type_ids=None, training=None):
+    """input_ids, padding_mask (and token_type_ids, with a type table; None: all 0): int
+    [B, S]. Returns float32 [B, S, H].
 
     Raises:
       ValueError: S (when static) exceeds max_positions - pad_id - 1. A dynamic S is not
@@ -85,13 +98,18 @@ class RobertaEmbeddings(keras.layers.Layer):
                        f"{self.max_positions}, positions start at pad_id + 1)")
     positions = roberta_position_ids(padding_mask, self.pad_id)
     x = self.token_embedding(input_ids) + self.position_embedding(positions)
+    if self.token_type_embedding is not None:
+      if token_type_ids is None:
+        token_type_ids = tf.zeros_like(input_ids)
+      x = x + self.token_type_embedding(token_type_ids)
     x = self.layer_norm(x)
     return self.dropout(x, training=training)
 
-  def compute_output_shape(self, input_ids_shape, padding_mask_shape=None):
+  def compute_output_shape(self, input_ids_shape, padding_mask_shape=None,
+                           token_type_ids_shape=None):
     return tuple(input_ids_shape) + (self.hidden_size,)
 
-  def compute_output_spec(self, input_ids, padding_mask, training=None):
+  def compute_output_spec(self, input_ids, padding_mask, token_type_ids=None, training=None):
     return keras.KerasTensor(tuple(input_ids.shape) + (self.hidden_size,), dtype="float32")
 
   def get_config(self):
@@ -99,5 +117,5 @@ class RobertaEmbeddings(keras.layers.Layer):
     config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
                   max_positions=self.max_positions, pad_id=self.pad_id,
                   dropout=self.dropout_rate, layer_norm_eps=self.layer_norm_eps,
-                  initializer_range=self.initializer_range)
+                  initializer_range=self.initializer_range, type_vocab_size=self.type_vocab_size)
     return config

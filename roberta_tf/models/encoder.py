@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.embeddings import RobertaEmbeddings
@@ -29,7 +30,9 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
 
   Returns:
     A functional keras.Model named "roberta_encoder" with
-      inputs  {"input_ids": int32 [B, S], "padding_mask": int32 [B, S] (1 real, 0 pad)},
+      inputs  {"input_ids": int32 [B, S], "padding_mask": int32 [B, S] (1 real, 0 pad)}, and
+              "token_type_ids" int32 [B, S] only when config.type_vocab_size > 0 (see
+              `encoder_inputs`, which callers use to fill it),
       outputs {"sequence_output": float32 [B, S, H],
                "pooled_output": float32 [B, H] = sequence_output[:, 0], the <s> vector}.
     S is dynamic, up to config.max_seq_len. `pooled_output` has no dense+tanh "pooler": HF's
@@ -39,11 +42,15 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
   """
   input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
   padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+  inputs = {"input_ids": input_ids, "padding_mask": padding_mask}
+  if config.type_vocab_size:
+    inputs["token_type_ids"] = keras.Input(shape=(None,), dtype="int32", name="token_type_ids")
   x = RobertaEmbeddings(
       vocab_size=config.vocab_size, hidden_size=config.hidden_size,
       max_positions=config.max_positions, pad_id=config.pad_id, dropout=config.dropout,
       layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
-      dtype=dtype, name=EMBEDDINGS_NAME)(input_ids, padding_mask)
+      type_vocab_size=config.type_vocab_size, dtype=dtype,
+      name=EMBEDDINGS_NAME)(input_ids, padding_mask, inputs.get("token_type_ids"))
   for i in range(config.num_layers):
     x = TransformerLayer(
         num_heads=config.num_heads, intermediate_size=config.intermediate_size,
@@ -51,5 +58,14 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
         layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
         dtype=dtype, name=layer_name(i))(x, padding_mask=padding_mask)
   outputs = {"sequence_output": x, "pooled_output": x[:, 0, :]}
-  return keras.Model(inputs={"input_ids": input_ids, "padding_mask": padding_mask},
-                     outputs=outputs, name=ENCODER_NAME, dtype=dtype)
+  return keras.Model(inputs=inputs, outputs=outputs, name=ENCODER_NAME, dtype=dtype)
+
+
+def encoder_inputs(config: RobertaConfig, input_ids, padding_mask, token_type_ids=None) -> dict:
+  """The encoder's input dict: token_type_ids (default all 0) only when the config has a type
+  table, so RoBERTa models and NSP-ablation models are called the same way."""
+  inputs = {"input_ids": input_ids, "padding_mask": padding_mask}
+  if config.type_vocab_size:
+    inputs["token_type_ids"] = (tf.zeros_like(input_ids) if token_type_ids is None
+                                else token_type_ids)
+  return inputs

@@ -114,6 +114,9 @@ def config_to_hf(config: RobertaConfig) -> dict:
 
 def _weight_map(pretrainer: RobertaPretrainer):
   """[(hf_key, variable, transpose)] for every variable of `pretrainer`, in a fixed order."""
+  if pretrainer.config.type_vocab_size or pretrainer.config.next_sentence_head:
+    raise HFCheckpointError("this model has token types / an NSP head (the input-format "
+                            "ablation's); RobertaForMaskedLM has neither, so it is not exported")
   embeddings = pretrainer.encoder.get_layer(EMBEDDINGS_NAME)
   entries = [
       (WORD_KEY, embeddings.token_embedding.embeddings, False),
@@ -267,6 +270,7 @@ def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:
 
   Files are written under temporary names and renamed when complete.
   """
+  _weight_map(pretrainer)  # refuses what has no HF equivalent before anything is written
   os.makedirs(hf_dir, exist_ok=True)
   weights_path = os.path.join(hf_dir, WEIGHTS_FILE)
   config_path = os.path.join(hf_dir, CONFIG_FILE)

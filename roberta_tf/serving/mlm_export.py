@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
+from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -70,8 +71,8 @@ class ServingModule(tf.Module):
   @tf.function(input_signature=[_TEXT])
   def encode(self, text):
     input_ids, padding_mask = self._ids(text)
-    out = self.pretrainer.encoder({"input_ids": input_ids, "padding_mask": padding_mask},
-                                  training=False)
+    out = self.pretrainer.encoder(
+        encoder_inputs(self.pretrainer.config, input_ids, padding_mask), training=False)
     return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
             "pooled_output": tf.cast(out["pooled_output"], tf.float32),
             "padding_mask": padding_mask}

@@ -16,8 +16,8 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline, unigram
 from roberta_tf.data import masking as masking_lib
-from roberta_tf.training.losses import mlm_sums
-from roberta_tf.training.objectives import MODEL_INPUTS
+from roberta_tf.training.losses import mlm_sums, nsp_sums
+from roberta_tf.training.objectives import model_inputs
 from roberta_tf.training.train_config import TrainConfig
 
 
@@ -26,7 +26,8 @@ class Evaluator:
 
   With ``unigram_log_probs`` (float32 [V], see data/unigram.py) it also scores the same masked
   targets by their unigram probability: ``unigram_perplexity``, the plateau a model that
-  ignores context sits on.
+  ignores context sits on. On pair-packing data with a model that has an NSP head it also
+  reports ``nsp_loss`` and ``nsp_accuracy`` (the MLM metrics stay MLM only).
   """
 
   def __init__(self, strategy: tf.distribute.Strategy, model, unigram_log_probs=None):
@@ -37,14 +38,25 @@ class Evaluator:
     self._step = tf.function(self._eval_step)
 
   def _eval_step(self, batch):
+    nsp = ("next_sentence_labels" in batch
+           and getattr(self.model, "nsp_head", None) is not None)
+
     def replica(batch):
-      logits = self.model({k: batch[k] for k in MODEL_INPUTS}, training=False)
+      if nsp:
+        logits, nsp_logits = self.model(model_inputs(batch), training=False, with_nsp=True)
+      else:
+        logits = self.model(model_inputs(batch), training=False)
       sums = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
       if self.unigram is None:
-        return sums + (tf.constant(0.0),)
-      unigram = -tf.gather(self.unigram, batch["mask_ids"]) * tf.cast(batch["mask_weights"],
-                                                                       tf.float32)
-      return sums + (tf.reduce_sum(unigram),)
+        sums += (tf.constant(0.0),)
+      else:
+        unigram = -tf.gather(self.unigram, batch["mask_ids"]) * tf.cast(batch["mask_weights"],
+                                                                         tf.float32)
+        sums += (tf.reduce_sum(unigram),)
+      if nsp:
+        sums += nsp_sums(nsp_logits, batch["next_sentence_labels"],
+                         batch["next_sentence_weights"])
+      return sums
     sums = self.strategy.run(replica, args=(batch,))
     return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
 
@@ -53,16 +65,20 @@ class Evaluator:
 
     Returns:
       {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats, and
-      "unigram_perplexity" when the evaluator has a unigram table.
+      "unigram_perplexity" when the evaluator has a unigram table, "nsp_loss" and
+      "nsp_accuracy" for an NSP model on pair batches.
     Raises:
       ValueError: the dataset held no masked token.
     """
-    totals = [0.0, 0.0, 0.0, 0.0]  # loss, count, correct, unigram: float64 on the host
+    # loss, count, correct, unigram (and nsp loss, count, correct): float64 on the host
+    totals = None
     for i, batch in enumerate(dataset):
       if max_batches and i >= max_batches:
         break
-      totals = [t + float(x.numpy()) for t, x in zip(totals, self._step(batch), strict=True)]
-    loss_sum, count, correct, unigram_sum = totals
+      sums = [float(x.numpy()) for x in self._step(batch)]
+      totals = sums if totals is None else [t + x for t, x in zip(totals, sums, strict=True)]
+    totals = totals or [0.0] * 4
+    loss_sum, count, correct, unigram_sum = totals[:4]
     if count == 0:
       raise ValueError("evaluation saw no masked tokens: is the eval split empty?")
     loss = loss_sum / count
@@ -70,6 +86,9 @@ class Evaluator:
                "mlm_accuracy": correct / count, "masked_tokens": count}
     if self.unigram is not None:
       metrics["unigram_perplexity"] = math.exp(min(unigram_sum / count, 700.0))
+    if len(totals) > 4 and totals[5]:
+      metrics["nsp_loss"] = totals[4] / totals[5]
+      metrics["nsp_accuracy"] = totals[6] / totals[5]
     return metrics
 
 
@@ -94,6 +113,8 @@ def eval_line(prefix: str, metrics: dict) -> str:
     unigram = metrics["unigram_perplexity"]
     line += (f" | unigram perplexity {unigram:.2f} "
              f"({metrics['perplexity'] / unigram:.2f}x unigram)")
+  if "nsp_accuracy" in metrics:
+    line += f" | nsp_loss {metrics['nsp_loss']:.4f} | nsp_accuracy {metrics['nsp_accuracy']:.4f}"
   return line
 
 
@@ -133,7 +154,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   Returns:
     {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}, and
     "unigram_perplexity" of the same targets when a train split is found (beside the eval
-    split, else the run's recorded train data) to count the unigram table from.
+    split, else the run's recorded train data) to count the unigram table from; "nsp_loss"
+    and "nsp_accuracy" for a model with an NSP head on pair-packing shards.
   """
   strategy = strategy or tf.distribute.get_strategy()
   info = dataset_info.read(eval_data)

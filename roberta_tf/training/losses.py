@@ -22,3 +22,21 @@ def mlm_sums(logits, mask_ids, mask_weights):
                     tf.float32)
   return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
           tf.reduce_sum(correct * weights))
+
+
+def nsp_sums(logits, labels, weights):
+  """Sums of the next-sentence cross-entropy, of the weights and of the correct predictions.
+
+  Args:
+    logits: float [B, 2]; labels: int32 [B] (0 next, 1 random); weights: float32 [B] (0 for
+      padded rows).
+  Returns:
+    (loss_sum, weight_sum, correct_sum), float32 scalars.
+  """
+  logits = tf.cast(logits, tf.float32)
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  weights = tf.cast(weights, tf.float32)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
+                    tf.float32)
+  return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
+          tf.reduce_sum(correct * weights))

@@ -6,7 +6,8 @@ update every worker contributes its SIGTERM flag (0 or 1) to a SUM all-reduce ov
 strategy's collectives; the result is read one update later (so the host never waits for the
 device just for this), and since every worker reads the same reduced value after the same
 update, all of them stop at the same step, save one common checkpoint and exit. The cost is one
-scalar all-reduce per update and at most one extra update after the signal. (tf.distribute's
+scalar all-reduce per update and, multi-worker, up to two updates after the signal: the one
+running when it arrives, and the next, whose end reads the reduced flag. (tf.distribute's
 PreemptionCheckpointHandler does the same over the coordination service, but owns the
 checkpoint manager and the exit; this keeps ours.)
 

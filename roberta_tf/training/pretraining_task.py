@@ -8,25 +8,43 @@ bookkeeping (config.json, the vocabulary files, resume checks). run.py owns the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline, unigram, vocab_info
+from roberta_tf.data import dataset_info, example_spec, pipeline, unigram, vocab_info
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization.vocab_files import copy_vocab_files
 from roberta_tf.training import evaluation, flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import summaries as summaries_lib
+from roberta_tf.training.objectives import MlmObjective
 from roberta_tf.training.train_config import TrainConfig, write_config_json
 from roberta_tf.training.trainer import StepConfig, Trainer
 
 
+def uses_next_sentence(info: dict) -> bool:
+  """Shards of a pair packing (the NSP input-format ablation): token types and an NSP head."""
+  return info.get("packing") in example_spec.PAIR_PACKINGS
+
+
 def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
-  """The model config: from --init_from's model dir, else the preset/JSON with the shards' vocab."""
+  """The model config: from --init_from's model dir, else the preset/JSON with the shards' vocab.
+
+  Shards of a pair packing set BERT's two token types and NSP head on a preset/JSON model
+  (a JSON with an NSP head needs pair shards); an --init_from model must already have them
+  exactly when the shards are pairs.
+  """
+  pairs = uses_next_sentence(info)
   if cfg.init_from:
     model_config = models.read_config(cfg.init_from)
+    if model_config.next_sentence_head != pairs:
+      raise ValueError(
+          f"--init_from={cfg.init_from!r} {'has' if model_config.next_sentence_head else 'has no'}"
+          f" NSP head, but --train_data={cfg.train_data!r} is {info.get('packing')!r} shards: "
+          "the pair packings (NSP) and the block packings cannot continue each other's models")
   elif os.path.isfile(cfg.config):
     model_config = models.RobertaConfig.load(cfg.config)
   else:
@@ -35,6 +53,12 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
                                  pad_id=info["special_ids"]["pad"],
                                  bos_id=info["special_ids"]["bos"],
                                  eos_id=info["special_ids"]["eos"])
+  if pairs and not cfg.init_from:
+    model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
+  elif model_config.next_sentence_head and not pairs:
+    raise ValueError(f"--config={cfg.config!r} has next_sentence_head, but --train_data="
+                     f"{cfg.train_data!r} is {info.get('packing')!r} shards with no "
+                     "next-sentence labels: use segment_pair / sentence_pair shards")
   if cfg.dropout >= 0:
     model_config = model_config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
   return model_config
@@ -129,7 +153,8 @@ def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   return Trainer(strategy, model, opt, StepConfig(
       grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
       norm_per_micro_batch=float(per_replica * predictions), jit_compile=cfg.jit_compile,
-      sequences_per_round=per_replica * strategy.num_replicas_in_sync))
+      sequences_per_round=per_replica * strategy.num_replicas_in_sync),
+      objective=MlmObjective(next_sentence=model_config.next_sentence_head))
 
 
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
@@ -158,7 +183,8 @@ def check_resumable(model_dir: str, model_config) -> None:
   except ValueError:
     return  # no readable config.json yet: the restore itself will check the shapes
   ignore = ("dropout", "attention_dropout")
-  new_d, old_d = model_config.to_dict(), old.to_dict()
+  # Every field, defaults included (to_dict leaves the ablation's fields out when unset).
+  new_d, old_d = dataclasses.asdict(model_config), dataclasses.asdict(old)
   diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
   if diff:
     raise ValueError(

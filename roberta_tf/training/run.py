@@ -130,7 +130,8 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
     metrics = evaluator(eval_ds, cfg.eval_steps)
     eval_history.append((step, metrics))
     summaries.scalars("eval", step, {k: metrics[k] for k in (
-        "loss", "perplexity", "mlm_accuracy", "unigram_perplexity") if k in metrics})
+        "loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "nsp_loss",
+        "nsp_accuracy") if k in metrics})
     summaries_lib.log(evaluation.eval_line(f"eval step {step}", metrics))
     if evaluation.on_unigram_plateau(metrics, step, cfg.warmup_steps):
       summaries_lib.log(
@@ -223,8 +224,17 @@ class _LogWindow:
                  input_wait_fraction=w["input_wait_s"] / elapsed,
                  perplexity=math.exp(min(final["loss"], 700.0)),
                  skipped_steps=float(self.trainer.skipped_steps.numpy()))
+    if "sum/nsp_count" in w:  # NSP ablation: "loss" is MLM + NSP; report the parts
+      ratio = lambda a, b: a / b if b else float("nan")  # no applied update: NaN, like loss
+      final.update(mlm_loss=ratio(w["sum/mlm_loss"], w["count"]),
+                   nsp_loss=ratio(w["sum/nsp_loss"], w["sum/nsp_count"]),
+                   nsp_accuracy=ratio(w["sum/nsp_correct"], w["sum/nsp_count"]))
+      final["perplexity"] = math.exp(min(final["mlm_loss"], 700.0))
     scalars = {k: final[k] for k in self._SCALARS}
     scalars["mlm_accuracy"] = final["accuracy"]
+    for k in ("mlm_loss", "nsp_loss", "nsp_accuracy"):
+      if k in final:
+        scalars[k] = final[k]
     if self.trainer.fp16:
       scalars["loss_scale"] = final["loss_scale"]
       scalars["overflow_steps"] = float(self.trainer.overflow_steps.numpy())

@@ -32,7 +32,8 @@ class StepWindow:
     examples), NaN if none was applied; grad_norm: the applied updates' mean; tokens: all
     updates' real tokens; count: the applied updates' total count; learning_rate, loss_scale,
     last_step_loss: of the last update; applied_steps; elapsed_s and input_wait_s since the
-    window opened.
+    window opened; and every "sum/<name>" an objective reports, summed over the applied
+    updates.
     """
     rows = [{k: float(v.numpy()) for k, v in out.items()} for out in self.outputs]
     applied = [r for r in rows if r["applied"]]
@@ -40,7 +41,9 @@ class StepWindow:
     last = rows[-1] if rows else {"learning_rate": float("nan"), "loss_scale": float("nan"),
                                   "loss": float("nan")}
     nan = float("nan")
-    return {
+    extra = {k: sum(r[k] for r in applied) for k in (rows[0] if rows else {})
+             if k.startswith("sum/")}
+    return {**extra,
         "loss": sum(r["loss"] * r["count"] for r in applied) / count if count else nan,
         "accuracy": sum(r["accuracy"] * r["count"] for r in applied) / count if count else nan,
         "grad_norm": sum(r["grad_norm"] for r in applied) / len(applied) if applied else nan,

@@ -44,6 +44,8 @@ def progress_line(step: int, total: int, metrics: dict, eta_s: float) -> str:
   parts = [f"step {step}/{total}", f"loss {metrics['loss']:.4f}",
            f"lr {metrics['learning_rate']:.3e}", f"{metrics['tokens_per_sec']:,.0f} tok/s",
            f"grad_norm {metrics['grad_norm']:.3f}", f"ETA {format_eta(eta_s)}"]
+  if "nsp_loss" in metrics:
+    parts.insert(2, f"nsp_loss {metrics['nsp_loss']:.4f} acc {metrics['nsp_accuracy']:.3f}")
   if metrics.get("skipped_steps"):
     parts.append(f"skipped {int(metrics['skipped_steps'])}")
   return " | ".join(parts)

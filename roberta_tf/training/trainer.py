@@ -2,8 +2,9 @@
 
 Pretraining and every fine-tuning task run through it; what differs is the *objective*, a
 callable `objective(model, batch) -> (loss_sum, count, correct, tokens)` (objectives.py):
-`MlmObjective` for pretraining (count = masked tokens), `TaskObjective` for fine-tuning
-(count = examples).
+`MlmObjective` for pretraining (count = masked tokens; with NSP it adds a fifth element, the
+extra sums named by its `extra_sums`, which are summed like the others and returned as
+"sum/<name>" metrics), `TaskObjective` for fine-tuning (count = examples).
 
 One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
 the global batch is per-replica batch x replicas x grad_accum_steps sequences. Every micro-batch
@@ -78,6 +79,9 @@ class Trainer:
     self.optimizer = optimizer
     self.config = config
     self.objective = objective or MlmObjective()
+    # Further sums an objective reports (e.g. the NSP loss): all-reduced and accumulated like
+    # the others, returned as "sum/<name>" metrics.
+    self.extra_sums = tuple(getattr(self.objective, "extra_sums", ()))
     self.fp16 = config.precision == "mixed_float16"
     with strategy.scope():
       var = lambda v, dtype, name: tf.Variable(v, dtype=dtype, trainable=False, name=name,
@@ -106,7 +110,7 @@ class Trainer:
         self.sum_accumulators = [
             tf.Variable(0.0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
                         aggregation=tf.VariableAggregation.SUM, name=f"{n}_accum")
-            for n in ("loss", "count", "correct", "tokens")]
+            for n in ("loss", "count", "correct", "tokens", *self.extra_sums)]
     self._compute = (tf.function(self._grads, jit_compile=True) if config.jit_compile
                      else self._grads)
     self._fused = tf.function(self._fused_step)
@@ -125,8 +129,9 @@ class Trainer:
   def _grads(self, batch):
     """Gradients of this replica's (scaled) micro-batch loss sum, and the batch's sums."""
     with tf.GradientTape() as tape:
-      loss_sum, count, correct, tokens = (
-          tf.cast(x, tf.float32) for x in self.objective(self.model, batch))
+      out = self.objective(self.model, batch)
+      loss_sum, count, correct, tokens = (tf.cast(x, tf.float32) for x in out[:4])
+      extras = [tf.cast(out[4][k], tf.float32) for k in self.extra_sums]
       scaled = loss_sum * (self.loss_scale / self.config.norm_per_micro_batch)
     variables = self.model.trainable_variables
     grads = tape.gradient(scaled, variables)
@@ -136,13 +141,13 @@ class Trainer:
     # Dense gradients: the all-reduce and the accumulators add them (the position table's is
     # IndexedSlices; the tied token embedding's is already dense).
     grads = [tf.convert_to_tensor(g) for g in grads]
-    return grads, (loss_sum, count, correct, tokens)
+    return grads, (loss_sum, count, correct, tokens, *extras)
 
   def _apply(self, grads, sums):
     """All-reduce, normalize, clip, check, and apply or skip. Runs in a replica context."""
     ctx = tf.distribute.get_replica_context()
     grads = ctx.all_reduce(_SUM, grads)
-    loss_sum, count, correct, tokens = ctx.all_reduce(_SUM, list(sums))
+    loss_sum, count, correct, tokens, *extras = ctx.all_reduce(_SUM, list(sums))
     count = tf.maximum(count, 1.0)
     factor = self.config.norm_per_micro_batch / (self.loss_scale * count)
     grads = [g * factor for g in grads]
@@ -162,7 +167,8 @@ class Trainer:
     self._update_counters(ok, loss_finite)
     return {"loss": loss, "accuracy": correct / count, "grad_norm": grad_norm,
             "count": count, "tokens": tokens, "learning_rate": lr,
-            "applied": tf.cast(ok, tf.float32), "loss_scale": scale}
+            "applied": tf.cast(ok, tf.float32), "loss_scale": scale,
+            **{f"sum/{k}": v for k, v in zip(self.extra_sums, extras, strict=True)}}
 
   def _apply_if(self, ok, grads):
     """optimizer.apply(grads) when ``ok`` (the same on every replica), else only the iteration.
@@ -246,7 +252,8 @@ class Trainer:
 
     Returns:
       (metrics, input_wait_s): the step's metrics as scalar tensors (loss, accuracy,
-      grad_norm, count, tokens, learning_rate, applied, loss_scale), not synced to the
+      grad_norm, count, tokens, learning_rate, applied, loss_scale, and "sum/<name>" for
+      each of the objective's extra sums, summed over the global batch), not synced to the
       host; and the seconds spent waiting for the input pipeline.
     """
     wait = 0.0
