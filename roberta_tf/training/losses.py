@@ -1,6 +1,19 @@
-"""Masked-LM loss and accuracy as sums, so any batch split normalizes the same way."""
+"""Masked-LM and next-sentence losses and accuracy as sums, so any batch split normalizes the
+same way."""
 
 import tensorflow as tf
+
+
+def _weighted_xent_sums(logits, labels, weights):
+  """(sum of weighted cross-entropy, sum of weights, sum of weighted correct argmaxes) over
+  logits [..., C], int32 labels [...] and weights [...]; float32 scalars."""
+  logits = tf.cast(logits, tf.float32)
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  weights = tf.cast(weights, tf.float32)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
+                    tf.float32)
+  return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
+          tf.reduce_sum(correct * weights))
 
 
 def mlm_sums(logits, mask_ids, mask_weights):
@@ -15,13 +28,7 @@ def mlm_sums(logits, mask_ids, mask_weights):
     the sum over all replicas and micro-batches of loss_sum divided by the sum of weight_sum:
     that is what makes 1 replica x 4 accumulation steps equal 4 replicas x 1.
   """
-  logits = tf.cast(logits, tf.float32)
-  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=mask_ids, logits=logits)
-  weights = tf.cast(mask_weights, tf.float32)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), mask_ids),
-                    tf.float32)
-  return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
-          tf.reduce_sum(correct * weights))
+  return _weighted_xent_sums(logits, mask_ids, mask_weights)
 
 
 def nsp_sums(logits, labels, weights):
@@ -33,10 +40,4 @@ def nsp_sums(logits, labels, weights):
   Returns:
     (loss_sum, weight_sum, correct_sum), float32 scalars.
   """
-  logits = tf.cast(logits, tf.float32)
-  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-  weights = tf.cast(weights, tf.float32)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
-                    tf.float32)
-  return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
-          tf.reduce_sum(correct * weights))
+  return _weighted_xent_sums(logits, labels, weights)
