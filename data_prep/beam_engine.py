@@ -87,7 +87,8 @@ class EncodePack(beam.DoFn):
   def process(self, group):
     key, docs, last = group
     encoded = group_packing.encoded_batches([doc_groups.Group(key, docs, last)], self._encode,
-                                            self._s["batch_sentences"], num_workers=1)
+                                            self._s["batch_sentences"], num_workers=1,
+                                            packing=self._s["packing"])
     for group_key, blocks in group_packing.pack_groups(
         encoded, max_seq_len=self._s["max_seq_len"], packing=self._s["packing"],
         bos_id=self._bos, eos_id=self._eos, seed=self._s["seed"]):

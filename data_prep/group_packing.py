@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from data_prep import doc_groups, sentence_encoders
+from data_prep import doc_groups, pair_packing, sentence_encoders
 from data_prep import packing as packing_lib
 
 # split -> blocks (int64 [<= max_seq_len], or pair_packing.PairExample) in corpus order
@@ -28,10 +28,13 @@ Blocks = dict[str, list[np.ndarray]]
 
 
 def encoded_batches(groups: Iterable[doc_groups.Group], encode: sentence_encoders.Encoder,
-                    batch_sentences: int, num_workers: int | None = 1):
+                    batch_sentences: int, num_workers: int | None = 1, packing: str = ""):
   """``(batch, values, row_splits)`` for the groups' sentences, in order; segment keys are
-  ``(group_key, split)``. ``num_workers`` encoding threads (sentence_encoders.encode_batches)."""
-  docs = ((((g.key, split), doc) for split, doc in g.docs) for g in groups)
+  ``(group_key, split)``. ``num_workers`` encoding threads (sentence_encoders.encode_batches).
+  For the pair packings each line is first cut into sentences (pair_packing.split_document)."""
+  split = (pair_packing.split_document if packing in packing_lib.PAIR_PACKINGS
+           else lambda doc: doc)
+  docs = ((((g.key, s), split(doc)) for s, doc in g.docs) for g in groups)
   batches = sentence_encoders.batch_documents(
       (d for group_docs in docs for d in group_docs), batch_sentences)
   return sentence_encoders.encode_batches(batches, encode, num_workers)

@@ -30,12 +30,19 @@ bytes. A group or split with a single document draws its random text from that d
 
 The pairs are fixed when the shards are written (BERT's dupe_factor 1): every epoch reads the
 same pairs and labels; only the masks are drawn afresh (dynamic masking).
+
+Sentences: BERT's input has one sentence per line; a corpus line may hold a whole paragraph
+(a .jsonl document is often one line), which would leave no real "next sentence" to pair. So
+for these packings each line is first cut at sentence ends (`split_sentences`: `.`, `!`, `?`
+plus closing quotes or brackets, then whitespace and a capital, digit or opening quote; and
+after `。！？`). The block packings never cut lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -43,6 +50,10 @@ import numpy as np
 from roberta_tf.data.packings import PAIR_PACKINGS, SEGMENT_PAIR
 
 SHORT_SEQ_PROB = 0.1   # BERT's short_seq_prob: a chunk's target length drawn shorter
+# A sentence end: terminal punctuation (+ closing quotes/brackets), whitespace, then what starts
+# a sentence; or a full-width terminal mark (no space follows those).
+_SENTENCE_END = re.compile(r"""([.!?]["'\u2019\u201d)\]]*)\s+(?=["'\u2018\u201c(\[]?[A-Z0-9])"""
+                           r"|([。！？])")
 RANDOM_NEXT_PROB = 0.5
 _DIFFERENT_DOC_TRIES = 10
 
@@ -57,6 +68,19 @@ class PairExample:
 
   def __len__(self) -> int:
     return len(self.ids)
+
+
+def split_sentences(line: str) -> list[str]:
+  """``line`` cut at sentence ends (see the module docstring); the whitespace between two
+  sentences is dropped, as a line break would be. "Dr. Smith" is cut too: a heuristic, good
+  enough to give most pairs a real next sentence."""
+  marked = _SENTENCE_END.sub(lambda m: (m.group(1) or m.group(2)) + "\n", line)
+  return [s for s in marked.split("\n") if s.strip()]
+
+
+def split_document(sentences: list[str]) -> list[str]:
+  """A document's lines → its sentences (`split_sentences` of each line, in order)."""
+  return [s for line in sentences for s in split_sentences(line)]
 
 
 class PairPacker:

@@ -120,7 +120,7 @@ def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progr
 
   try:
     encoded = group_packing.encoded_batches(groups(), encode, settings["batch_sentences"],
-                                            num_workers)
+                                            num_workers, packing=settings["packing"])
     for key, blocks in group_packing.pack_groups(
         encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
         bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"],

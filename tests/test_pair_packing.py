@@ -108,3 +108,16 @@ def test_bad_settings_are_refused():
     pair_packing.PairPacker(4, "segment_pair", BOS, EOS, print, "k")
   with pytest.raises(ValueError, match="full_sentences"):
     pair_packing.PairPacker(16, "full_sentences", BOS, EOS, print, "k")
+
+
+def test_lines_are_cut_into_sentences_for_the_pair_formats():
+  assert pair_packing.split_sentences(
+      'Hello world. This is it! Is it? "Yes." Then (ok). e.g. foo. 3 cats.') == [
+          "Hello world.", "This is it!", "Is it?", '"Yes."', "Then (ok). e.g. foo.", "3 cats."]
+  assert pair_packing.split_sentences("version 3.11 is out.  Next one") == [
+      "version 3.11 is out.", "Next one"]
+  assert pair_packing.split_sentences("日本語です。次の文！最後？") == [
+      "日本語です。", "次の文！", "最後？"]
+  assert pair_packing.split_sentences("   ") == []
+  # A one-line paragraph document becomes several sentences: real next sentences to pair.
+  assert pair_packing.split_document(["A b. C d.", "E f"]) == ["A b.", "C d.", "E f"]
