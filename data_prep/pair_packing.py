@@ -50,12 +50,12 @@ import numpy as np
 from roberta_tf.data.packings import PAIR_PACKINGS, SEGMENT_PAIR
 
 SHORT_SEQ_PROB = 0.1   # BERT's short_seq_prob: a chunk's target length drawn shorter
+RANDOM_NEXT_PROB = 0.5
+_DIFFERENT_DOC_TRIES = 10
 # A sentence end: terminal punctuation (+ closing quotes/brackets), whitespace, then what starts
 # a sentence; or a full-width terminal mark (no space follows those).
 _SENTENCE_END = re.compile(r"""([.!?]["'\u2019\u201d)\]]*)\s+(?=["'\u2018\u201c(\[]?[A-Z0-9])"""
                            r"|([。！？])")
-RANDOM_NEXT_PROB = 0.5
-_DIFFERENT_DOC_TRIES = 10
 
 
 @dataclasses.dataclass(frozen=True)
