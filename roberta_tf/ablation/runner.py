@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from data_prep import corpus as corpus_lib
 from roberta_tf.ablation import report, studies
 from roberta_tf.common import atomic_write
+from roberta_tf.data import packings
 
 EVAL_SEED = 1234  # the fixed masks of the shared held-out set: the same for every arm
 SEQ_LEN = 128
@@ -110,11 +111,13 @@ def tokens_per_sequence(shard_dir: str) -> float:
   return train["num_tokens"] / max(train["num_sequences"], 1)
 
 
-def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict) -> dict:
+def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
+            real_per_sequence: float) -> dict:
   """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result.
 
   ``shards``: `prepare`'s dirs; the arm trains on its packing's and is evaluated (during
-  training too) on the shared held-out set."""
+  training too) on the shared held-out set. ``real_per_sequence``: `tokens_per_sequence` of
+  its training shards."""
   result_path = os.path.join(run_dir, "result.json")
   if os.path.exists(result_path):
     with open(result_path, encoding="utf-8") as f:
@@ -129,14 +132,14 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict)
               "--eval_steps=20", "--log_every=50",
               *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
              os.path.join(run_dir, "train.log"))
-  real_per_step = arm.batch_size * tokens_per_sequence(train_data)
+  real_per_step = arm.batch_size * real_per_sequence
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
   metrics = json.loads(_json_tail(_run(
       ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={eval_data}", "--json",
        f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
   nsp = {}
-  if arm.packing in studies.NSP_PACKINGS:  # the NSP head on its own format's held-out pairs
+  if arm.packing in packings.PAIR_PACKINGS:  # the NSP head on its own format's held-out pairs
     own = json.loads(_json_tail(_run(
         ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={train_data}", "--json",
          f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
@@ -193,8 +196,8 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
                             "arms": [dataclasses.asdict(a) for a in study.arms],
                             "corpus_mb": study.corpus_mb})
   shards = prepare(corpus, work_dir, study, opts["vocab_size"])
-  study = studies.equalize_tokens(study, {p: tokens_per_sequence(d) for p, d in shards.items()
-                                          if p != "eval"})
+  per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
+  study = studies.equalize_tokens(study, per_sequence)
   jobs = [(arm, seed) for arm in study.arms for seed in seeds]
   results, spent, cost_done = [], [], 0
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
@@ -204,7 +207,7 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
     print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}" + ("" if fresh else " (done before)"),
           flush=True)
     start = time.time()
-    results.append(run_arm(arm, seed, shards, run_dir, opts))
+    results.append(run_arm(arm, seed, shards, run_dir, opts, per_sequence[arm.packing]))
     if fresh:
       spent.append(time.time() - start)
       cost_done += cost(arm)

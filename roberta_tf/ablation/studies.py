@@ -27,7 +27,6 @@ import math
 from roberta_tf.data import packings
 
 MICRO_BATCH = 32  # sequences per forward/backward: bigger batches accumulate
-NSP_PACKINGS = packings.PAIR_PACKINGS  # the packings whose models have an NSP head
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Arm:
   train_steps: int
   learning_rate: float
   flags: tuple[str, ...] = ()
-  packing: str = "full_sentences"
+  packing: str = packings.FULL_SENTENCES
 
   @property
   def slug(self) -> str:
@@ -118,8 +117,9 @@ def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
   if name == "input_format":
     # The paper's Table 2 rows; the reference arm (first) sets the tokens per update.
     arms = tuple(Arm(label, base_batch, steps, base_lr, packing=packing) for label, packing in (
-        ("FULL-SENTENCES", "full_sentences"), ("DOC-SENTENCES", "doc_sentences"),
-        ("SEGMENT-PAIR + NSP", "segment_pair"), ("SENTENCE-PAIR + NSP", "sentence_pair")))
+        ("FULL-SENTENCES", packings.FULL_SENTENCES), ("DOC-SENTENCES", packings.DOC_SENTENCES),
+        ("SEGMENT-PAIR + NSP", packings.SEGMENT_PAIR),
+        ("SENTENCE-PAIR + NSP", packings.SENTENCE_PAIR)))
     return Study(arms=arms, corpus_mb=_mb_for_epochs(steps * base_batch, epochs=4),
                  equal_tokens=True)
   raise StudyError(f"--study={name}: unknown; choose masking, batch_size or input_format")

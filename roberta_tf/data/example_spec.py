@@ -4,10 +4,10 @@ A record holds `input_ids`: an int64 list, unpadded, at most `max_seq_len` ids, 
 `</s>` last (data_prep writes them; see dataset_info.py). `serialize` and `parse` are inverses;
 `parse_batch` + `is_valid` read and check many records at once (the pipeline's way).
 
-Shards of the pair packings (dataset_info "packing" in PAIR_PACKINGS, data_prep/pair_packing.py:
-the NSP ablation formats) add two int64 scalars per record: `first_segment_length` (ids of
-`<s> A </s>`: token type 0 before it, 1 from it on) and `next_sentence_label` (0: B follows A,
-1: B is random).
+Shards of the pair packings (dataset_info "packing" in packings.PAIR_PACKINGS,
+data_prep/pair_packing.py: the NSP ablation formats) add two int64 scalars per record:
+`first_segment_length` (ids of `<s> A </s>`: token type 0 before it, 1 from it on) and
+`next_sentence_label` (0: B follows A, 1: B is random).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.data import packings
-
 FEATURE = "input_ids"
 FIRST_LENGTH = "first_segment_length"
 NSP_LABEL = "next_sentence_label"
@@ -26,7 +24,6 @@ _SPEC = {FEATURE: tf.io.RaggedFeature(tf.int64)}
 _PAIR_SPEC = {**_SPEC, FIRST_LENGTH: tf.io.FixedLenFeature([], tf.int64),
               NSP_LABEL: tf.io.FixedLenFeature([], tf.int64)}
 
-PAIR_PACKINGS = packings.PAIR_PACKINGS
 
 
 def _int64s(values) -> tf.train.Feature:

@@ -30,7 +30,7 @@ import sys
 
 import tensorflow as tf
 
-from roberta_tf.data import dataset_info, example_spec
+from roberta_tf.data import dataset_info, example_spec, packings
 from roberta_tf.data.masking import Masker, MaskingConfig, shard_key
 from roberta_tf.data.vocab_info import VocabInfo
 
@@ -113,7 +113,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   Returns:
     A dataset of dicts (see Masker.__call__): `input_ids`, `padding_mask` int32 [B, S],
     `mask_positions`, `mask_ids` int32 [B, P], `mask_weights` float32 [B, P]. Shards of a pair
-    packing (example_spec.PAIR_PACKINGS, the NSP ablation) add `token_type_ids` int32 [B, S]
+    packing (packings.PAIR_PACKINGS, the NSP ablation) add `token_type_ids` int32 [B, S]
     (0 up to the first segment's `</s>`, 1 after it, 0 on padding), `next_sentence_labels`
     int32 [B] and `next_sentence_weights` float32 [B] (0 for the padded rows of an eval batch).
 
@@ -128,7 +128,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
       vocab_sha256=vocab.sha256, max_positions=max_positions, max_seq_len=config.max_seq_len,
       where=data_dir)
   files = dataset_info.split_files(data_dir, info, split)
-  pairs = info.get("packing") in example_spec.PAIR_PACKINGS
+  pairs = info.get("packing") in packings.PAIR_PACKINGS
   counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
   compression = dataset_info.COMPRESSIONS.get(info.get("compression", "none"))
   if compression is None:

@@ -22,6 +22,7 @@ from roberta_tf.finetuning.task_types import (
   TASK_TYPES,
 )
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.initializers import normal
 
 # Added to the logits of pad positions so that no span starts or ends there (float32-safe).
@@ -123,10 +124,8 @@ class FinetuneModel(keras.Model):
       shape = tf.shape(input_ids)                                   # [B, C, S]
       input_ids = tf.reshape(input_ids, [-1, shape[2]])
       padding_mask = tf.reshape(padding_mask, [-1, shape[2]])
-    encoder_in = {"input_ids": input_ids, "padding_mask": padding_mask}
-    if "token_type_ids" in self.encoder.input:  # an NSP-ablation encoder: one segment, type 0
-      encoder_in["token_type_ids"] = tf.zeros_like(input_ids)
-    encoded = self.encoder(encoder_in, training=training)
+    encoded = self.encoder(encoder_inputs(self.encoder, input_ids, padding_mask),
+                           training=training)
     if self.task_type == EXTRACTIVE_QA:
       start, end = self.head(encoded["sequence_output"], padding_mask)
       return {"start_logits": start, "end_logits": end}

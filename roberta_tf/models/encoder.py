@@ -31,8 +31,8 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
   Returns:
     A functional keras.Model named "roberta_encoder" with
       inputs  {"input_ids": int32 [B, S], "padding_mask": int32 [B, S] (1 real, 0 pad)}, and
-              "token_type_ids" int32 [B, S] only when config.type_vocab_size > 0 (see
-              `encoder_inputs`, which callers use to fill it),
+              "token_type_ids" int32 [B, S] only when config.type_vocab_size > 0 (callers
+              build the dict with `encoder_inputs`, which fills it),
       outputs {"sequence_output": float32 [B, S, H],
                "pooled_output": float32 [B, H] = sequence_output[:, 0], the <s> vector}.
     S is dynamic, up to config.max_seq_len. `pooled_output` has no dense+tanh "pooler": HF's
@@ -61,11 +61,11 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
   return keras.Model(inputs=inputs, outputs=outputs, name=ENCODER_NAME, dtype=dtype)
 
 
-def encoder_inputs(config: RobertaConfig, input_ids, padding_mask, token_type_ids=None) -> dict:
-  """The encoder's input dict: token_type_ids (default all 0) only when the config has a type
-  table, so RoBERTa models and NSP-ablation models are called the same way."""
+def encoder_inputs(encoder: keras.Model, input_ids, padding_mask, token_type_ids=None) -> dict:
+  """``encoder``'s input dict: token_type_ids (default all 0, one segment) only when it takes
+  them (a type table), so RoBERTa and NSP-ablation encoders are called the same way."""
   inputs = {"input_ids": input_ids, "padding_mask": padding_mask}
-  if config.type_vocab_size:
+  if "token_type_ids" in encoder.input:
     inputs["token_type_ids"] = (tf.zeros_like(input_ids) if token_type_ids is None
                                 else token_type_ids)
   return inputs

@@ -53,7 +53,7 @@ class RobertaPretrainer(keras.Model):
     Returns:
       float32 [B, P, V] logits; with_nsp: (those, float32 [B, 2] NSP logits).
     """
-    encoded = self.encoder(encoder_inputs(self.config, inputs["input_ids"],
+    encoded = self.encoder(encoder_inputs(self.encoder, inputs["input_ids"],
                                           inputs["padding_mask"], inputs.get("token_type_ids")),
                            training=training)
     logits = tf.cast(

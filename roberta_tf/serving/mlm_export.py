@@ -72,7 +72,7 @@ class ServingModule(tf.Module):
   def encode(self, text):
     input_ids, padding_mask = self._ids(text)
     out = self.pretrainer.encoder(
-        encoder_inputs(self.pretrainer.config, input_ids, padding_mask), training=False)
+        encoder_inputs(self.pretrainer.encoder, input_ids, padding_mask), training=False)
     return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
             "pooled_output": tf.cast(out["pooled_output"], tf.float32),
             "padding_mask": padding_mask}

@@ -14,7 +14,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, example_spec, pipeline, unigram, vocab_info
+from roberta_tf.data import dataset_info, packings, pipeline, unigram, vocab_info
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization.vocab_files import copy_vocab_files
 from roberta_tf.training import evaluation, flops
@@ -27,7 +27,7 @@ from roberta_tf.training.trainer import StepConfig, Trainer
 
 def uses_next_sentence(info: dict) -> bool:
   """Shards of a pair packing (the NSP input-format ablation): token types and an NSP head."""
-  return info.get("packing") in example_spec.PAIR_PACKINGS
+  return info.get("packing") in packings.PAIR_PACKINGS
 
 
 def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
