@@ -1,4 +1,5 @@
-"""SavedModel export: every signature, reloaded in a fresh process with TF + tf-text only."""
+"""SavedModel export: every signature, reloaded in a fresh process with TF only, through the TF2
+loader and the session-based ones TF Serving's loader stands for (saved_model_cli, TF1)."""
 
 import json
 import os
@@ -14,16 +15,17 @@ from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from tests import serving_loaders
 
 TEXTS = ["The capital of France is <mask>.", "no mask in this one",
          "Two <mask> in <mask> text.", ""]
 
-# Runs in a fresh interpreter: imports only tensorflow and tensorflow_text, calls each signature.
+# Runs in a fresh interpreter: imports only tensorflow (the export needs no tensorflow_text op),
+# calls each signature.
 _RELOAD = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer uses)
 loaded = tf.saved_model.load(sys.argv[1])
 texts = tf.constant(json.loads(sys.argv[2]))
 out = {}
@@ -36,7 +38,8 @@ for k, v in loaded.signatures["mlm_logits"](input_ids=tok["input_ids"],
                                             padding_mask=tok["padding_mask"]).items():
   out[f"mlm_logits/{k}"] = v.numpy()
 np.savez(sys.argv[3], **out)
-print("modules:", sorted(m for m in sys.modules if m.split(".")[0] == "roberta_tf"))
+print("modules:", sorted(m for m in sys.modules
+                         if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
 """
 
 
@@ -86,6 +89,27 @@ def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
   assert (got["fill_mask/top_ids"][1] == -1).all()
   probs = got["fill_mask/top_probs"][0, 0]
   assert (np.diff(probs) <= 0).all() and probs[0] > 0
+
+
+def test_session_loaders_match_tf2_loader(exported, tmp_path):
+  """saved_model_cli run and the TF1 loader (TF Serving's path: the restore op, then the graph)
+  give tf.saved_model.load's outputs on every signature; the graph has core TF ops only."""
+  _, export_dir = exported
+  loaded = tf.saved_model.load(export_dir)
+  tok = loaded.signatures["tokenize"](text=tf.constant(TEXTS))
+  ids = {k: v.numpy().tolist() for k, v in tok.items()}
+  spec = {name: {"text": TEXTS} for name in ("fill_mask", "encode", "tokenize")}
+  spec["mlm_logits"] = ids
+  want = {name: {k: v.numpy() for k, v in loaded.signatures[name](
+      **{k: tf.constant(v) for k, v in inputs.items()}).items()}
+          for name, inputs in spec.items()}
+  for name, inputs in spec.items():
+    got = serving_loaders.saved_model_cli_run(export_dir, name, inputs, str(tmp_path / name))
+    serving_loaders.assert_same(got, want[name])
+  got = serving_loaders.tf1_session_run(export_dir, spec, str(tmp_path / "tf1.npz"))
+  serving_loaders.assert_same(
+      got, {f"{name}/{k}": v for name, out in want.items() for k, v in out.items()})
+  assert want["fill_mask"]["top_probs"][0, 0, 0] > 0  # a real prediction, not an empty slot
 
 
 def test_tokenize_adds_specials_and_truncates_keeping_eos(exported):

@@ -1,5 +1,6 @@
 """Fine-tuned SavedModels: each task's raw-string signature, reloaded in a fresh process that
-imports only tensorflow and tensorflow_text, against the in-process model and Python decoding."""
+imports only tensorflow, against the in-process model and Python decoding; and through the
+session-based loaders TF Serving's loader stands for (saved_model_cli, TF1)."""
 
 import json
 import os
@@ -15,17 +16,17 @@ from roberta_tf.finetuning import finetuned_dir, squad, task_data
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
+from tests import serving_loaders
 
 LONG = " ".join(["word"] * 200)
 PAIRS = [("the film was great , I think", "a note"), ("awful", ""), ("", "x"), (LONG, LONG),
          ("Zoë's 日本語 <mask> review", "second text")]
 
-# Runs in a fresh interpreter: only tensorflow and tensorflow_text are imported.
+# Runs in a fresh interpreter: only tensorflow is imported (the export needs no tf-text op).
 _RELOAD = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tf-text ops the tokenizer uses)
 spec = json.loads(sys.argv[1])
 out = {}
 for name, (path, signature, inputs) in spec.items():
@@ -36,7 +37,8 @@ for name, (path, signature, inputs) in spec.items():
     a = v.numpy()
     out[f"{name}/{k}"] = a.astype("S") if a.dtype == object else a
 np.savez(sys.argv[2], **out)
-print("modules:", sorted(m for m in sys.modules if m.split(".")[0] == "roberta_tf"))
+print("modules:", sorted(m for m in sys.modules
+                         if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
 """
 
 
@@ -83,7 +85,8 @@ def _in_process_outputs(model_dir, task_cls, examples):
   return task, outputs
 
 
-def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
+def _spec(exported):
+  """{task: (export dir, signature, inputs)} on PAIRS and the fixtures' examples."""
   dirs, qa_examples, choice_examples = exported
   questions = [e.question for e in qa_examples] + ["Where?", "Qui?"]
   contexts = [e.context for e in qa_examples] + ["", "Zoë  habite à  Paris,\n\nprès de 日本."]
@@ -97,6 +100,12 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
           "options": [list(e.options) for e in choice_examples]}),
       "qa": (dirs["qa"][1], "answer", {"question": questions, "context": contexts}),
   }
+  return spec, questions, contexts
+
+
+def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
+  dirs, qa_examples, choice_examples = exported
+  spec, questions, contexts = _spec(exported)
   out_path = str(tmp_path / "out.npz")
   proc = subprocess.run([sys.executable, "-c", _RELOAD, json.dumps(spec), out_path],
                         capture_output=True, text=True, timeout=300)
@@ -134,6 +143,21 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
     assert got["qa/null_score"][i] == pytest.approx(nulls[e.id], abs=1e-4)
     if nbest[e.id]:
       assert got["qa/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
+
+
+def test_session_loaders_match_tf2_loader(exported, tmp_path):
+  """Every task's signature through the TF1 loader, the pair classifier's also through
+  saved_model_cli run: tf.saved_model.load's outputs."""
+  spec, _, _ = _spec(exported)
+  for name, (path, signature, inputs) in spec.items():
+    loaded = tf.saved_model.load(path)
+    want = {k: v.numpy() for k, v in loaded.signatures[signature](
+        **{k: tf.constant(v) for k, v in inputs.items()}).items()}
+    got = serving_loaders.tf1_session_run(path, {signature: inputs}, str(tmp_path / f"{name}.npz"))
+    serving_loaders.assert_same(got, want, atol=1e-4, prefix=f"{signature}/")
+    if name == "pair":
+      got = serving_loaders.saved_model_cli_run(path, signature, inputs, str(tmp_path / name))
+      serving_loaders.assert_same(got, want)
 
 
 def test_export_refuses_a_pretraining_model_dir(exported, tmp_path, hf_tiny_dir):

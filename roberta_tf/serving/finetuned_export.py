@@ -21,7 +21,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf.finetuning import featurize, finetuned_dir, heads, squad, squad_tf, task_types
-from roberta_tf.serving import mlm_export
+from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 _TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
@@ -118,4 +118,4 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False)
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, _, info = finetuned_dir.load(model_dir, dtype="float32")
   module = FinetunedModule(model, finetuned_dir.load_tokenizer(model_dir), info)
-  return mlm_export.save_atomically(module, export_dir)
+  return saved_model_writer.save_atomically(module, export_dir)

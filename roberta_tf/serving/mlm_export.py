@@ -24,8 +24,8 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write
 from roberta_tf.models.encoder import encoder_inputs
+from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -163,16 +163,5 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
                         f"model {getattr(config, name)}: wrong --vocab_dir?")
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
   module = ServingModule(pretrainer, tokenizer, max_seq_len=max_seq_len, top_k=top_k)
-  return save_atomically(module, export_dir)
+  return saved_model_writer.save_atomically(module, export_dir)
 
-
-def save_atomically(module: tf.Module, export_dir: str) -> str:
-  """tf.saved_model.save(module) under a temporary name, renamed over ``export_dir`` when done.
-
-  ``module.signatures()`` gives the signatures. An interrupted save never leaves a directory
-  that looks like a SavedModel. Returns the normalized ``export_dir``.
-  """
-  export_dir = os.path.normpath(export_dir)
-  with atomic_write.atomic_dir(export_dir) as tmp:
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
-  return export_dir

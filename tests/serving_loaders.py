@@ -1,0 +1,96 @@
+"""An export run through the session-based loaders its consumers use, each in a fresh process.
+
+TF Serving restores a SavedModel with the C++ `SavedModelBundle`: a TF1 session that runs the
+export's restore op, then the signature's graph. `saved_model_cli run` (TensorFlow's own CLI) and
+`tf.compat.v1.saved_model.loader.load` take the same path, so they stand in for it here. Neither
+process imports tensorflow_text or roberta_tf: an export needs core TF ops only.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+
+# Argv: export dir, {signature: {input: nested list}}, output .npz. First checks that every op
+# of the saved graph (functions included) is registered by core TensorFlow alone.
+_TF1 = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
+
+path, spec, out_path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+saved = saved_model_pb2.SavedModel()
+with open(path + "/saved_model.pb", "rb") as f:
+  saved.ParseFromString(f.read())
+graph = saved.meta_graphs[0].graph_def
+ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+print("unregistered ops:", sorted(op for op in ops if op_def_registry.get(op) is None))
+out = {}
+with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+  meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
+  for name, inputs in spec.items():
+    signature = meta.signature_def[name]
+    feed = {signature.inputs[k].name: v for k, v in inputs.items()}
+    fetch = {k: t.name for k, t in signature.outputs.items()}
+    for k, v in sess.run(fetch, feed).items():
+      out[f"{name}/{k}"] = v.astype("S") if v.dtype == object else v
+np.savez(out_path, **out)
+print("modules:", sorted(m for m in sys.modules
+                         if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
+"""
+
+
+def _cli() -> list[str]:
+  script = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  if os.path.isfile(script):  # the console script TensorFlow installs
+    return [script]
+  return [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+
+
+def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: str) -> dict:
+  """`saved_model_cli run ... --input_exprs` on one signature; {output: array} (strings bytes).
+
+  `inputs` maps input names to nested lists (no ';' inside strings: it separates inputs).
+  """
+  exprs = ";".join(f"{k}={json.dumps(v)}" for k, v in inputs.items())
+  assert exprs.count(";") == len(inputs) - 1, "a ';' inside an input"
+  cmd = _cli() + ["run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+                  signature, "--input_exprs", exprs, "--outdir", outdir]
+  proc = subprocess.run(cmd, capture_output=True, text=True, env=_ENV, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = {}
+  for name in os.listdir(outdir):
+    value = np.load(os.path.join(outdir, name), allow_pickle=True)  # strings: object arrays
+    out[name[: -len(".npy")]] = value.astype("S") if value.dtype == object else value
+  return out
+
+
+def tf1_session_run(export_dir: str, spec: dict, out_path: str) -> dict:
+  """`tf.compat.v1.saved_model.loader.load` in a Session; runs each signature of `spec`
+  ({signature: {input: nested list}}). Returns {"signature/output": array}."""
+  proc = subprocess.run([sys.executable, "-c", _TF1, export_dir, json.dumps(spec), out_path],
+                        capture_output=True, text=True, env=_ENV, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "unregistered ops: []" in proc.stdout, proc.stdout
+  assert "modules: []" in proc.stdout, proc.stdout
+  return dict(np.load(out_path))
+
+
+def assert_same(got: dict, want: dict, atol: float = 1e-5, prefix: str = "") -> None:
+  """Same keys; floats within atol, everything else equal (strings as bytes)."""
+  want = {prefix + k: v for k, v in want.items()}
+  assert sorted(got) == sorted(want)
+  for key, value in want.items():
+    value = np.asarray(value)
+    if value.dtype == object:
+      value = value.astype("S")
+    if value.dtype.kind in "fc":
+      np.testing.assert_allclose(got[key], value, atol=atol, rtol=0, err_msg=key)
+    else:
+      np.testing.assert_array_equal(got[key], value, err_msg=key)
