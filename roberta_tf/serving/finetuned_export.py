@@ -11,7 +11,7 @@ Signatures, by task (B = batch; every input is tf.string [B]):
 The same signature is also `serving_default`. Inputs are featurized by the training code's TF
 ops (featurize.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
 model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
-`tensorflow` and `tensorflow_text`.
+`tensorflow` (core ops only), in `tf.saved_model.load` or TF Serving.
 """
 
 from __future__ import annotations
