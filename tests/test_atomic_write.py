@@ -58,3 +58,19 @@ def test_copy_and_path_writers(tmp_path):
       f.write(b"w")
     assert not os.path.exists(tmp_path / "w.bin")
   assert (tmp_path / "w.bin").read_bytes() == b"w"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_umask_mode_gives_a_private_temporary_the_usual_mode(tmp_path, umask):
+  """safetensors' save_file writes 0600 files: umask_mode gives them what open() gives."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+  old = os.umask(umask)
+  try:
+    plain = atomic_write.write_text(str(tmp_path / "plain.txt"), "x")
+    weights = str(tmp_path / "model.safetensors")
+    with atomic_write.atomic_path(weights, umask_mode=True) as tmp:
+      save_file({"a": np.zeros(2, np.float32)}, tmp)
+  finally:
+    os.umask(old)
+  assert os.stat(weights).st_mode & 0o777 == os.stat(plain).st_mode & 0o777 == 0o666 & ~umask

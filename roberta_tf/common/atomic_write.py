@@ -21,13 +21,31 @@ def _tmp_name(path: str) -> str:
   return f"{os.path.normpath(path)}.tmp-{os.getpid()}"
 
 
+def _umask() -> int:
+  """The process umask, read without changing it where /proc has it (Linux)."""
+  with contextlib.suppress(OSError, ValueError):
+    with open("/proc/self/status", encoding="ascii") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
 @contextlib.contextmanager
-def atomic_path(path: str) -> Iterator[str]:
+def atomic_path(path: str, *, umask_mode: bool = False) -> Iterator[str]:
   """Yields a temporary file path for a writer that takes a path (e.g. safetensors'
-  `save_file`); renamed to `path` when the block ends without an exception."""
+  `save_file`); renamed to `path` when the block ends without an exception.
+
+  umask_mode: give the file the mode `open()` gives a new file (0666 less the umask), for
+    writers that create private files (safetensors writes 0600).
+  """
   tmp = _tmp_name(path)
   try:
     yield tmp
+    if umask_mode:
+      os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(OSError):

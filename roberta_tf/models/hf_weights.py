@@ -275,6 +275,6 @@ def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:
   weights_path = os.path.join(hf_dir, WEIGHTS_FILE)
   config_path = os.path.join(hf_dir, CONFIG_FILE)
   # transformers refuses safetensors files without format metadata.
-  with atomic_write.atomic_path(weights_path) as tmp:
+  with atomic_write.atomic_path(weights_path, umask_mode=True) as tmp:
     save_file(to_hf_tensors(pretrainer), tmp, metadata={"format": "pt"})
   atomic_write.write_json(config_path, config_to_hf(pretrainer.config))
