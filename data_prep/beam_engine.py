@@ -3,17 +3,21 @@ any Beam runner (DirectRunner/FnApiRunner here; Dataflow, Flink, Spark elsewhere
 
     file indices ─ ReadGroups (a file per call: documents, splits, groups; corpus counters)
       ─ last-document rule (side input: documents per split)
-      ─ EncodePack (the tokenizer built once per worker in DoFn.setup; packs each group)
-      ─ AssignShards (side input: blocks of earlier groups per split, for the round-robin)
-      ─ GroupByKey(split, shard) ─ WriteShard (a group's records in group order) ─ shard counts
+      ─ EncodePack (the tokenizer built once per worker in DoFn.setup; packs each group; keys
+        each block: its shard and its place in it, data_prep/block_order.py)
+      ─ Buckets (side input: spill bytes per shard; key ranges that fit the sort buffer)
+      ─ GroupByKey(split, shard, bucket) ─ SortBucket (a sorted spill file per bucket)
+      ─ GroupByKey(split, shard) ─ WriteShard (the buckets' records in key order) ─ counts
 
-The steps are data_prep/doc_groups.py and data_prep/group_packing.py, which the local engine
-runs too, so the output is the same files byte for byte with any runner and worker count.
-Shards are written as ``<name>.tmp`` in ``output_dir``; the counters go to one JSON file there
-that the launcher reads back and removes; shard_builder.py renames and writes
-dataset_info.json. ``output_dir`` (and the input files) must be paths every worker sees.
-Parallelism is per file (reading) and per group (encoding): a corpus of one huge file reads
-on one worker.
+The steps are data_prep/doc_groups.py, group_packing.py, block_order.py and external_sort.py,
+which the local engine runs too, so the output is the same files byte for byte with any
+runner and worker count (buckets are key ranges: how many there are does not change the order).
+Shards are written as ``<name>.tmp`` in ``output_dir``, sorted buckets and the counters (one
+JSON file that the launcher reads back) in ``spill_dir``; shard_builder.py renames, writes
+dataset_info.json and removes ``spill_dir``. Both must be paths every worker sees. Memory per
+worker: one group's blocks, or one bucket (``settings["sort_bytes"]``). Parallelism is per file
+(reading), per group (encoding) and per bucket (sorting): a corpus of one huge file reads on
+one worker.
 """
 
 from __future__ import annotations
@@ -27,8 +31,15 @@ import apache_beam as beam
 import tensorflow as tf
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_prep import corpus, doc_groups, group_packing, sentence_encoders, shard_writer
-from roberta_tf.data import example_spec
+from data_prep import (
+  block_order,
+  corpus,
+  doc_groups,
+  external_sort,
+  group_packing,
+  sentence_encoders,
+  shard_writer,
+)
 
 RESULT_FILE = "_beam_result.json"
 
@@ -72,7 +83,7 @@ def _last_document_rule(group, counts: dict, validation_fraction: float):
 
 
 class EncodePack(beam.DoFn):
-  """A group → (split, group key, [(serialized block, length)]) per split it has blocks in."""
+  """A group → ``((split, shard), entry)`` per packed block (data_prep/block_order.py)."""
 
   def __init__(self, vocab_dir: str, encoder: str, settings: dict, bos_id: int, eos_id: int):
     self._vocab_dir, self._encoder, self._s = vocab_dir, encoder, settings
@@ -92,59 +103,57 @@ class EncodePack(beam.DoFn):
     for group_key, blocks in group_packing.pack_groups(
         encoded, max_seq_len=self._s["max_seq_len"], packing=self._s["packing"],
         bos_id=self._bos, eos_id=self._eos, seed=self._s["seed"]):
-      for split, split_blocks in blocks.items():
-        yield split, group_key, [(example_spec.serialize_block(b), len(b)) for b in split_blocks]
+      for split, entry in group_packing.group_entries(group_key, blocks, seed=self._s["seed"]):
+        yield (split, block_order.shard_of(entry[0], self._s["num_shards"][split])), entry
 
 
-def _blocks_before(counts: list) -> dict:
-  """[(split, group key, blocks)] → {(split, group key): blocks of that split's earlier groups}."""
-  before, running = {}, collections.Counter()
-  for split, key, n in sorted(counts):
-    before[(split, key)] = running[split]
-    running[split] += n
-  return before
+def _bucket(keyed, shard_bytes: dict, settings: dict):
+  """((split, shard), entry) → ((split, shard, bucket), entry): key-range buckets that each
+  fit the sort buffer (data_prep/external_sort.py)."""
+  shard, entry = keyed
+  n = external_sort.num_buckets(shard_bytes[shard], settings["sort_bytes"], settings["order"])
+  return (*shard, external_sort.bucket_of(entry[0], n)), entry
 
 
-def _assign(packed, before: dict, settings: dict):
-  split, key, records = packed
-  per_shard = collections.defaultdict(list)
-  for shard, record in group_packing.assign_shards(
-      records, split=split, group_key=key, seed=settings["seed"],
-      shuffle=settings["shuffle_blocks"], blocks_before=before[(split, key)],
-      num_shards=settings["num_shards"][split]):
-    per_shard[shard].append(record)
-  for shard, shard_records in per_shard.items():
-    yield (split, shard), (key, shard_records)
+class SortBucket(beam.DoFn):
+  """((split, shard, bucket), entries) → the bucket sorted into a spill file in ``spill_dir``;
+  yields ((split, shard), (bucket, path))."""
+
+  def __init__(self, spill_dir: str, settings: dict):
+    self._dir, self._s = spill_dir, settings
+
+  def process(self, element):
+    (split, shard, bucket), entries = element
+    path = os.path.join(self._dir, f"{split}-{shard:05d}-{bucket:05d}")
+    external_sort.write_spill(path, sorted(entries, key=block_order.sort_key(self._s["order"])))
+    yield (split, shard), (bucket, path)
 
 
 class WriteShard(beam.DoFn):
-  """((split, shard), [(group key, records) or None]) → the shard's temporary file; its counts."""
+  """((split, shard), [(bucket, spill path) or None]) → the shard's temporary file from its
+  sorted buckets in order; yields its counts."""
 
   def __init__(self, output_dir: str, settings: dict):
     self._dir, self._s = output_dir, settings
 
   def process(self, element):
     (split, shard), parts = element
+    paths = [path for _, path in sorted(p for p in parts if p is not None)]
     name = shard_writer.shard_name(split, shard, self._s["num_shards"][split])
-    options = tf.io.TFRecordOptions(
-        compression_type=shard_writer.COMPRESSIONS[self._s["compression"]])
-    sequences = tokens = 0
-    with tf.io.TFRecordWriter(os.path.join(self._dir, name + shard_writer.TMP_SUFFIX),
-                              options) as w:
-      for _, records in sorted((p for p in parts if p is not None), key=lambda p: p[0]):
-        for record, length in records:
-          w.write(record)
-          sequences += 1
-          tokens += length
-    yield {"shard": [split, shard, name, sequences, tokens]}
+    stats = shard_writer.write_shard(
+        self._dir, name, (e for path in paths for e in external_sort.read_entries(path)),
+        self._s["compression"])
+    for path in paths:
+      os.remove(path)
+    yield {"shard": [split, shard, name, stats.num_sequences, stats.num_tokens]}
 
 
-def _write_result(parts: list, output_dir: str) -> None:
-  with tf.io.gfile.GFile(os.path.join(output_dir, RESULT_FILE), "w") as f:
+def _write_result(parts: list, spill_dir: str) -> None:
+  with tf.io.gfile.GFile(os.path.join(spill_dir, RESULT_FILE), "w") as f:
     json.dump(parts, f)
 
 
-def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, *,
+def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_dir: str, *,
                    vocab: sentence_encoders.Vocab, encoder: str, settings: dict) -> None:
   """Adds the shard-building steps to ``p`` (see the module docstring)."""
   read = (p | "FileIndices" >> beam.Create(list(range(len(files))))
@@ -161,33 +170,35 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, *,
             | "EncodePack" >> beam.ParDo(EncodePack(
                 vocab.vocab_dir, encoder, settings, vocab.special_ids["bos"],
                 vocab.special_ids["eos"])))
-  before = (packed | "CountBlocks" >> beam.Map(lambda x: (x[0], x[1], len(x[2])))
-            | "AllCounts" >> beam.combiners.ToList()
-            | "BlocksBefore" >> beam.Map(_blocks_before))
-  assigned = packed | "AssignShards" >> beam.FlatMap(
-      _assign, before=beam.pvalue.AsSingleton(before), settings=settings)
-  # Every shard gets written, also one no block is dealt to.
+  shard_bytes = (packed | "EntryBytes" >> beam.Map(
+      lambda x: (x[0], external_sort.entry_bytes(x[1])))
+                 | "ShardBytes" >> beam.CombinePerKey(sum))
+  parts = (packed | "Buckets" >> beam.Map(_bucket, beam.pvalue.AsDict(shard_bytes), settings)
+           | "ByBucket" >> beam.GroupByKey()
+           | "SortBucket" >> beam.ParDo(SortBucket(spill_dir, settings)))
+  # Every shard gets written, also one no block goes to.
   every_shard = p | "EveryShard" >> beam.Create([
       ((split, i), None) for split in settings["splits"]
       for i in range(settings["num_shards"][split])])
-  shards = ((assigned, every_shard) | "AddEmpty" >> beam.Flatten()
+  shards = ((parts, every_shard) | "AddEmpty" >> beam.Flatten()
             | "ByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.ParDo(WriteShard(output_dir, settings)))
   final_counts = (groups | "FinalCountDocs" >> beam.Map(lambda g: {"docs": _doc_counts(g)}))
   stats = read.stats | "Stats" >> beam.Map(lambda s: {"stats": s})
   _ = ((shards, final_counts, stats) | "Results" >> beam.Flatten()
        | "AllResults" >> beam.combiners.ToList()
-       | "WriteResult" >> beam.Map(_write_result, output_dir))
+       | "WriteResult" >> beam.Map(_write_result, spill_dir))
 
 
-def run(files: list[str], output_dir: str, *, vocab: sentence_encoders.Vocab, encoder: str,
-        settings: dict, beam_options: str):
+def run(files: list[str], output_dir: str, spill_dir: str, *, vocab: sentence_encoders.Vocab,
+        encoder: str, settings: dict, beam_options: str):
   """Runs the pipeline to completion; returns (shard stats per split, documents per split,
   corpus stats) as shard_builder's local engine does. Temporary shards stay for the caller."""
   options = PipelineOptions(shlex.split(beam_options or ""))
   with beam.Pipeline(options=options) as p:
-    build_pipeline(p, files, output_dir, vocab=vocab, encoder=encoder, settings=settings)
-  path = os.path.join(output_dir, RESULT_FILE)
+    build_pipeline(p, files, output_dir, spill_dir, vocab=vocab, encoder=encoder,
+                   settings=settings)
+  path = os.path.join(spill_dir, RESULT_FILE)
   with tf.io.gfile.GFile(path) as f:
     parts = json.load(f)
   tf.io.gfile.remove(path)

@@ -9,14 +9,15 @@ The work is done by data_prep/shard_builder.py (see its docstring for the packin
 validation split and the output contract); --engine=beam runs it as an Apache Beam pipeline
 (data_prep/beam_engine.py) that writes the same files, byte for byte. --packing=segment_pair
 and sentence_pair write BERT's pairs with next-sentence labels, for the paper's input-format
-ablation only (data_prep/pair_packing.py).
+ablation only (data_prep/pair_packing.py). Blocks are shuffled globally: every shard is a
+uniform random sample of the corpus in random order (data_prep/block_order.py).
 """
 
 import sys
 
 from absl import app, flags
 
-from data_prep import corpus, doc_groups, sentence_encoders, shard_writer
+from data_prep import corpus, doc_groups, external_sort, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from data_prep.shard_builder import BuildError, build_shards, summary
@@ -37,7 +38,8 @@ flags.DEFINE_integer("num_shards", 16, "Train shard files.")
 flags.DEFINE_integer("num_validation_shards", 1, "Validation shard files.")
 flags.DEFINE_float("validation_fraction", 0.01, "Fraction of documents held out for "
                    "validation (whole documents); 0 writes no validation split.")
-flags.DEFINE_integer("seed", 0, "Seeds the validation split and the block shuffle.")
+flags.DEFINE_integer("seed", 0, "Seeds the validation split and the global shuffle of blocks "
+                     "(which shard each goes to, and its place there).")
 flags.DEFINE_enum("compression", "none", list(shard_writer.COMPRESSIONS),
                   "TFRecord compression of the shards.")
 flags.DEFINE_string("text_field", "text", "The .jsonl field holding a document's text.")
@@ -54,6 +56,10 @@ flags.DEFINE_string("beam_options", "", "Beam pipeline options as one string, e.
 flags.DEFINE_integer("group_bytes", doc_groups.DEFAULT_GROUP_BYTES,
                      "Characters of text per document group: packing crosses documents within "
                      "a group, and a group is one unit of parallel work. Changes the output.")
+flags.DEFINE_integer("sort_buffer_mb", external_sort.DEFAULT_SORT_BYTES >> 20,
+                     "Spill data (MB) sorted in memory at once by the global shuffle: bounds "
+                     "memory per process (Beam: per worker); larger shards are sorted in "
+                     "key-range buckets on disk. Does not change the output.")
 flags.DEFINE_boolean("progress", True, "Report progress on stderr about once a second.")
 
 
@@ -72,6 +78,7 @@ def main(argv):
         compression=FLAGS.compression, text_field=FLAGS.text_field,
         max_line_bytes=FLAGS.max_line_bytes, overwrite=FLAGS.overwrite, encoder=FLAGS.encoder,
         group_bytes=FLAGS.group_bytes, engine=FLAGS.engine, beam_options=FLAGS.beam_options,
+        sort_bytes=FLAGS.sort_buffer_mb << 20,
         progress=progress_lib.Progress(sys.stderr) if FLAGS.progress else None)
   except (BuildError, corpus.CorpusError, sentence_encoders.VocabError) as e:
     print(f"build_shards: error: {e}", file=sys.stderr)

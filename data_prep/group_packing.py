@@ -1,27 +1,24 @@
-"""Encoding, packing and shard assignment of document groups (data_prep/doc_groups.py).
+"""Encoding, packing and keying of document groups (data_prep/doc_groups.py).
 
-Both engines run the same three functions, so they write the same blocks to the same shards in
-the same order:
+Both engines run the same three functions, so they produce the same keyed blocks:
 
 - ``encoded_batches``: a group stream's sentences in encoder batches; each sentence is encoded
   on its own, so the batch boundaries never change an id.
 - ``pack_groups``: the encoded stream → per group, per split, the packed blocks in corpus order
   (data_prep/packing.py; packing crosses documents within a group only).
-- ``assign_shards``: a group's blocks of one split, permuted by a generator seeded with
-  (seed, split, group key), then dealt round-robin to the split's shards starting after the
-  blocks of all earlier groups (``blocks_before``): shards differ by at most one record, and a
-  shard holds its records group by group, each group's in the permuted order.
+- ``group_entries``: a packed group's blocks serialized and keyed (data_prep/block_order.py):
+  the key picks the shard and the place in it, so the engines then only route and sort.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from data_prep import doc_groups, pair_packing, sentence_encoders
+from data_prep import block_order, doc_groups, pair_packing, sentence_encoders
 from data_prep import packing as packing_lib
+from roberta_tf.data import example_spec
 
 # split -> blocks (int64 [<= max_seq_len], or pair_packing.PairExample) in corpus order
 Blocks = dict[str, list[np.ndarray]]
@@ -76,12 +73,12 @@ def pack_groups(encoded, *, max_seq_len: int, packing: str, bos_id: int, eos_id:
     yield finish()
 
 
-def assign_shards(blocks: list, *, split: str, group_key: doc_groups.GroupKey, seed: int,
-                  shuffle: bool, blocks_before: int, num_shards: int
-                  ) -> Iterator[tuple[int, object]]:
-  """``(shard index, block)`` for one group's blocks of ``split``, in write order."""
-  order = list(range(len(blocks)))
-  if shuffle:
-    random.Random(f"{seed}/{split}/{group_key[0]}/{group_key[1]}").shuffle(order)
-  for i, b in enumerate(order):
-    yield (blocks_before + i) % num_shards, blocks[b]
+def group_entries(group_key: doc_groups.GroupKey, blocks: Blocks, *, seed: int
+                  ) -> Iterator[tuple[str, block_order.Entry]]:
+  """``(split, entry)`` for each of a packed group's blocks: serialized and keyed for the global
+  shuffle (data_prep/block_order.py)."""
+  for split, split_blocks in blocks.items():
+    serialized = [(example_spec.serialize_block(b), len(b)) for b in split_blocks]
+    for entry in block_order.entries(serialized, seed=seed, split=split,
+                                     file_index=group_key[0], group_index=group_key[1]):
+      yield split, entry

@@ -7,13 +7,16 @@ directory is self-contained: training, inspection and export find the vocabulary
 Two engines do the work, with the same flags and the same output files, byte for byte:
 ``local`` (this process: documents stream from data_prep/corpus.py, are encoded on a few
 threads with the project's TF-native tokenizer (data_prep/sentence_encoders.py), packed and
-written as they come; memory is a few encoding batches plus one group of blocks) and ``beam``
+spilled to their shards' temporary files as they come, then each shard is sorted and written;
+memory is a few encoding batches, one group of blocks and one sort buffer) and ``beam``
 (data_prep/beam_engine.py: an Apache Beam pipeline on any runner). What makes them agree is that
 every decision is a function of positions, not of the order work is done in:
 data_prep/doc_groups.py (the validation split: whole documents, each with probability
 ``validation_fraction`` from a hash of (seed, its position); groups of documents packed
-independently) and data_prep/group_packing.py (packing within a group; a group's blocks
-permuted by a seeded generator and dealt round-robin to the shards).
+independently), data_prep/group_packing.py (packing within a group) and
+data_prep/block_order.py (the global shuffle: a block's hashed key picks its shard and its
+place in it, so every shard is a uniform random sample of the corpus in random order;
+data_prep/external_sort.py sorts a shard larger than memory).
 
 Shards are written under temporary names, renamed when all are complete, and dataset_info.json
 is written last; on any failure the temporary files are removed, so a directory holding
@@ -24,10 +27,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from typing import Any
 
-from data_prep import corpus, doc_groups, group_packing, sentence_encoders, shard_writer
+from data_prep import (
+  block_order,
+  corpus,
+  doc_groups,
+  external_sort,
+  group_packing,
+  sentence_encoders,
+  shard_writer,
+)
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from roberta_tf.data import dataset_info
@@ -37,6 +49,10 @@ TRAIN = "train"
 VALIDATION = "validation"
 ENGINES = ("local", "beam")
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
+_TEMP_SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord\.tmp$")
+# The spill files of the global shuffle (data_prep/external_sort.py) while a build runs.
+SPILL_DIR = "_build_shards.tmp"
+_LEFTOVERS = (SPILL_DIR,)  # and the temporary shards: what a killed build leaves
 
 
 class BuildError(ValueError):
@@ -48,9 +64,15 @@ def _prepare_output_dir(output_dir: str, overwrite: bool) -> bool:
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise BuildError(f"--output_dir {output_dir!r} exists and is not a directory")
   if os.path.isdir(output_dir):
-    if os.listdir(output_dir) and not overwrite:
+    names = os.listdir(output_dir)
+    leftovers = [n for n in names if n in _LEFTOVERS or _TEMP_SHARD_RE.match(n)]
+    if len(leftovers) < len(names) and not overwrite:
       raise BuildError(f"--output_dir {output_dir!r} is not empty; pass --overwrite to replace "
                        "its shards")
+    # Temporary files of a build that was killed: nothing reads them, nothing else writes them.
+    for name in leftovers:
+      path = os.path.join(output_dir, name)
+      shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     # The old dataset_info.json goes first: until the new one is written the directory must not
     # look complete.
     info_path = os.path.join(output_dir, dataset_info.FILENAME)
@@ -89,24 +111,29 @@ def _add_stats(total: corpus.CorpusStats, part: corpus.CorpusStats) -> None:
     setattr(total, field, getattr(total, field) + getattr(part, field))
 
 
-def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progress):
+def _spill_writers(spill_dir: str, settings) -> dict[str, list[external_sort.SpillWriter]]:
+  return {split: [external_sort.SpillWriter(os.path.join(spill_dir, shard_writer.shard_name(
+      split, i, settings["num_shards"][split]))) for i in range(settings["num_shards"][split])]
+          for split in settings["splits"]}
+
+
+def _run_local(files, output_dir, spill_dir, *, vocab, encode, settings, num_workers, progress):
   """The local engine: returns (shard stats per split, documents per split, corpus stats).
 
-  One pass, streaming: files are read in order, their groups encoded on ``num_workers``
-  threads, packed, and each finished group's blocks written to the shards at once.
+  Two passes. Scatter: files are read in order, their groups encoded on ``num_workers``
+  threads and packed, and each block appended to its shard's spill file in ``spill_dir``
+  (data_prep/block_order.py decides the shard). Gather: each shard's spill file is read back
+  in write order (data_prep/external_sort.py) and written as the shard. Memory: a few encoding
+  batches, one group's blocks and one sort buffer (``settings["sort_bytes"]``), whatever the
+  corpus size.
   """
   stats = corpus.CorpusStats()
   doc_counts = {TRAIN: 0, VALIDATION: 0}
-  writers = {split: shard_writer.SplitWriter(output_dir, split, settings["num_shards"][split],
-                                             settings["compression"])
-             for split in settings["splits"]}
-  file_stats = corpus.CorpusStats()
-  total_bytes = sum(os.path.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
+  file_stats = corpus.CorpusStats()  # the file being read; added to ``stats`` when finished
 
   def groups():
     nonlocal file_stats
     for i in range(len(files)):
-      file_stats = corpus.CorpusStats()
       for group in doc_groups.read_file_groups(
           files, i, text_field=settings["text_field"], max_line_bytes=settings["max_line_bytes"],
           seed=settings["seed"], validation_fraction=settings["validation_fraction"],
@@ -117,7 +144,16 @@ def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progr
         yield doc_groups.apply_last_document_rule(group, doc_counts,
                                                   settings["validation_fraction"])
       _add_stats(stats, file_stats)
+      file_stats = corpus.CorpusStats()  # counted once: progress reads stats + file_stats
 
+  def report(sequences, force=False):
+    if progress:
+      total = files_bytes or stats.total_bytes + file_stats.total_bytes
+      progress.update(stats.bytes_read + file_stats.bytes_read, total, sequences, force=force)
+
+  files_bytes = sum(os.path.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
+  spills = _spill_writers(spill_dir, settings)
+  sequences = 0
   try:
     encoded = group_packing.encoded_batches(groups(), encode, settings["batch_sentences"],
                                             num_workers, packing=settings["packing"])
@@ -125,22 +161,32 @@ def _run_local(files, output_dir, *, vocab, encode, settings, num_workers, progr
         encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
         bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"],
         seed=settings["seed"]):
-      for split, split_blocks in blocks.items():
-        w = writers[split]
-        for shard, ids in group_packing.assign_shards(
-            split_blocks, split=split, group_key=key, seed=settings["seed"],
-            shuffle=settings["shuffle_blocks"], blocks_before=w.num_added,
-            num_shards=len(w.shards)):
-          w.add(shard, ids)
+      for split, entry in group_packing.group_entries(key, blocks, seed=settings["seed"]):
+        spills[split][block_order.shard_of(entry[0], len(spills[split]))].add(entry)
+        sequences += 1
+      report(sequences)
+    report(sequences, force=True)
+  finally:
+    for writers in spills.values():
+      for w in writers:
+        w.close()
+
+  if progress:
+    progress.reset("writing shards")
+  total = sum(w.num_bytes for writers in spills.values() for w in writers)
+  done, shard_stats = 0, {}
+  for split, writers in spills.items():
+    shard_stats[split] = []
+    for i, w in enumerate(writers):
+      ordered = external_sort.sorted_entries(w.path, order=settings["order"],
+                                             sort_bytes=settings["sort_bytes"])
+      shard_stats[split].append(shard_writer.write_shard(
+          output_dir, shard_writer.shard_name(split, i, len(writers)), ordered,
+          settings["compression"]))
+      done += w.num_bytes
       if progress:
-        progress.update(stats.bytes_read + file_stats.bytes_read,
-                        total_bytes or stats.total_bytes + file_stats.total_bytes,
-                        sum(w.num_added for w in writers.values()))
-    return {split: w.close() for split, w in writers.items()}, doc_counts, stats
-  except BaseException:
-    for w in writers.values():
-      w.abort()
-    raise
+        progress.update(done, total, sequences, force=done == total)
+  return shard_stats, doc_counts, stats
 
 
 def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_len: int = 512,
@@ -151,7 +197,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
                  encoder: str | sentence_encoders.Encoder = "tf", num_workers: int | None = None,
                  batch_sentences: int = 4096, shuffle_blocks: bool = True,
                  group_bytes: int = doc_groups.DEFAULT_GROUP_BYTES, engine: str = "local",
-                 beam_options: str = "",
+                 beam_options: str = "", sort_bytes: int = external_sort.DEFAULT_SORT_BYTES,
                  progress: progress_lib.Progress | None = None) -> dict[str, Any]:
   """Builds the shards and dataset_info.json in ``output_dir``; returns the info written.
 
@@ -173,12 +219,14 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
       tokenizers) or, local engine only, an encoder callable (data_prep/sentence_encoders.py).
     num_workers: local engine: encoding threads (default: the CPU count).
     batch_sentences: sentences per encoder call.
-    shuffle_blocks: permute each group's blocks before dealing them to the shards (False: corpus
-      order, round-robin; for tests).
+    shuffle_blocks: True: the global shuffle (data_prep/block_order.py: every shard a uniform
+      random sample of its split in random order). False: each shard in corpus order (tests).
     group_bytes: characters of text per document group (data_prep/doc_groups.py); part of the
       output's definition: the same value gives the same files with either engine.
     engine: ``local`` (this process) or ``beam`` (data_prep/beam_engine.py).
     beam_options: Beam pipeline options, one string (``--runner=... --direct_num_workers=2``).
+    sort_bytes: spill bytes sorted in memory at once (data_prep/external_sort.py): bounds
+      memory; does not change the output.
     progress: reports progress while running if given (local engine).
   Raises:
     BuildError, corpus.CorpusError, sentence_encoders.VocabError: with a message naming the
@@ -205,6 +253,8 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     raise BuildError(f"--max_line_bytes={max_line_bytes}: must be >= 16")
   if group_bytes < 1:
     raise BuildError(f"--group_bytes={group_bytes}: must be >= 1")
+  if sort_bytes < 1:
+    raise BuildError(f"--sort_buffer_mb: the sort buffer ({sort_bytes} bytes) must be positive")
   if engine not in ENGINES:
     raise BuildError(f"--engine={engine!r}; expected one of {', '.join(ENGINES)}")
   if engine == "beam" and not isinstance(encoder, str):
@@ -223,24 +273,28 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
 
   start, start_cpu = time.monotonic(), time.process_time()
   if progress:
-    progress.reset()
+    progress.reset("reading")
   splits = [TRAIN] + ([VALIDATION] if validation_fraction > 0 else [])
   settings = {
       "splits": splits, "num_shards": {TRAIN: num_shards, VALIDATION: num_validation_shards},
       "compression": compression, "text_field": text_field, "max_line_bytes": max_line_bytes,
       "seed": seed, "validation_fraction": validation_fraction, "group_bytes": group_bytes,
-      "batch_sentences": batch_sentences, "shuffle_blocks": shuffle_blocks,
+      "batch_sentences": batch_sentences, "sort_bytes": sort_bytes,
+      "order": block_order.ORDER_GLOBAL if shuffle_blocks else block_order.ORDER_CORPUS,
       "max_seq_len": max_seq_len, "packing": packing}
+  spill_dir = os.path.join(output_dir, SPILL_DIR)
   try:
+    os.makedirs(spill_dir)
     if engine == "local":
       shard_stats, doc_counts, stats = _run_local(
-          files, output_dir, vocab=vocab, encode=encode, settings=settings,
+          files, output_dir, spill_dir, vocab=vocab, encode=encode, settings=settings,
           num_workers=num_workers, progress=progress)
     else:
       from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
       shard_stats, doc_counts, stats = beam_engine.run(
-          files, output_dir, vocab=vocab, encoder=encoder, settings=settings,
+          files, output_dir, spill_dir, vocab=vocab, encoder=encoder, settings=settings,
           beam_options=beam_options)
+    shutil.rmtree(spill_dir)
     if stats.documents == 0:
       raise BuildError(f"--input={input_spec!r} holds no text (0 non-empty documents)")
     if not sum(s.num_sequences for s in shard_stats[TRAIN]):
@@ -252,6 +306,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     _remove_stale_shards(output_dir, keep | {f + shard_writer.TMP_SUFFIX for f in keep})
     shard_writer.commit(output_dir, sorted(keep))
   except BaseException:
+    shutil.rmtree(spill_dir, ignore_errors=True)
     shard_writer.remove_temp(output_dir, [shard_writer.shard_name(split, i, n) for split, n in (
         (TRAIN, num_shards), (VALIDATION, num_validation_shards)) for i in range(n)])
     if created and os.path.isdir(output_dir) and not os.listdir(output_dir):
@@ -271,6 +326,9 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
       "max_seq_len": max_seq_len,
       "packing": packing,
       "compression": compression,
+      # How records are ordered in and across shards (data_prep/block_order.py); readers note
+      # shards without it (written in corpus order, before the global shuffle).
+      "shuffle": {"scheme": settings["order"], "seed": seed},
       "splits": {split: _split_info(ss, max_seq_len) for split, ss in shard_stats.items()},
       # Informational; nothing run-dependent (times, hosts), so a re-run writes the same file.
       "source": {
@@ -295,8 +353,6 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
   vocab_files.copy_vocab_files(vocab.vocab_dir, output_dir)
   dataset_info.write(output_dir, info)
   if progress:
-    sequences = sum(s["num_sequences"] for s in info["splits"].values())
-    progress.update(stats.total_bytes, stats.total_bytes, sequences, force=True)
     progress.done()
   # Returned to the caller, not written (the file stays the same on a re-run).
   info["elapsed_s"], info["cpu_s"] = elapsed, time.process_time() - start_cpu

@@ -15,6 +15,7 @@ from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_dataset, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo
 from roberta_tf.models import preset
+from tests.batches import restore
 from tests.conftest import HF_TINY, TESTDATA
 
 S = 64
@@ -43,20 +44,6 @@ def records(data_dir, split="train"):
     for r in tf.data.TFRecordDataset(path):
       out.append(tuple(example_spec.parse(r).numpy().tolist()))
   return out
-
-
-def restore(batch, pad_id=1):
-  """The unmasked, unpadded rows of a batch (predictions put back); empty rows dropped."""
-  ids = batch["input_ids"].numpy().copy()
-  pos, orig, w = (batch[k].numpy() for k in ("mask_positions", "mask_ids", "mask_weights"))
-  rows = []
-  for b in range(ids.shape[0]):
-    filled = w[b] > 0
-    ids[b, pos[b, filled]] = orig[b, filled]
-    real = ids[b][batch["padding_mask"].numpy()[b] == 1]
-    if real.size:
-      rows.append(tuple(real.tolist()))
-  return rows
 
 
 def take(ds, n):
@@ -243,7 +230,7 @@ def damaged_copy(shards, tmp_path, damage):
 
 def truncate(path):
   with open(path, "r+b") as f:
-    f.truncate(os.path.getsize(path) * 2 // 3)
+    f.truncate(os.path.getsize(path) * 3 // 4)
 
 
 def flip_a_byte(path):

@@ -11,6 +11,9 @@ It sits beside the shards and records what a reader must agree with:
   "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
                                       # records add first_segment_length, next_sentence_label
   "compression": "none",              # or "gzip" (the TFRecord compression of every shard)
+  "shuffle": {"scheme": "global_hash", "seed": 0},  # the order of records in and across shards
+                                      # (data_prep/block_order.py); absent in shards written
+                                      # before the global shuffle: corpus order in each shard
   "splits": {
     "train": {"num_sequences": N, "num_tokens": T, "packing_efficiency": 0.97,
               "shards": [{"file": "train-00000-of-00016.tfrecord", "num_sequences": n,
@@ -36,10 +39,17 @@ FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
 # "compression" values → tf.data / tf.io compression_type.
 COMPRESSIONS = {"none": "", "gzip": "GZIP"}
+# "shuffle.scheme" of shards in a global random order (data_prep/block_order.ORDER_GLOBAL).
+GLOBAL_SHUFFLE = "global_hash"
 
 
 class DatasetInfoError(ValueError):
   """dataset_info.json is missing, malformed, or disagrees with the tokenizer or model."""
+
+
+def is_globally_shuffled(info: dict[str, Any]) -> bool:
+  """Whether every shard is a uniform random sample of its split in random order."""
+  return info.get("shuffle", {}).get("scheme") == GLOBAL_SHUFFLE
 
 
 def write(output_dir: str, info: dict[str, Any]) -> str:

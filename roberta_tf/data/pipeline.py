@@ -128,6 +128,8 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
       vocab_sha256=vocab.sha256, max_positions=max_positions, max_seq_len=config.max_seq_len,
       where=data_dir)
   files = dataset_info.split_files(data_dir, info, split)
+  if config.repeat and config.shuffle_buffer:
+    _note_corpus_order(data_dir, info)
   pairs = info.get("packing") in packings.PAIR_PACKINGS
   counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
   compression = dataset_info.COMPRESSIONS.get(info.get("compression", "none"))
@@ -250,6 +252,20 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     options.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE)
   return ds.with_options(options)
+
+
+_NOTED: set[str] = set()
+
+
+def _note_corpus_order(data_dir: str, info: dict) -> None:
+  """Says once per directory on stderr when its shards are not globally shuffled."""
+  if dataset_info.is_globally_shuffled(info) or data_dir in _NOTED:
+    return
+  _NOTED.add(data_dir)
+  print(f"note: the shards in {data_dir} hold their blocks in corpus order (written before "
+        "the global shuffle of build_shards, or without it): a shard larger than "
+        "--shuffle_buffer is read source by source, not as a mixed sample. Build them again "
+        "(build_shards --overwrite) to mix the corpus.", file=sys.stderr)
 
 
 def _pair_fields(first_length, label, padding_mask, real_rows, b: int, s: int) -> dict:
