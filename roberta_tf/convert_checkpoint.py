@@ -4,7 +4,9 @@ Import (HF RobertaForMaskedLM → model dir that train/evaluate/export/finetune 
 
   python -m roberta_tf.convert_checkpoint --hf_dir=roberta-base/ --model_dir=models/base
 
-Export (model dir → config.json + model.safetensors that transformers loads):
+Export (model dir → an HF folder that transformers' `AutoModelForMaskedLM`, `AutoTokenizer` and
+`pipeline("fill-mask")` load: config.json, model.safetensors, vocab.json, merges.txt,
+tokenizer_config.json, special_tokens_map.json):
 
   python -m roberta_tf.convert_checkpoint --to_hf --model_dir=models/base --hf_dir=out/
 
@@ -26,7 +28,7 @@ import sys
 
 from absl import app, flags
 
-from roberta_tf.models import hf_weights, keras_hub_preset, model_dir
+from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.models.config import ConfigError
 from roberta_tf.models.keras_hub_weights import KerasHubWeightsError
 from roberta_tf.tokenization import vocab_files
@@ -52,14 +54,23 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   return prefix
 
 
-def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> None:
-  """Model dir (newest checkpoint) → HF config.json + model.safetensors in out_hf_dir."""
+def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> list[str]:
+  """Model dir (newest checkpoint) → HF folder out_hf_dir; returns the file names written.
+
+  config.json + model.safetensors; with the model dir's vocab files also vocab.json,
+  merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
+  """
   weights = os.path.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
   if os.path.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
   pretrainer = model_dir.load(in_model_dir)
   hf_weights.save_hf(out_hf_dir, pretrainer)
-  vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
+  written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
+  written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
+  if set(vocab_files.FILES) <= set(written):
+    written += hf_tokenizer_files.write(out_hf_dir, vocab_files.paths(out_hf_dir)[0],
+                                        pretrainer.config.max_seq_len)
+  return written
 
 
 def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False) -> None:
@@ -121,8 +132,10 @@ def main(argv):
       if not head_loaded:
         print("note: the preset has no RobertaMaskedLM head; the MLM head is freshly initialized")
     elif FLAGS.to_hf:
-      export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite)
-      print(f"wrote {FLAGS.hf_dir}/{{config.json,{hf_weights.WEIGHTS_FILE}}}")
+      written = export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite)
+      print(f"wrote {FLAGS.hf_dir}/{{{','.join(written)}}}")
+      if hf_tokenizer_files.TOKENIZER_CONFIG_FILE not in written:
+        print(f"note: no vocab files in {FLAGS.model_dir}: the HF folder has no tokenizer")
     else:
       prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
       print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")

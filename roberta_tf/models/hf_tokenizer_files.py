@@ -1,0 +1,74 @@
+"""A Hugging Face model folder's tokenizer files: tokenizer_config.json, special_tokens_map.json.
+
+With vocab.json and merges.txt alone, transformers' `AutoTokenizer` builds a `RobertaTokenizer`
+whose `<mask>` keeps the space before it as a token of its own (`"is <mask>"` -> `Ġis`, `Ġ`,
+`<mask>`) and whose `model_max_length` is 1e30, so nothing truncates a long text to the position
+table. These two files say what roberta-base's tokenizer is, in the format `save_pretrained`
+writes: the special tokens, `<mask>` with `lstrip` (it absorbs the whitespace before it, as our
+tokenizer and roberta-base's do; not normalized), and `model_max_length` = the model's
+`max_seq_len` (max_positions - 2: 512 for roberta-base), `<s>` and `</s>` included.
+"""
+
+from __future__ import annotations
+
+import os
+
+from roberta_tf.common import atomic_write
+from roberta_tf.tokenization import vocab_files
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+FILES = (TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
+TOKENIZER_CLASS = "RobertaTokenizer"  # transformers 5 and 4 (the latter picks its Fast twin)
+
+# RobertaTokenizer's keyword -> token. <s> opens and </s> closes every sequence (bos/cls,
+# eos/sep), as in roberta-base.
+_ROLES = {"bos_token": vocab_files.BOS, "cls_token": vocab_files.BOS,
+          "eos_token": vocab_files.EOS, "sep_token": vocab_files.EOS,
+          "unk_token": vocab_files.UNK, "pad_token": vocab_files.PAD,
+          "mask_token": vocab_files.MASK}
+
+
+def _added_token(content: str) -> dict:
+  """An AddedToken as `save_pretrained` writes it (roberta-base's flags: only <mask> lstrips,
+  and only <mask> is matched on the raw text, not the normalized one)."""
+  mask = content == vocab_files.MASK
+  return {"content": content, "lstrip": mask, "normalized": not mask, "rstrip": False,
+          "single_word": False, "special": True}
+
+
+def tokenizer_config(vocab: dict[str, int], max_seq_len: int) -> dict:
+  """tokenizer_config.json's dict for `vocab` (token -> id) and a model of `max_seq_len`."""
+  specials = sorted({vocab[t]: t for t in vocab_files.SPECIAL_TOKENS.values()}.items())
+  return {
+      "add_prefix_space": False,
+      "added_tokens_decoder": {str(i): _added_token(t) for i, t in specials},
+      "clean_up_tokenization_spaces": False,
+      "errors": "replace",
+      "model_max_length": int(max_seq_len),
+      "tokenizer_class": TOKENIZER_CLASS,
+      "trim_offsets": True,
+      **_ROLES,
+  }
+
+
+def special_tokens_map() -> dict:
+  """special_tokens_map.json's dict (roberta-base's: <mask> with its AddedToken flags)."""
+  mask = {k: v for k, v in _added_token(vocab_files.MASK).items() if k != "special"}
+  return {**_ROLES, "mask_token": mask}
+
+
+def write(hf_dir: str, vocab_path: str, max_seq_len: int) -> list[str]:
+  """Writes FILES into `hf_dir` for the vocabulary at `vocab_path`; returns their names.
+
+  Raises:
+    VocabFileError: the vocabulary is unreadable or lacks one of the five special tokens.
+  """
+  vocab = vocab_files.read_vocab(vocab_path)
+  missing = [t for t in vocab_files.SPECIAL_TOKENS.values() if t not in vocab]
+  if missing:
+    raise vocab_files.VocabFileError(f"{vocab_path} lacks the special tokens {missing}")
+  atomic_write.write_json(os.path.join(hf_dir, TOKENIZER_CONFIG_FILE),
+                          tokenizer_config(vocab, max_seq_len))
+  atomic_write.write_json(os.path.join(hf_dir, SPECIAL_TOKENS_MAP_FILE), special_tokens_map())
+  return list(FILES)
