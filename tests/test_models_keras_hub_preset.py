@@ -82,7 +82,12 @@ def test_preset_is_what_keras_hub_writes(preset_dir):
   assert sorted(os.listdir(os.path.join(preset_dir, "assets", "tokenizer"))) == [
       "merges.txt", "vocabulary.json"]
   with open(os.path.join(preset_dir, "preprocessor.json")) as f:
-    assert json.load(f)["config"]["sequence_length"] == 64
+    preprocessor = json.load(f)
+  # The classifier's (RobertaMaskedLM's own is inside task.json): both at the model's length.
+  assert preprocessor["registered_name"] == "keras_hub>RobertaTextClassifierPreprocessor"
+  assert preprocessor["config"]["sequence_length"] == 64
+  with open(os.path.join(preset_dir, "task.json")) as f:
+    assert json.load(f)["config"]["preprocessor"]["config"]["sequence_length"] == 64
 
 
 def test_masked_lm_from_preset_equals_ours(preset_dir, ours, expected):
@@ -104,10 +109,22 @@ def test_text_classifier_from_preset(preset_dir, ours, expected):
   hidden = keras.ops.convert_to_numpy(classifier.backbone({"token_ids": ids,
                                                            "padding_mask": mask}))
   assert np.abs(hidden - _our_outputs(ours[1], ids, mask)[0])[real].max() <= 1e-5
-  # keras-hub's default classifier preprocessor packs to 512; the fixture holds 64 positions.
-  classifier.preprocessor.sequence_length = 64
+  # The preset's preprocessor.json packs to the model's 64 tokens (keras-hub's default: 512,
+  # more than the fixture's position table): no manual step before predict or fit.
+  assert classifier.preprocessor.sequence_length == 64
   scores = classifier.predict(["The capital of France is <mask>.", "Hello world"], verbose=0)
   assert scores.shape == (2, 3) and np.isfinite(scores).all()
+  texts = ["a short one", " ".join(["longer than sixty-four tokens"] * 30), "x", "y z"]
+  history = classifier.fit(x=texts, y=np.array([0, 1, 2, 1]), batch_size=2, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
+
+
+def test_masked_lm_from_preset_fits(preset_dir):
+  masked_lm = keras_hub.models.RobertaMaskedLM.from_preset(preset_dir)
+  assert masked_lm.preprocessor.sequence_length == 64
+  texts = ["The capital of France is Paris.", " ".join(["long text"] * 100), "a b c d", "e f"]
+  history = masked_lm.fit(x=texts, batch_size=2, epochs=1, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
 
 
 def test_keras_hub_tokenizer_ids(preset_dir, hf_tiny_dir):

@@ -1,24 +1,32 @@
 """keras-hub presets of RoBERTa: written from our pretrainer, read back into one.
 
 A preset is a directory that `keras_hub.models.RobertaMaskedLM.from_preset(dir)` and
-`keras_hub.models.RobertaTextClassifier.from_preset(dir, num_classes=...)` load. It is written
-by keras-hub's own `save_to_preset` on a `RobertaMaskedLM` built from our weights, so it is
-exactly what keras-hub writes:
+`keras_hub.models.RobertaTextClassifier.from_preset(dir, num_classes=...)` load and fit at the
+model's own sequence length. It is written by keras-hub's own `save_to_preset` on a
+`RobertaMaskedLM` built from our weights (then on a `RobertaTextClassifierPreprocessor`), so it
+is exactly what keras-hub writes:
 
 ```
 preset_dir/
   config.json            RobertaBackbone config (registered_name "keras_hub>RobertaBackbone")
   model.weights.h5       backbone weights
-  task.json              RobertaMaskedLM config; task.weights.h5: backbone + MLM head weights
-  preprocessor.json      RobertaMaskedLMPreprocessor (sequence_length = our max_seq_len)
+  task.json              RobertaMaskedLM config, its preprocessor included (a
+                         RobertaMaskedLMPreprocessor at our max_seq_len); task.weights.h5:
+                         backbone + MLM head weights
+  preprocessor.json      RobertaTextClassifierPreprocessor (sequence_length = our max_seq_len)
   tokenizer.json         RobertaTokenizer config
   assets/tokenizer/      vocabulary.json (= our vocab.json) and merges.txt
   metadata.json          keras / keras-hub versions
 ```
-Weights map as in `keras_hub_weights` (position row j of keras-hub = our row j + 2). A
-classifier built by `RobertaTextClassifier.from_preset` gets keras-hub's default preprocessor
-(sequence_length 512): for a model with a shorter `max_seq_len` set
-`classifier.preprocessor.sequence_length` to it, or the position table is too short.
+Weights map as in `keras_hub_weights` (position row j of keras-hub = our row j + 2).
+
+Why preprocessor.json is the classifier's: `RobertaMaskedLM.from_preset` builds its
+preprocessor from task.json, but a task without its own task.json (`RobertaTextClassifier`)
+reads preprocessor.json only if it holds that task's preprocessor class, and else builds one at
+keras-hub's default 512 tokens, which a model with fewer positions cannot run ("Paddings must
+be non-negative"). One file, one class: the classifier's is the one with no other source. A
+standalone `RobertaMaskedLMPreprocessor.from_preset(dir)` therefore needs
+`sequence_length=<max_seq_len>`.
 """
 
 from __future__ import annotations
@@ -107,8 +115,11 @@ def save_preset(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str
     raise KerasHubPresetError(f"{preset_dir!r} exists and is not empty; pass --overwrite to "
                               f"replace it")
   masked_lm = build_masked_lm(pretrainer, vocab_path, merges_path)
+  classifier_preprocessor = keras_hub.models.RobertaTextClassifierPreprocessor(
+      masked_lm.preprocessor.tokenizer, sequence_length=pretrainer.config.max_seq_len)
   with atomic_write.atomic_dir(preset_dir) as tmp:
     masked_lm.save_to_preset(tmp)
+    classifier_preprocessor.save_to_preset(tmp)  # preprocessor.json: see the module docstring
 
 
 def _read_json(path: str) -> dict:
