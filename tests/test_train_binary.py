@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -22,10 +23,10 @@ from roberta_tf.training.train_config import TrainConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
-TRAIN_SCALARS = {"loss", "perplexity", "mlm_accuracy", "learning_rate", "grad_norm",
-                 "tokens_per_sec", "examples_per_sec", "mfu", "input_wait_fraction",
-                 "skipped_steps"}
-EVAL_SCALARS = {"loss", "perplexity", "mlm_accuracy", "unigram_perplexity"}
+TRAIN_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy", "optim/learning_rate",
+                 "optim/grad_norm", "perf/tokens_per_sec", "perf/examples_per_sec", "perf/mfu",
+                 "perf/input_wait_fraction", "optim/skipped_steps"}
+EVAL_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy"}
 
 
 def _train_cmd(train_shards, model_dir, *extra):
@@ -62,12 +63,17 @@ def trained(train_shards, tmp_path_factory):
   return model_dir, out, (procs[1].returncode, nan_err, str(root / "nan_run"))
 
 
-def _scalars(model_dir, split):
-  """{tag: {step: value}} from model_dir/split's event files."""
+def _accumulator(model_dir, run):
   from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
-  acc = event_accumulator.EventAccumulator(os.path.join(model_dir, split),
+  acc = event_accumulator.EventAccumulator(os.path.join(model_dir, run),
                                            size_guidance={"tensors": 0})
   acc.Reload()
+  return acc
+
+
+def _scalars(model_dir, run):
+  """{tag: {step: value}} from model_dir/run's event files (TensorBoard's own reader)."""
+  acc = _accumulator(model_dir, run)
   return {tag: {e.step: tf.make_ndarray(e.tensor_proto) for e in acc.Tensors(tag)}
           for tag in acc.Tags()["tensors"]}
 
@@ -99,10 +105,21 @@ def test_event_files_hold_every_scalar_and_the_config(trained):
   assert TRAIN_SCALARS <= set(train)
   for tag in TRAIN_SCALARS:
     assert sorted(train[tag]) == [4, 8, 12], tag
-  assert 0 < train["mfu"][12] < 1 and 0 <= train["input_wait_fraction"][12] < 1
-  assert train["learning_rate"][4] == pytest.approx(1e-3 * (STEPS - 3) / (STEPS - 2))
+  assert 0 < train["perf/mfu"][12] < 1 and 0 <= train["perf/input_wait_fraction"][12] < 1
+  assert train["optim/learning_rate"][4] == pytest.approx(1e-3 * (STEPS - 3) / (STEPS - 2))
+  assert train["mlm/perplexity"][12] == pytest.approx(np.exp(train["mlm/loss"][12]), rel=1e-5)
   assert set(evaluation) == EVAL_SCALARS
-  assert sorted(evaluation["loss"]) == [0, 6, 12]
+  assert sorted(evaluation["mlm/loss"]) == [0, 6, 12]
+  # The unigram baseline: the same tag in the eval/unigram run, so one chart draws both.
+  unigram = _scalars(model_dir, os.path.join("eval", "unigram"))
+  assert set(unigram) == {"mlm/perplexity"} and sorted(unigram["mlm/perplexity"]) == [0, 6, 12]
+  assert unigram["mlm/perplexity"][12] > 1 and unigram["mlm/perplexity"][12] != evaluation[
+      "mlm/perplexity"][12]
+  for run_dir, tags in (("train", TRAIN_SCALARS), ("eval", EVAL_SCALARS),
+                        (os.path.join("eval", "unigram"), {"mlm/perplexity"})):
+    acc = _accumulator(model_dir, run_dir)
+    for tag in tags:
+      assert len(acc.SummaryMetadata(tag).summary_description) > 20, (run_dir, tag)
   config_text = train["config"][0].item().decode()
   assert '"batch_size": 8' in config_text
 
@@ -118,8 +135,11 @@ def test_evaluate_binary_equals_final_eval(trained):
   metrics = json.loads(result.stdout[result.stdout.index("{"):])
   assert metrics["checkpoint"] == os.path.join(model_dir, f"ckpt-{STEPS}")
   final = _scalars(model_dir, "eval")
-  for name in EVAL_SCALARS:
-    assert metrics[name] == pytest.approx(float(final[name][STEPS]), rel=1e-5), name
+  final["unigram_perplexity"] = _scalars(model_dir, os.path.join("eval", "unigram"))[
+      "mlm/perplexity"]
+  for name, tag in (("loss", "mlm/loss"), ("perplexity", "mlm/perplexity"),
+                    ("mlm_accuracy", "mlm/accuracy"), ("unigram_perplexity", "unigram_perplexity")):
+    assert metrics[name] == pytest.approx(float(final[tag][STEPS]), rel=1e-5), name
 
 
 @pytest.mark.timeout(300)
@@ -133,8 +153,8 @@ def test_init_from_continues_from_the_trained_weights(trained, tmp_path):
       learning_rate=1e-4, log_every=1))
   step, start = result.eval_history[0]
   assert step == 0
-  assert start["loss"] == pytest.approx(float(_scalars(model_dir, "eval")["loss"][STEPS]),
-                                        rel=1e-5)
+  assert start["loss"] == pytest.approx(
+      float(_scalars(model_dir, "eval")["mlm/loss"][STEPS]), rel=1e-5)
 
 
 @pytest.mark.timeout(300)
@@ -152,35 +172,51 @@ def _free_port():
     return s.getsockname()[1]
 
 
+def _get_json(url, deadline, board):
+  """The JSON at url, retried until TensorBoard has loaded something (or the deadline)."""
+  while time.time() < deadline:
+    try:
+      with urllib.request.urlopen(url, timeout=5) as response:
+        value = json.loads(response.read())
+      if value:
+        return value
+    except (OSError, ValueError):
+      pass
+    assert board.poll() is None, "tensorboard exited"
+    time.sleep(0.5)
+  raise AssertionError(f"no answer from {url}")
+
+
 @pytest.mark.timeout(120)
-def test_tensorboard_serves_the_train_loss(trained):
+def test_tensorboard_serves_grouped_tags_with_descriptions(trained):
+  """TensorBoard's own server: tags by group with their descriptions, the train loss, and the
+  unigram baseline as a run beside eval on the mlm/perplexity chart."""
   model_dir, _, _ = trained
   port = _free_port()
   board = subprocess.Popen(
       [os.path.join(os.path.dirname(sys.executable), "tensorboard"), f"--logdir={model_dir}",
        "--host=localhost", f"--port={port}", "--reload_interval=1"],
       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  url = f"http://localhost:{port}/data/plugin/scalars/scalars?run=train&tag=loss"
-  points = None
+  base = f"http://localhost:{port}/data/plugin/scalars"
   try:
     deadline = time.time() + 90
-    while time.time() < deadline and not points:
-      try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-          points = json.loads(response.read())
-      except (OSError, ValueError):
-        pass
-      if not points:
-        assert board.poll() is None, "tensorboard exited"
-        time.sleep(0.5)
+    runs = {}
+    while time.time() < deadline and not {"train", "eval", "eval/unigram"} <= set(runs):
+      runs = _get_json(f"{base}/tags", deadline, board)
+    points = _get_json(f"{base}/scalars?run=train&tag=mlm/loss", deadline, board)
+    unigram = _get_json(f"{base}/scalars?run=eval/unigram&tag=mlm/perplexity", deadline, board)
   finally:
     board.kill()
     board.wait()
-  assert points, f"no answer from {url} within 90 s"
+  assert TRAIN_SCALARS <= set(runs["train"]) and set(runs["eval"]) == EVAL_SCALARS
+  assert set(runs["eval/unigram"]) == {"mlm/perplexity"}
+  assert "unigram" in runs["eval"]["mlm/perplexity"]["description"]
+  assert "before clipping" in runs["train"]["optim/grad_norm"]["description"]
   steps = [step for _, step, _ in points]  # [wall_time, step, value]
-  expected = _scalars(model_dir, "train")["loss"]
+  expected = _scalars(model_dir, "train")["mlm/loss"]
   assert steps == [4, 8, 12]
   assert [value for *_, value in points] == pytest.approx([float(expected[s]) for s in steps])
+  assert [step for _, step, _ in unigram] == [0, 6, 12]
 
 
 def test_flagfiles_parse_and_every_setting_has_a_flag():

@@ -45,12 +45,12 @@ def _latest_step(model_dir):
 
 
 def _train_loss(model_dir, step):
-  """The 'loss' scalar at ``step`` from model_dir/train's event files (last write wins)."""
+  """The 'mlm/loss' scalar at ``step`` from model_dir/train's event files (last write wins)."""
   from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
   acc = event_accumulator.EventAccumulator(os.path.join(model_dir, "train"),
                                            size_guidance={"tensors": 0})
   acc.Reload()
-  values = [tf.make_ndarray(e.tensor_proto) for e in acc.Tensors("loss") if e.step == step]
+  values = [tf.make_ndarray(e.tensor_proto) for e in acc.Tensors("mlm/loss") if e.step == step]
   assert values, f"no loss at step {step} in {model_dir}/train"
   return float(values[-1])
 

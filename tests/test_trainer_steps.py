@@ -160,10 +160,10 @@ def test_every_precision_trains(train_shards, tmp_path, float32_run, precision, 
   assert math.isfinite(result.final_train["loss"]) and result.final_train["grad_norm"] > 0
   tags = _train_tags(str(model_dir))
   if precision == "mixed_float16":
-    assert {"loss_scale", "overflow_steps"} <= tags
+    assert {"optim/loss_scale", "optim/overflow_steps"} <= tags
     assert result.final_train["loss_scale"] >= 1.0
   else:
-    assert "loss_scale" not in tags
+    assert "optim/loss_scale" not in tags
 
 
 def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_path):

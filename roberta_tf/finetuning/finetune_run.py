@@ -128,7 +128,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   if update:
     log(f"lr {learning_rate:g}: resumed at update {update} (epoch "
         f"{update // steps_per_epoch + 1}) from {run_dir}/{run_state.STATE_DIR}")
-  summaries = summaries_lib.Summaries(run_dir, enabled=chief)
+  summaries = summaries_lib.Summaries(run_dir, enabled=chief, tags=summaries_lib.FINETUNING)
   eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
   predict = tf.function(lambda inputs: model(inputs, training=False),
                         input_signature=[eval_ds.element_spec])
