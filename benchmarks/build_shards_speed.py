@@ -198,7 +198,8 @@ def _run_scale(scale: int, runs: list, tmp: str, text_mb: float, file_mb: float,
           f"(+ setup {r['setup_s']:4.1f} s)  "
           f"{scale * text_mb / r['build_s']:6.2f} MB/s text  "
           f"{scale * file_mb / r['build_s']:5.2f} MB/s file  "
-          f"process wall {r['wall_s']:6.2f} s  cores busy {r['cores']:.2f}  "
+          f"process wall {r['wall_s']:6.2f} s  cores busy {r['cores']:.2f} "
+          f"(CPU {r['build_s'] * r['cores']:5.1f} s)  "
           f"peak RSS {rss_mb:6.0f} MB (all processes {r['tree_rss_mb']:6.0f} MB)",
           flush=True)
     outputs.setdefault(code, {})[name] = _files(out)
