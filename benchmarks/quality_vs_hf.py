@@ -1,33 +1,44 @@
-r"""Benchmark: does our pretraining learn as well as the reference? Equal budget vs HF PyTorch.
+r"""Benchmark: does our pretraining learn as well as the reference, as a rate over seeds?
 
     pip install -r requirements-bench.txt      # torch (CPU) + transformers, pinned
-    python -m benchmarks.quality_vs_hf [--work_dir=runs/quality_vs_hf] [--shards=DIR] \
-        [--learning_rates=5e-4,1e-3,2e-3] [--train_steps=800] [--config=small]
+    apt-get install bible-kjv                  # the `kjv` corpus (benchmarks/kjv_corpus.py)
+    nice -n 10 python -m benchmarks.quality_vs_hf [--work_dir=runs/quality_vs_hf] \
+        [--corpora=stdlib,kjv] [--seeds=5] [--learning_rates=1e-3,5e-4:3,2e-3:1]
 
-1. Shards: --shards, else the quickstart's data built into work_dir (8K byte-level BPE on the
-   embedded `stdlib` corpus, FULL-SENTENCES, 128 tokens; 5% of the documents held out, more
-   than the quickstart's 2%, so that the validation targets number in the thousands).
-2. Batches, dumped once and fed to both sides (work_dir/batches/*.npz): --train_steps
-   dynamically masked training batches from our input pipeline, and one fixed-mask pass over
-   the validation split.
-3. For each peak LR, both models start from their own library's random init (ours:
-   roberta_tf's; HF: `RobertaForMaskedLM(config)`, i.e. transformers' `_init_weights`), same
-   sizes, dropout 0, float32, AdamW (β 0.9/0.98, ε 1e-6, weight decay 0.01 except biases and
-   LayerNorm), linear warmup + linear decay, the same batches in the same order.
-4. One evaluator (NumPy, below) scores both models' logits on the same masked validation
-   targets every --eval_every steps, with the unigram baseline (train-split frequencies) on the
-   same targets. Printed: a table per LR, our ppl / HF ppl, and work_dir/results.{json,md} and
-   work_dir/quality_vs_hf.png (held-out ppl against steps, both sides, every LR).
+Protocol (issue 27), per corpus:
+1. Data: an 8K byte-level BPE trained on the corpus, FULL-SENTENCES shards of 128 tokens, 5% of
+   the documents held out. A corpus is `stdlib` (data_prep's embedded Python docs), `kjv` (the
+   King James Bible from Debian's bible-kjv, written by benchmarks/kjv_corpus.py), or
+   NAME=INPUT for any data_prep input spec (files, globs, directories).
+2. Batches, dumped once and fed to both sides: per seed, --train_steps dynamically masked
+   training batches from our input pipeline (the seed sets order and masks), and one
+   fixed-mask pass over the validation split (the same for every seed and side).
+3. Per peak LR and seed, both models start from their own library's random init under that
+   seed (ours: roberta_tf's; HF: `RobertaForMaskedLM(config)`, transformers' `_init_weights`),
+   `small` sizes, dropout 0, float32, AdamW (beta 0.9/0.98, eps 1e-6, weight decay 0.01 on
+   matrices only), warmup --warmup_steps then linear decay to 0 at --train_steps, same batches
+   in the same order (benchmarks/quality_sides.py).
+4. One evaluator (NumPy) scores both sides on the same masked validation targets every
+   --eval_every steps, beside the unigram baseline (train-split frequencies). A run *left the
+   plateau* when its last held-out ppl is <= 0.9x the unigram's (benchmarks/quality_report.py).
 
-Known difference kept: keras' Adam adds ε to sqrt(v) before the bias correction (fairseq's
-form), torch's AdamW after it; with ε 1e-6 the two differ only while sqrt(v) is ~1e-6.
+Resumable: each (corpus, LR, seed, side) run writes work_dir/<corpus>/runs/<init>/*.json and is
+skipped when that file exists; results count as one benchmark run only when every record has
+the same `code` hash (the files that decide a trajectory), which the report checks. Printed:
+progress with an ETA, the table of rates (work_dir/results.md, results.json) and the plot
+(work_dir/quality_vs_hf.png).
+
+--init=swap is the swap test: our model trains from HF's step-0 weights of the seed and HF's
+from ours, so a difference that follows the weights is the init's, one that stays with the side
+is the training code's. --stop_after runs only the first steps of the schedule (diagnosis).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -36,258 +47,266 @@ import numpy as np
 from absl import app, flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks import quality_report, quality_sides  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("work_dir", "runs/quality_vs_hf", "Shards, dumped batches and results.")
-flags.DEFINE_string("shards", None, "A shard directory (data_prep.build_shards output); default: "
-                    "build the quickstart's shards of the embedded corpus into --work_dir.")
-flags.DEFINE_list("learning_rates", ["5e-4", "1e-3", "2e-3"], "Peak learning rates to compare.")
+flags.DEFINE_string("work_dir", "runs/quality_vs_hf", "Vocabs, shards, batches, run records.")
+flags.DEFINE_list("corpora", ["stdlib", "kjv"], "Corpora: stdlib, kjv, or NAME=INPUT (a data_prep "
+                  "input spec); each gets its own vocab and shards.")
+flags.DEFINE_integer("seeds", 5, "Seeds 0..N-1 per peak LR (fewer where --learning_rates says).")
+flags.DEFINE_list("learning_rates", ["1e-3", "5e-4:3", "2e-3:1"], "Peak LRs, each optionally "
+                  "LR:K to run only min(K, --seeds) seeds at it.")
+flags.DEFINE_list("sides", ["ours", "hf"], "Which sides to train.")
+flags.DEFINE_enum("init", "own", ["own", "swap"], "own: each side its library's init; swap: "
+                  "ours from HF's init of the seed, HF from ours.")
 flags.DEFINE_string("config", "small", "Model size preset (both sides).")
+flags.DEFINE_integer("vocab_size", 8000, "BPE vocabulary trained on each corpus.")
+flags.DEFINE_float("validation_fraction", 0.05, "Documents held out per corpus.")
+flags.DEFINE_integer("max_validation_batches", 16, "Validation batches scored (fixed masks).")
 flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
-flags.DEFINE_integer("max_seq_len", 128, "Padded length (must be >= the shards').")
-flags.DEFINE_integer("train_steps", 800, "Optimizer steps (the quickstart's).")
-flags.DEFINE_integer("warmup_steps", 60, "Linear warmup steps (the quickstart's).")
-flags.DEFINE_integer("eval_every", 100, "Score both models every N steps.")
-flags.DEFINE_integer("seed", 0, "Data seed (masks, order) and init seed of both sides.")
+flags.DEFINE_integer("max_seq_len", 128, "Tokens per sequence.")
+flags.DEFINE_integer("train_steps", 550, "Schedule length: linear decay reaches 0 here.")
+flags.DEFINE_integer("warmup_steps", 60, "Linear warmup steps.")
+flags.DEFINE_integer("stop_after", 0, "Run only the first N steps of the schedule (0: all).")
+flags.DEFINE_integer("eval_every", 50, "Score both models every N steps.")
 flags.DEFINE_integer("threads", 2, "CPU threads for each side.")
+flags.DEFINE_bool("report_only", False, "Print the table and plot from the records; train nothing.")
+
+# What decides a run's trajectory besides the dumped batches (whose own hashes each record also
+# holds): hashed into every record.
+CODE_FILES = ("benchmarks/quality_sides.py",
+              "roberta_tf/models/config.py", "roberta_tf/models/initializers.py",
+              "roberta_tf/models/embeddings.py", "roberta_tf/models/transformer_layer.py",
+              "roberta_tf/models/encoder.py", "roberta_tf/models/mlm_head.py",
+              "roberta_tf/models/pretrainer.py", "roberta_tf/training/optimizer.py",
+              "roberta_tf/training/schedule.py", "roberta_tf/training/trainer.py",
+              "roberta_tf/training/losses.py", "roberta_tf/training/objectives.py")
 
 
-# ---- data ----------------------------------------------------------------------------------
-def build_shards(work_dir: str) -> str:
-  vocab, shards = os.path.join(work_dir, "vocab"), os.path.join(work_dir, "shards")
+def code_hash() -> str:
+  h = hashlib.sha256()
+  for path in CODE_FILES:
+    with open(os.path.join(REPO, path), "rb") as f:
+      h.update(path.encode() + b"\0" + f.read())
+  return h.hexdigest()[:16]
+
+
+def file_hash(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def parse_corpora(specs) -> dict:
+  """{name: data_prep input spec or "kjv"}; exits with one line on a malformed entry."""
+  corpora = {}
+  for spec in specs:
+    name, _, source = spec.partition("=")
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+      sys.exit(f"--corpora: bad corpus name in {spec!r} (use NAME or NAME=INPUT)")
+    if not source and name not in ("stdlib", "kjv"):
+      sys.exit(f"--corpora: {name!r} needs an input (NAME=FILES); built in: stdlib, kjv")
+    corpora[name] = source or name
+  return corpora
+
+
+def parse_learning_rates(specs, max_seeds: int) -> dict:
+  """{"1e-3": seeds, ...} from LR or LR:K entries."""
+  rates = {}
+  for spec in specs:
+    lr, _, k = spec.partition(":")
+    try:
+      float(lr)
+      seeds = min(int(k), max_seeds) if k else max_seeds
+    except ValueError:
+      sys.exit(f"--learning_rates: bad entry {spec!r} (use LR or LR:SEEDS, e.g. 5e-4:3)")
+    rates[lr] = seeds
+  return rates
+
+
+# ---- data ------------------------------------------------------------------------------------
+def _prep(args: list[str]) -> None:
+  print("$ python -m " + " ".join(args), flush=True)
+  subprocess.run([sys.executable, "-m", *args, "--noprogress"], cwd=REPO, check=True,
+                 stdout=subprocess.DEVNULL)
+
+
+def build_shards(corpus_dir: str, source: str) -> str:
+  """Vocab + shards of one corpus under corpus_dir (skipped when already there)."""
+  vocab, shards = os.path.join(corpus_dir, "vocab"), os.path.join(corpus_dir, "shards")
   if os.path.exists(os.path.join(shards, "dataset_info.json")):
     return shards
-  for args in (["data_prep.train_tokenizer", "--input=stdlib", "--vocab_size=8000",
-                f"--output_dir={vocab}", "--overwrite"],
-               ["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
-                f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
-                "--validation_fraction=0.05", "--overwrite"]):
-    print("$ python -m " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", *args], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL)
+  if source == "kjv":
+    from benchmarks import kjv_corpus  # pylint: disable=import-outside-toplevel
+    source = os.path.join(corpus_dir, "kjv.txt")
+    try:
+      kjv_corpus.write_kjv(source)
+    except RuntimeError as e:
+      sys.exit(f"--corpora=kjv: {e}")
+  _prep(["data_prep.train_tokenizer", f"--input={source}", f"--vocab_size={FLAGS.vocab_size}",
+         f"--output_dir={vocab}", "--overwrite"])
+  _prep(["data_prep.build_shards", f"--input={source}", f"--vocab_dir={vocab}",
+         f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
+         f"--validation_fraction={FLAGS.validation_fraction}", "--overwrite"])
   return shards
 
 
-def dump_batches(shards: str, model_config, out_dir: str) -> tuple[dict, dict]:
-  """Our masked batches: train (--train_steps, stacked) and validation (one fixed pass)."""
-  from roberta_tf.data import pipeline  # pylint: disable=import-outside-toplevel
-  os.makedirs(out_dir, exist_ok=True)
-  common = dict(batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
-                model_config=model_config, seed=FLAGS.seed)
-  result = []
-  for split, training, steps in (("train", True, FLAGS.train_steps),
-                                 ("validation", False, None)):
-    path = os.path.join(out_dir, f"{split}.npz")
-    ds = pipeline.build_dataset(shards, split, training=training, **common)
-    if steps:
-      ds = ds.take(steps)
-    batches = [{k: v.numpy() for k, v in b.items()} for b in ds]
-    stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-    np.savez_compressed(path, **stacked)
-    result.append(stacked)
-  return result[0], result[1]
+def _dump(path: str, make_dataset, take: int) -> dict:
+  """Stacked batches of make_dataset().take(take), cached in `path` (.npz)."""
+  if os.path.exists(path):
+    with np.load(path) as z:
+      return {k: z[k] for k in z.files}
+  batches = [{k: v.numpy() for k, v in b.items()} for b in make_dataset().take(take)]
+  stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+  tmp = path + ".tmp.npz"
+  np.savez_compressed(tmp, **stacked)
+  os.replace(tmp, path)
+  return stacked
 
 
-# ---- the one evaluator ---------------------------------------------------------------------
-def score(logits: np.ndarray, targets: np.ndarray, weights: np.ndarray) -> dict:
-  """Perplexity and accuracy of logits [N, P, V] on targets [N, P] with weights [N, P]."""
-  logits = logits.astype(np.float64)
-  logits -= logits.max(-1, keepdims=True)
-  log_z = np.log(np.exp(logits).sum(-1))
-  picked = np.take_along_axis(logits, targets[..., None].astype(np.int64), -1)[..., 0]
-  nll = (log_z - picked) * weights
-  correct = (logits.argmax(-1) == targets) * weights
-  count = weights.sum()
-  return {"ppl": math.exp(nll.sum() / count), "acc": float(correct.sum() / count)}
+class Corpus:
+  """One corpus's shards, model config, validation batches and unigram baseline."""
+
+  def __init__(self, name: str, source: str, work_dir: str):
+    from roberta_tf import models  # pylint: disable=import-outside-toplevel
+    from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
+    self.name = name
+    self.dir = os.path.join(work_dir, name)
+    self.shards = build_shards(self.dir, source)
+    info = dataset_info.read(self.shards)
+    special = info["special_ids"]
+    self.model_config = models.preset(
+        FLAGS.config, vocab_size=info["vocab"]["size"], max_positions=FLAGS.max_seq_len + 2,
+        pad_id=special["pad"], bos_id=special["bos"], eos_id=special["eos"], dropout=0.0,
+        attention_dropout=0.0)
+    os.makedirs(os.path.join(self.dir, "batches"), exist_ok=True)
+    self.val = _dump(os.path.join(self.dir, "batches", "validation.npz"),
+                     lambda: self._dataset("validation", False, 0), FLAGS.max_validation_batches)
+    self.unigram = self._unigram(special.values())
+
+  def _dataset(self, split, training, seed):
+    from roberta_tf.data import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.build_dataset(self.shards, split, training=training,
+                                  batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
+                                  model_config=self.model_config, seed=seed)
+
+  def train_batches(self, seed: int) -> dict:
+    return _dump(os.path.join(self.dir, "batches", f"train_seed{seed}.npz"),
+                 lambda: self._dataset("train", True, seed), FLAGS.train_steps)
+
+  def _unigram(self, special_ids) -> dict:
+    from roberta_tf.data import unigram  # pylint: disable=import-outside-toplevel
+    logp = unigram.train_log_probs(self.shards, self.model_config.vocab_size, special_ids)
+    targets, weights = self.val["mask_ids"], self.val["mask_weights"]
+    count = weights.sum()
+    ppl = float(np.exp((-logp[targets] * weights).sum() / count))
+    acc = float(((targets == int(np.argmax(logp))) * weights).sum() / count)
+    return {"ppl": ppl, "acc": acc, "targets": int(count)}
 
 
-def unigram_scores(shards, vocab_size, special_ids, val) -> dict:
-  from roberta_tf.data import unigram  # pylint: disable=import-outside-toplevel
-  logp = unigram.train_log_probs(shards, vocab_size, special_ids)
-  targets, weights = val["mask_ids"], val["mask_weights"]
-  count = weights.sum()
-  ppl = math.exp(float((-logp[targets] * weights).sum() / count))
-  acc = float(((targets == int(np.argmax(logp))) * weights).sum() / count)
-  return {"ppl": ppl, "acc": acc}
+# ---- runs ------------------------------------------------------------------------------------
+def record_path(work_dir, corpus, lr, seed, side) -> str:
+  tag = FLAGS.init + (f"_stop{FLAGS.stop_after}" if FLAGS.stop_after else "")
+  return os.path.join(work_dir, corpus, "runs", tag, f"lr{lr}_seed{seed}_{side}.json")
 
 
-def lr_at(step: int, peak: float) -> float:
-  """The schedule both sides use (roberta_tf.training.schedule.WarmupLinearDecay)."""
-  warmup, total = FLAGS.warmup_steps, FLAGS.train_steps
-  if step < warmup:
-    return peak * step / max(warmup, 1)
-  return peak * max(0.0, (total - step) / max(total - warmup, 1))
+def run_one(corpus: Corpus, lr: str, seed: int, side: str, train: dict, log) -> dict:
+  spec = quality_sides.RunSpec(
+      peak_lr=float(lr), seed=seed, train_steps=FLAGS.train_steps,
+      warmup_steps=FLAGS.warmup_steps, stop_after=FLAGS.stop_after or FLAGS.train_steps,
+      eval_every=FLAGS.eval_every, threads=FLAGS.threads)
+  config = corpus.model_config
+  if side == "ours":
+    model = (quality_sides.build_ours(config, seed) if FLAGS.init == "own" else
+             quality_sides.ours_from_hf(quality_sides.build_hf(config, seed), config))
+    return quality_sides.train_ours(model, train, corpus.val, spec, log)
+  model = (quality_sides.build_hf(config, seed) if FLAGS.init == "own" else
+           quality_sides.hf_from_ours(quality_sides.build_ours(config, seed), config))
+  return quality_sides.train_hf(model, train, corpus.val, spec, log)
 
 
-# ---- our side ------------------------------------------------------------------------------
-def run_ours(model_config, train, val, peak_lr) -> list:
-  import keras  # pylint: disable=import-outside-toplevel
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-  from roberta_tf.models.pretrainer import RobertaPretrainer  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.objectives import MODEL_INPUTS  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.optimizer import build_optimizer  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.trainer import StepConfig, Trainer  # pylint: disable=import-outside-toplevel
-  keras.utils.set_random_seed(FLAGS.seed)
-  strategy = tf.distribute.get_strategy()
-  model = RobertaPretrainer(model_config, dtype="float32")
-  opt = build_optimizer(variables=model.trainable_variables, learning_rate=peak_lr,
-                        warmup_steps=FLAGS.warmup_steps, train_steps=FLAGS.train_steps)
-  trainer = Trainer(strategy, model, opt, StepConfig())
-  logits_fn = tf.function(lambda b: model({k: b[k] for k in MODEL_INPUTS}, training=False))
-
-  def evaluate(step):
-    logits = np.concatenate([logits_fn({k: tf.constant(val[k][i]) for k in MODEL_INPUTS})
-                             .numpy() for i in range(len(val["input_ids"]))])
-    return step, score(logits, val["mask_ids"].reshape(-1, val["mask_ids"].shape[-1]),
-                       val["mask_weights"].reshape(-1, val["mask_weights"].shape[-1]))
-
-  curve = [evaluate(0)]
-  for step in range(FLAGS.train_steps):
-    batch = {k: tf.constant(v[step]) for k, v in train.items()}
-    trainer.train_step(lambda batch=batch: batch)
-    if (step + 1) % FLAGS.eval_every == 0 or step + 1 == FLAGS.train_steps:
-      curve.append(evaluate(step + 1))
-      _progress("ours", peak_lr, curve[-1])
-  return curve
+def load_records(work_dir: str, corpora) -> dict:
+  records = {}
+  for name in corpora:
+    for lr, seeds in parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds).items():
+      for seed in range(seeds):
+        for side in FLAGS.sides:
+          path = record_path(work_dir, name, lr, seed, side)
+          if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+              records[(name, lr, seed, side)] = json.load(f)
+  return records
 
 
-# ---- the reference: HF transformers RobertaForMaskedLM (PyTorch) ---------------------------
-def run_hf(model_config, train, val, peak_lr) -> list:
-  import torch  # pylint: disable=import-outside-toplevel
-  import transformers  # pylint: disable=import-outside-toplevel
-  torch.manual_seed(FLAGS.seed)
-  torch.set_num_threads(FLAGS.threads)
-  c = model_config
-  hf_config = transformers.RobertaConfig(
-      vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers,
-      num_attention_heads=c.num_heads, intermediate_size=c.intermediate_size,
-      max_position_embeddings=c.max_positions, type_vocab_size=1, layer_norm_eps=c.layer_norm_eps,
-      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, hidden_act="gelu",
-      initializer_range=c.initializer_range, pad_token_id=c.pad_id, bos_token_id=c.bos_id,
-      eos_token_id=c.eos_id)
-  model = transformers.RobertaForMaskedLM(hf_config)
-  decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-  no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-  opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                           {"params": no_decay, "weight_decay": 0.0}],
-                          lr=peak_lr, betas=(0.9, 0.98), eps=1e-6)
-  sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, 1.0))
-
-  def masked_logits(b, i):
-    ids = torch.from_numpy(b["input_ids"][i].astype(np.int64))
-    mask = torch.from_numpy(b["padding_mask"][i].astype(np.int64))
-    positions = torch.from_numpy(b["mask_positions"][i].astype(np.int64))
-    hidden = model.roberta(input_ids=ids, attention_mask=mask).last_hidden_state
-    hidden = hidden[torch.arange(ids.shape[0])[:, None], positions]
-    return model.lm_head(hidden)
-
-  def evaluate(step):
-    model.eval()
-    with torch.no_grad():
-      logits = np.concatenate([masked_logits(val, i).numpy()
-                               for i in range(len(val["input_ids"]))])
-    model.train()
-    return step, score(logits, val["mask_ids"].reshape(-1, val["mask_ids"].shape[-1]),
-                       val["mask_weights"].reshape(-1, val["mask_weights"].shape[-1]))
-
-  curve = [evaluate(0)]
-  model.train()
-  for step in range(FLAGS.train_steps):
-    logits = masked_logits(train, step)
-    targets = torch.from_numpy(train["mask_ids"][step].astype(np.int64))
-    weights = torch.from_numpy(train["mask_weights"][step].astype(np.float32))
-    xent = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    loss = (xent * weights).sum() / weights.sum().clamp(min=1.0)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    sched.step()
-    if (step + 1) % FLAGS.eval_every == 0 or step + 1 == FLAGS.train_steps:
-      curve.append(evaluate(step + 1))
-      _progress("HF", peak_lr, curve[-1])
-  return curve
-
-
-def _progress(side, lr, point):
-  step, s = point
-  print(f"  [{side} lr {lr:g}] step {step}: ppl {s['ppl']:.1f} acc {s['acc']:.3f} "
-        f"({time.strftime('%H:%M:%S')})", flush=True)
-
-
-# ---- report --------------------------------------------------------------------------------
-def write_report(work_dir, results, unigram) -> None:
-  lines = ["| peak LR | step | roberta_tf ppl / acc | HF PyTorch ppl / acc | ours / HF ppl | "
-           "unigram ppl / acc |", "|---|---|---|---|---|---|"]
-  for lr, r in results.items():
-    (step, ours), (_, hf) = r["ours"][-1], r["hf"][-1]
-    lines.append(f"| {lr} | {step} | {ours['ppl']:,.0f} / {ours['acc']:.3f} | "
-                 f"{hf['ppl']:,.0f} / {hf['acc']:.3f} | {ours['ppl'] / hf['ppl']:.3f} | "
-                 f"{unigram['ppl']:,.0f} / {unigram['acc']:.3f} |")
-  table = "\n".join(lines)
-  print("\n" + table)
+def report(work_dir: str, records: dict, unigram: dict) -> None:
+  rows = quality_report.summarize(records, unigram)
+  codes = sorted({r["code"] for r in records.values()})
+  text = (quality_report.table(rows) + "\n\nPer seed:\n\n" + quality_report.per_seed_table(rows)
+          + f"\n\ncode versions among the records: {len(codes)} ({', '.join(codes)})\n")
+  print("\n" + text, flush=True)
   with open(os.path.join(work_dir, "results.md"), "w", encoding="utf-8") as f:
-    f.write(table + "\n")
+    f.write(text)
   with open(os.path.join(work_dir, "results.json"), "w", encoding="utf-8") as f:
-    json.dump({"unigram": unigram, "runs": results}, f, indent=2)
-  try:
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    print("(matplotlib not installed: no plot)")
-    return
-  fig, ax = plt.subplots(figsize=(7, 4.5))
-  for i, (lr, r) in enumerate(results.items()):
-    color = f"C{i}"
-    for side, style in (("ours", "-"), ("hf", "--")):
-      steps = [p[0] for p in r[side]]
-      ax.plot(steps, [p[1]["ppl"] for p in r[side]], style, color=color,
-              label=f"{'roberta_tf' if side == 'ours' else 'HF PyTorch'} lr {lr}")
-  ax.axhline(unigram["ppl"], color="gray", linestyle=":", label="unigram baseline")
-  ax.set_yscale("log")
-  ax.set_xlabel("step")
-  ax.set_ylabel("held-out MLM perplexity")
-  ax.set_title("Equal budget, same batches: roberta_tf vs HF RobertaForMaskedLM")
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  path = os.path.join(work_dir, "quality_vs_hf.png")
-  fig.savefig(path, dpi=110)
-  print(f"plot: {path}")
+    json.dump({"unigram": unigram, "rows": rows, "code_versions": codes}, f, indent=2)
+  path = quality_report.plot(records, unigram, os.path.join(work_dir, "quality_vs_hf.png"))
+  print(f"plot: {path}" if path else "(matplotlib not installed: no plot)")
 
 
 def main(argv):
   del argv
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  sys.path.insert(0, REPO)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-  from roberta_tf import models  # pylint: disable=import-outside-toplevel
-  from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
+  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   work_dir = os.path.abspath(FLAGS.work_dir)
-  os.makedirs(work_dir, exist_ok=True)
-  shards = FLAGS.shards or build_shards(work_dir)
-  info = dataset_info.read(shards)
-  special = info["special_ids"]
-  model_config = models.preset(FLAGS.config, vocab_size=info["vocab"]["size"],
-                               max_positions=FLAGS.max_seq_len + 2, pad_id=special["pad"],
-                               bos_id=special["bos"], eos_id=special["eos"], dropout=0.0,
-                               attention_dropout=0.0)
-  train, val = dump_batches(shards, model_config, os.path.join(work_dir, "batches"))
-  unigram = unigram_scores(shards, model_config.vocab_size, special.values(), val)
-  print(f"{FLAGS.config}: {FLAGS.train_steps} steps x {FLAGS.batch_size} x {FLAGS.max_seq_len}; "
-        f"validation: {int(val['mask_weights'].sum())} masked targets; unigram baseline ppl "
-        f"{unigram['ppl']:.1f} acc {unigram['acc']:.3f}", flush=True)
-  results = {}
-  for lr in FLAGS.learning_rates:
-    peak = float(lr)
-    start = time.perf_counter()
-    ours = run_ours(model_config, train, val, peak)
-    mid = time.perf_counter()
-    hf = run_hf(model_config, train, val, peak)
-    results[lr] = {"ours": ours, "hf": hf, "ours_seconds": mid - start,
-                   "hf_seconds": time.perf_counter() - mid}
-    write_report(work_dir, results, unigram)
+  corpora = parse_corpora(FLAGS.corpora)
+  rates = parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds)
+  loaded = {name: Corpus(name, source, work_dir) for name, source in corpora.items()}
+  unigram = {name: c.unigram for name, c in loaded.items()}
+  for c in loaded.values():
+    print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
+          f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
+  code = code_hash()
+  stop = FLAGS.stop_after or FLAGS.train_steps
+  # Seed-major, and LRs with fewer seeds (the record's) after the others of their seed: a
+  # partial run already covers every corpus and the main LRs.
+  order = sorted(rates, key=lambda lr: -rates[lr])
+  jobs = [(name, lr, seed, side) for seed in range(FLAGS.seeds) for lr in order
+          for name in loaded if seed < rates[lr] for side in FLAGS.sides]
+  todo = [j for j in jobs if not os.path.exists(record_path(work_dir, *j))]
+  print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
+        f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
+        f"{len(jobs) - len(todo)} done before, {len(todo)} to go", flush=True)
+  if FLAGS.report_only:
+    todo = []
+  seconds_per_step = []
+  for i, (name, lr, seed, side) in enumerate(todo):
+    corpus = loaded[name]
+    train = corpus.train_batches(seed)
+    label = f"[{i + 1}/{len(todo)}] {name} lr {lr} seed {seed} {side}"
+
+    def log(step, s, loss, label=label):
+      print(f"  {label} step {step}: held-out ppl {s['ppl']:,.1f} acc {s['acc']:.3f}, "
+            f"train loss {loss:.3f} ({time.strftime('%H:%M:%S')})", flush=True)
+    record = run_one(corpus, lr, seed, side, train, log)
+    batches = {"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
+               "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))}
+    record.update(code=code, batches=batches, corpus=name, lr=lr, seed=seed, side=side,
+                  init=FLAGS.init, unigram_ppl=corpus.unigram["ppl"], train_steps=FLAGS.train_steps,
+                  warmup_steps=FLAGS.warmup_steps)
+    path = record_path(work_dir, name, lr, seed, side)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+      json.dump(record, f)
+    os.replace(path + ".tmp", path)
+    seconds_per_step.append(record["seconds"] / stop)
+    eta = statistics.median(seconds_per_step) * stop * (len(todo) - i - 1)
+    final = record["curve"][-1][1]["ppl"]
+    print(f"{label}: ppl {final:,.1f} ({final / corpus.unigram['ppl']:.2f}x unigram) in "
+          f"{record['seconds'] / 60:.1f} min; ETA {eta / 3600:.1f} h "
+          f"({time.strftime('%H:%M', time.localtime(time.time() + eta))})", flush=True)
+  report(work_dir, load_records(work_dir, loaded), unigram)
   return 0
 
 

@@ -1,5 +1,6 @@
 """AdamW as RoBERTa uses it, and the warmup + linear-decay schedule."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -86,3 +87,72 @@ def test_schedule_warms_up_then_decays_to_zero():
 def test_schedule_rejects_bad_lengths(warmup, total):
   with pytest.raises(ValueError, match="steps"):
     WarmupLinearDecay(1e-3, warmup, total)
+
+
+def _numpy_torch_adamw(weights, grads, lrs, wd, b1=0.9, b2=0.98, eps=1e-6):
+  """torch.optim.AdamW's algorithm (its documentation's pseudo-code), in float64."""
+  w, m, v = weights.astype(np.float64), np.zeros_like(weights, np.float64), 0.0
+  for t, (g, lr) in enumerate(zip(grads, lrs, strict=True), start=1):
+    w = w * (1 - lr * wd)
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    w = w - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+  return w
+
+
+def _gradient_stream(steps, shape, seed=0):
+  """Gradients whose scale spans 1e-7..1e-2 across columns (eps = 1e-6 sits inside it)."""
+  rng = np.random.default_rng(seed)
+  scales = np.logspace(-7, -2, shape[1])
+  return [(rng.normal(size=shape) * scales + 0.3 * scales).astype(np.float32)
+          for _ in range(steps)]
+
+
+def test_update_is_torch_adamw_for_many_steps_at_every_gradient_scale():
+  """Identical weights and gradients, 200 steps of the warmup + decay schedule: ours equals
+  torch's AdamW (eps after the bias correction), also where |g| ~ eps."""
+  steps, shape = 200, (4, 12)
+  w0 = np.random.default_rng(1).normal(0, 0.02, shape).astype(np.float32)
+  grads = _gradient_stream(steps, shape)
+  schedule = WarmupLinearDecay(1e-3, warmup_steps=20, total_steps=steps)
+  lrs = [float(schedule(tf.constant(t))) for t in range(steps)]
+  var = tf.Variable(w0)
+  opt = optimizer_lib.build_optimizer(variables=[var], learning_rate=1e-3, warmup_steps=20,
+                                      train_steps=steps)
+  for g in grads:
+    opt.apply([tf.constant(g)], [var])
+  expected = _numpy_torch_adamw(w0, grads, lrs, wd=0.01)
+  moved = expected - w0
+  np.testing.assert_allclose(var.numpy() - w0, moved, rtol=2e-3, atol=1e-9)
+
+  # Keras' own AdamW (eps added to the uncorrected sqrt(v)) is measurably different there.
+  keras_var = tf.Variable(w0)
+  keras_opt = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, beta_1=0.9,
+                                     beta_2=0.98, epsilon=1e-6)
+  for g in grads:
+    keras_opt.apply([tf.constant(g)], [keras_var])
+  small = np.abs(moved[:, :4]).sum()
+  assert np.abs(keras_var.numpy() - var.numpy())[:, :4].sum() > 0.05 * small
+
+
+def test_matches_torch_adamw_itself():
+  """The same against torch.optim.AdamW where torch is installed (requirements-bench.txt)."""
+  torch = pytest.importorskip("torch")
+  steps, shape = 150, (3, 10)
+  w0 = np.random.default_rng(2).normal(0, 0.02, shape).astype(np.float32)
+  grads = _gradient_stream(steps, shape, seed=3)
+  schedule = WarmupLinearDecay(2e-3, warmup_steps=15, total_steps=steps)
+  var = tf.Variable(w0)
+  opt = optimizer_lib.build_optimizer(variables=[var], learning_rate=2e-3, warmup_steps=15,
+                                      train_steps=steps)
+  param = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+  torch_opt = torch.optim.AdamW([param], lr=2e-3, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
+  sched = torch.optim.lr_scheduler.LambdaLR(torch_opt, lambda t: float(schedule(tf.constant(t)))
+                                            / 2e-3)
+  for g in grads:
+    opt.apply([tf.constant(g)], [var])
+    param.grad = torch.from_numpy(g.copy())
+    torch_opt.step()
+    sched.step()
+  np.testing.assert_allclose(var.numpy() - w0, param.detach().numpy() - w0, rtol=2e-3,
+                             atol=1e-9)
