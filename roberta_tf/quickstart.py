@@ -21,6 +21,8 @@ import time
 
 from absl import app, flags
 
+from roberta_tf.common import flagfiles
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
                     "(replaced if it holds only an earlier quickstart's outputs).")
@@ -70,6 +72,13 @@ def _run(args, log_lines=None):
     raise SystemExit(f"quickstart: {' '.join(args[:1])} failed (exit {proc.returncode})")
 
 
+def _flagfile(name: str) -> str:
+  """flags/<name>.flags in a checkout (relative to REPO, the subprocesses' cwd), else the copy
+  an installed package ships (roberta_tf/flags/)."""
+  relative = os.path.join("flags", f"{name}.flags")
+  return relative if os.path.isfile(os.path.join(REPO, relative)) else flagfiles.path(name)
+
+
 def _is_noise(line: str) -> bool:
   """TF/absl start-up chatter that says nothing about the job."""
   return bool(re.match(r"^(WARNING: All log messages|[IWE]\d{4} |I0000|E0000|W0000)", line))
@@ -101,7 +110,7 @@ def main(argv):
   _run(["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
         f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
         "--validation_fraction=0.05"])
-  train_args = ["roberta_tf.train", "--flagfile=flags/quickstart.flags",
+  train_args = ["roberta_tf.train", f"--flagfile={_flagfile('quickstart')}",
                 f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
                 f"--precision={precision}"]
   if FLAGS.train_steps:

@@ -8,7 +8,7 @@ workspace=$(dirname "$(dirname "$(dirname "$(readlink -f "$0")")")")
 python="${ROBERTA_TF_VENV:-$workspace/.venv}/bin/python"
 if [ ! -x "$python" ]; then
   echo "tools/bazel/venv_python.sh: $python not found: create the venv first" \
-       "(python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt)" >&2
+       "(python3.11 -m venv .venv && .venv/bin/pip install -r requirements-dev.txt)" >&2
   exit 1
 fi
 exec "$python" "$@"

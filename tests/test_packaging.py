@@ -1,0 +1,47 @@
+"""pyproject.toml agrees with the requirements files, and ships the flagfiles as package data."""
+
+import os
+import re
+import tomllib
+
+from roberta_tf.common import flagfiles
+
+REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _pins(name):
+  """The pins a requirements file states itself (comments and `-r` includes left out)."""
+  with open(os.path.join(REPO, name), encoding="utf-8") as f:
+    lines = [line.split("#")[0].strip() for line in f]
+  return [line for line in lines if line and not line.startswith("-r")]
+
+
+def _pyproject():
+  with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+    return tomllib.load(f)
+
+
+def test_dependencies_are_the_requirements_pins():
+  project = _pyproject()["project"]
+  runtime = _pins("requirements.txt")
+  assert sorted(project["dependencies"]) == sorted(runtime)
+  assert sorted(project["optional-dependencies"]["dev"]) == sorted(_pins("requirements-dev.txt"))
+  assert sorted(project["optional-dependencies"]["bench"]) == sorted(
+      _pins("requirements-bench.txt"))
+  for pin in runtime + project["optional-dependencies"]["dev"]:
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+-]*", pin), pin
+  # Test tools are not runtime dependencies.
+  assert not any(p.startswith(("pytest", "ruff")) for p in runtime)
+
+
+def test_flagfiles_are_package_data_linked_from_flags():
+  assert "flags/*.flags" in _pyproject()["tool"]["setuptools"]["package-data"]["roberta_tf"]
+  shipped = flagfiles.names()
+  linked = sorted(n[: -len(".flags")] for n in os.listdir(os.path.join(REPO, "flags"))
+                  if n.endswith(".flags"))
+  assert shipped == linked and {"tiny", "small", "base", "quickstart"} <= set(shipped)
+  for name in shipped:
+    link = os.path.join(REPO, "flags", f"{name}.flags")
+    assert os.path.islink(link), f"{link} must be a symlink to roberta_tf/flags/{name}.flags"
+    assert os.path.realpath(link) == os.path.realpath(flagfiles.path(name))
+  assert flagfiles.path("tiny.flags") == flagfiles.path("tiny")
