@@ -17,10 +17,13 @@ import sys
 
 from absl import app, flags
 
+from roberta_tf.common import cli  # first: it quiets TensorFlow's start-up logs before TF loads
+
+# isort: split
 from data_prep import corpus, doc_groups, external_sort, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
-from data_prep.shard_builder import BuildError, build_shards, summary
+from data_prep.shard_builder import build_shards, summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Corpus: .txt/.jsonl(.gz) files, globs, directories (comma "
@@ -69,30 +72,25 @@ def main(argv):
   for name in ("input", "vocab_dir", "output_dir"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
-  try:
-    info = build_shards(
-        FLAGS.input, FLAGS.vocab_dir, FLAGS.output_dir, max_seq_len=FLAGS.max_seq_len,
-        packing=FLAGS.packing, num_shards=FLAGS.num_shards,
-        num_validation_shards=FLAGS.num_validation_shards,
-        validation_fraction=FLAGS.validation_fraction, seed=FLAGS.seed,
-        compression=FLAGS.compression, text_field=FLAGS.text_field,
-        max_line_bytes=FLAGS.max_line_bytes, overwrite=FLAGS.overwrite, encoder=FLAGS.encoder,
-        group_bytes=FLAGS.group_bytes, engine=FLAGS.engine, beam_options=FLAGS.beam_options,
-        sort_bytes=FLAGS.sort_buffer_mb << 20,
-        progress=progress_lib.Progress(sys.stderr) if FLAGS.progress else None)
-  except (BuildError, corpus.CorpusError, sentence_encoders.VocabError) as e:
-    print(f"build_shards: error: {e}", file=sys.stderr)
-    return 1
-  except OSError as e:  # disk full, permissions: name the file the OS names
-    print(f"build_shards: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-    return 1
+  # Errors (BuildError, CorpusError, VocabError, OSError: disk full names the file) are one
+  # line from cli.
+  info = build_shards(
+      FLAGS.input, FLAGS.vocab_dir, FLAGS.output_dir, max_seq_len=FLAGS.max_seq_len,
+      packing=FLAGS.packing, num_shards=FLAGS.num_shards,
+      num_validation_shards=FLAGS.num_validation_shards,
+      validation_fraction=FLAGS.validation_fraction, seed=FLAGS.seed,
+      compression=FLAGS.compression, text_field=FLAGS.text_field,
+      max_line_bytes=FLAGS.max_line_bytes, overwrite=FLAGS.overwrite, encoder=FLAGS.encoder,
+      group_bytes=FLAGS.group_bytes, engine=FLAGS.engine, beam_options=FLAGS.beam_options,
+      sort_bytes=FLAGS.sort_buffer_mb << 20,
+      progress=progress_lib.Progress(sys.stderr) if FLAGS.progress else None)
   print(summary(info, FLAGS.output_dir))
   return 0
 
 
 def run():
   """The console-script entry point (pyproject.toml)."""
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,20 @@ class CorpusStats:
   split_lines: int = 0      # lines longer than max_line_bytes that were split
 
 
+# Files that mark a directory as this project's output (shards or a vocabulary), not a corpus:
+# its merges.txt would otherwise be read as text.
+_PREPARED_MARKERS = ("dataset_info.json", "merges.txt", "vocab.json")
+
+
+def _refuse_prepared_dir(directory: str) -> None:
+  """Raises CorpusError if `directory` (or a subdirectory) holds shards or a vocabulary."""
+  for root, _, names in os.walk(directory):
+    marker = next((n for n in _PREPARED_MARKERS if n in names), None)
+    if marker:
+      raise CorpusError(f"input directory {directory!r} holds {os.path.join(root, marker)}: it is "
+                        "a shard or vocabulary directory, not a corpus; give the text files")
+
+
 def resolve_inputs(spec: str) -> list[str]:
   """Expands a comma list of files, globs and directories into a sorted file list.
 
@@ -68,6 +82,7 @@ def resolve_inputs(spec: str) -> list[str]:
     if part == STDLIB:
       raise CorpusError("'stdlib' cannot be combined with other inputs")
     if os.path.isdir(part):
+      _refuse_prepared_dir(part)
       found = sorted(
           os.path.join(root, name)
           for root, _, names in os.walk(part) for name in names if name.endswith(_FORMATS))
@@ -86,6 +101,8 @@ def resolve_inputs(spec: str) -> list[str]:
         raise CorpusError(f"input {part!r} is not a regular file")
       files.append(part)
   for f in files:
+    if os.path.basename(f) == "merges.txt":
+      _refuse_prepared_dir(os.path.dirname(f) or ".")
     if not f.endswith(_FORMATS):
       raise CorpusError(f"input file {f!r}: unknown format (expected one of {', '.join(_FORMATS)})")
     if not os.access(f, os.R_OK):

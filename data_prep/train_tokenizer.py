@@ -23,7 +23,7 @@ from absl import app, flags
 
 from data_prep import corpus
 from data_prep import progress as progress_lib
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, cli
 from roberta_tf.tokenization.vocab_files import BOS, EOS, MASK, MERGES_FILE, PAD, UNK, VOCAB_FILE
 
 MIN_VOCAB_SIZE = 256 + 5  # the byte alphabet and the five special tokens
@@ -131,18 +131,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.input or not FLAGS.output_dir:
-    print("train_tokenizer: error: --input and --output_dir are required", file=sys.stderr)
-    return 2
-  try:
-    counts = train(FLAGS.input, FLAGS.vocab_size, FLAGS.output_dir,
-                   min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
-                   overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
-  except (TrainTokenizerError, corpus.CorpusError) as e:
-    print(f"train_tokenizer: error: {e}", file=sys.stderr)
-    return 1
-  except OSError as e:  # disk full, permissions: name the file the OS names
-    print(f"train_tokenizer: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-    return 1
+    raise app.UsageError("--input and --output_dir are required")
+  # Errors (TrainTokenizerError, CorpusError, OSError naming the file) are one line from cli.
+  counts = train(FLAGS.input, FLAGS.vocab_size, FLAGS.output_dir,
+                 min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
+                 overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
   print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
         f"{counts['vocab_size'] - 1}) and {MERGES_FILE} ({counts['num_merges']} merges) from "
         f"{counts['documents']} documents, {counts['sentences']} sentences"
@@ -152,8 +145,8 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run()

@@ -13,9 +13,10 @@ same command continues an interrupted study (finished runs are kept).
 """
 
 import os
-import sys
 
 from absl import app, flags
+
+from roberta_tf.common import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
@@ -50,6 +51,8 @@ flags.DEFINE_string("task_text_field", "text", "Downstream text field.")
 flags.DEFINE_string("task_label_field", "label", "Downstream label field.")
 flags.DEFINE_integer("task_epochs", 3, "Fine-tuning epochs.")
 flags.DEFINE_float("task_learning_rate", 1e-4, "Fine-tuning peak learning rate.")
+flags.DEFINE_bool("overwrite", False, "Start the study over: delete what an earlier study wrote "
+                  "in --work_dir (its settings, corpus subset, vocab, shards, runs, results).")
 flags.mark_flags_as_required(["study", "work_dir"])
 
 
@@ -57,6 +60,20 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   from roberta_tf.ablation import runner, studies  # pylint: disable=import-outside-toplevel
+  for name in ("steps", "base_batch", "vocab_size", "task_epochs"):
+    if FLAGS[name].value is not None and FLAGS[name].value < 1:
+      raise app.UsageError(f"--{name}={FLAGS[name].value}: must be >= 1")
+  for name in ("base_lr", "task_learning_rate"):
+    if FLAGS[name].value <= 0:
+      raise app.UsageError(f"--{name}={FLAGS[name].value}: must be > 0")
+  if not 0 <= FLAGS.warmup_fraction < 1:
+    raise app.UsageError(f"--warmup_fraction={FLAGS.warmup_fraction}: must be in [0, 1)")
+  try:
+    seeds = [int(s) for s in FLAGS.seeds]
+  except ValueError as e:
+    raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: not a list of integers") from e
+  if not seeds:
+    raise app.UsageError("--seeds is empty")
   base_batch, base_lr, steps = FLAGS.base_batch, FLAGS.base_lr, FLAGS.steps or 400
   if FLAGS.study == "input_format":
     # 400 updates at batch 16 get the small model off the unigram plateau; 200 updates at 32
@@ -67,28 +84,25 @@ def main(argv):
     base_batch = base_batch if FLAGS["base_batch"].present else 8
     base_lr = base_lr if FLAGS["base_lr"].present else 1e-4
     steps = FLAGS.steps or 1024
-  try:
-    seeds = [int(s) for s in FLAGS.seeds]
-    study = studies.build(FLAGS.study, steps, base_batch, base_lr)
-    for path in (FLAGS.task_train, FLAGS.task_dev):
-      if not os.path.exists(path):
-        raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")
-    opts = {"config": FLAGS.config, "warmup_fraction": FLAGS.warmup_fraction,
-            "vocab_size": FLAGS.vocab_size, "train_flags": list(FLAGS.train_flags),
-            "task_train": FLAGS.task_train, "task_dev": FLAGS.task_dev,
-            "task_text_field": FLAGS.task_text_field,
-            "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
-            "task_learning_rate": FLAGS.task_learning_rate}
-    runner.run_study(FLAGS.study, study, FLAGS.corpus, os.path.abspath(FLAGS.work_dir), seeds,
-                     opts)
-  except (studies.StudyError, runner.RunnerError, ValueError, OSError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  # Errors (StudyError, RunnerError, CorpusError: they name the flag, file or command) are one
+  # line from cli.
+  study = studies.build(FLAGS.study, steps, base_batch, base_lr)
+  for path in (FLAGS.task_train, FLAGS.task_dev):
+    if not os.path.isfile(path):
+      raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")
+  opts = {"config": FLAGS.config, "warmup_fraction": FLAGS.warmup_fraction,
+          "vocab_size": FLAGS.vocab_size, "train_flags": list(FLAGS.train_flags),
+          "task_train": FLAGS.task_train, "task_dev": FLAGS.task_dev,
+          "task_text_field": FLAGS.task_text_field,
+          "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
+          "task_learning_rate": FLAGS.task_learning_rate}
+  runner.run_study(FLAGS.study, study, FLAGS.corpus, os.path.abspath(FLAGS.work_dir), seeds,
+                   opts, overwrite=FLAGS.overwrite)
   return 0
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,8 @@ import sys
 
 from absl import app, flags
 
+from roberta_tf.common import cli
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
-from roberta_tf.models.config import ConfigError
-from roberta_tf.models.keras_hub_weights import KerasHubWeightsError
 from roberta_tf.tokenization import vocab_files
 
 FLAGS = flags.FLAGS
@@ -44,6 +43,8 @@ flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest chec
 flags.DEFINE_string("from_keras_hub_preset", None, "Import this local keras-hub RoBERTa preset "
                     "directory into --model_dir.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.")
+flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset: the checkpoint "
+                    "prefix of --model_dir to convert (default: its newest).")
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
@@ -54,7 +55,21 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   return prefix
 
 
-def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> list[str]:
+def missing_vocab_warning(hf_dir: str, out_model_dir: str) -> str | None:
+  """The warning for an import whose HF dir lacked vocab.json/merges.txt, or None."""
+  missing = [name for name in vocab_files.FILES
+             if not os.path.isfile(os.path.join(out_model_dir, name))]
+  if not missing:
+    return None
+  has_fast = os.path.isfile(os.path.join(hf_dir, "tokenizer.json"))
+  return (f"warning: {hf_dir} has no {' or '.join(missing)}"
+          f"{' (only tokenizer.json, which is not read)' if has_fast else ''}: {out_model_dir} "
+          "has weights but no tokenizer, so export, fine-tuning and continued pretraining "
+          "need --vocab_dir; copy the model's vocab.json and merges.txt into it to fix that")
+
+
+def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
+              checkpoint: str | None = None) -> list[str]:
   """Model dir (newest checkpoint) → HF folder out_hf_dir; returns the file names written.
 
   config.json + model.safetensors; with the model dir's vocab files also vocab.json,
@@ -63,7 +78,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> li
   weights = os.path.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
   if os.path.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
-  pretrainer = model_dir.load(in_model_dir)
+  pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
   hf_weights.save_hf(out_hf_dir, pretrainer)
   written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
   written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
@@ -73,7 +88,8 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False) -> li
   return written
 
 
-def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False) -> None:
+def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False,
+                     checkpoint: str | None = None) -> None:
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
   model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
@@ -81,7 +97,7 @@ def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False
   if missing:
     raise model_dir.ModelDirError(f"{', '.join(missing)} not found: a keras-hub preset carries "
                                   f"its tokenizer, so {in_model_dir!r} needs its vocab files")
-  pretrainer = model_dir.load(in_model_dir)
+  pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
   keras_hub_preset.save_preset(pretrainer, vocab, merges, preset_dir, overwrite=overwrite)
 
 
@@ -109,45 +125,48 @@ def _check_flags():
   if not (to_kh or from_kh or FLAGS.hf_dir):
     raise app.UsageError("--hf_dir is required (or --to_keras_hub_preset / "
                          "--from_keras_hub_preset)")
+  if FLAGS.checkpoint and not (to_kh or FLAGS.to_hf):
+    raise app.UsageError("--checkpoint picks what --to_hf / --to_keras_hub_preset convert")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   _check_flags()
-  try:
-    if FLAGS.to_keras_hub_preset:
-      src, dst = (os.path.realpath(p) for p in (FLAGS.model_dir, FLAGS.to_keras_hub_preset))
-      if os.path.commonpath([src, dst]) in (src, dst):
-        # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
-        raise keras_hub_preset.KerasHubPresetError(
-            f"--to_keras_hub_preset={FLAGS.to_keras_hub_preset} and --model_dir="
-            f"{FLAGS.model_dir} overlap; write the preset elsewhere")
-      export_keras_hub(FLAGS.model_dir, FLAGS.to_keras_hub_preset, overwrite=FLAGS.overwrite)
-      print(f"wrote keras-hub preset {FLAGS.to_keras_hub_preset}")
-    elif FLAGS.from_keras_hub_preset:
-      prefix, head_loaded = import_keras_hub(FLAGS.from_keras_hub_preset, FLAGS.model_dir,
-                                             overwrite=FLAGS.overwrite)
-      print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
-      if not head_loaded:
-        print("note: the preset has no RobertaMaskedLM head; the MLM head is freshly initialized")
-    elif FLAGS.to_hf:
-      written = export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite)
-      print(f"wrote {FLAGS.hf_dir}/{{{','.join(written)}}}")
-      if hf_tokenizer_files.TOKENIZER_CONFIG_FILE not in written:
-        print(f"note: no vocab files in {FLAGS.model_dir}: the HF folder has no tokenizer")
-    else:
-      prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
-      print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
-  except (hf_weights.HFCheckpointError, model_dir.ModelDirError, ConfigError,
-          keras_hub_preset.KerasHubPresetError, KerasHubWeightsError,
-          vocab_files.VocabFileError) as e:
-    sys.exit(f"convert_checkpoint: error: {e}")
+  if FLAGS.to_keras_hub_preset:
+    src, dst = (os.path.realpath(p) for p in (FLAGS.model_dir, FLAGS.to_keras_hub_preset))
+    if os.path.commonpath([src, dst]) in (src, dst):
+      # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
+      raise keras_hub_preset.KerasHubPresetError(
+          f"--to_keras_hub_preset={FLAGS.to_keras_hub_preset} and --model_dir="
+          f"{FLAGS.model_dir} overlap; write the preset elsewhere")
+    export_keras_hub(FLAGS.model_dir, FLAGS.to_keras_hub_preset, overwrite=FLAGS.overwrite,
+                     checkpoint=FLAGS.checkpoint)
+    print(f"wrote keras-hub preset {FLAGS.to_keras_hub_preset}")
+  elif FLAGS.from_keras_hub_preset:
+    prefix, head_loaded = import_keras_hub(FLAGS.from_keras_hub_preset, FLAGS.model_dir,
+                                           overwrite=FLAGS.overwrite)
+    print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
+    if not head_loaded:
+      print("note: the preset has no RobertaMaskedLM head; the MLM head is freshly initialized")
+  elif FLAGS.to_hf:
+    written = export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite,
+                        checkpoint=FLAGS.checkpoint)
+    print(f"wrote {FLAGS.hf_dir}/{{{','.join(written)}}}")
+    if hf_tokenizer_files.TOKENIZER_CONFIG_FILE not in written:
+      print(f"note: no vocab files in {FLAGS.model_dir}: the HF folder has no tokenizer")
+  else:
+    prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
+    print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
+    warning = missing_vocab_warning(FLAGS.hf_dir, FLAGS.model_dir)
+    if warning:
+      print(warning, file=sys.stderr)
+  return 0
 
 
 def run():
   """The console-script entry point (pyproject.toml)."""
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

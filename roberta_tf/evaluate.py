@@ -4,9 +4,10 @@
 """
 
 import json
-import sys
 
 from absl import app, flags
+
+from roberta_tf.common import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.")
@@ -20,23 +21,20 @@ flags.DEFINE_integer("eval_steps", 0, "Batches to evaluate; 0: the whole split."
 flags.DEFINE_integer("seed", None, "Seed of the (fixed) eval masks (default: the training run's "
                      "--seed from config.json, as its evals used; else 0).")
 flags.DEFINE_bool("json", False, "Print the metrics as JSON.")
+flags.DEFINE_bool("unigram", True, "Also score the unigram baseline, counted from the train "
+                  "split beside --eval_data (else the run's recorded train data); a damaged "
+                  "train shard is an error (--nounigram: evaluate without the baseline).")
 flags.mark_flags_as_required(["model_dir", "eval_data"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  from roberta_tf.data.dataset_info import DatasetInfoError  # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import ModelDirError  # pylint: disable=import-outside-toplevel
   from roberta_tf.training import evaluation  # pylint: disable=import-outside-toplevel
-  try:
-    metrics = evaluation.evaluate_checkpoint(
-        FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
-        batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len, eval_steps=FLAGS.eval_steps,
-        seed=FLAGS.seed)
-  except (DatasetInfoError, ModelDirError, ValueError, OSError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  metrics = evaluation.evaluate_checkpoint(
+      FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
+      batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len, eval_steps=FLAGS.eval_steps,
+      seed=FLAGS.seed, unigram=FLAGS.unigram)
   if FLAGS.json:
     print(json.dumps(metrics, indent=2))
   else:
@@ -46,7 +44,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

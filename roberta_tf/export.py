@@ -7,9 +7,9 @@ README).
 The export is float32 whatever precision the model was trained in.
 """
 
-import sys
-
 from absl import app, flags
+
+from roberta_tf.common import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).")
@@ -25,21 +25,16 @@ flags.mark_flags_as_required(["model_dir", "export_dir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  from roberta_tf.models import ModelDirError  # pylint: disable=import-outside-toplevel
   from roberta_tf.serving import mlm_export  # pylint: disable=import-outside-toplevel
-  try:
-    path = mlm_export.export_saved_model(
-        FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,
-        top_k=FLAGS.top_k, max_seq_len=FLAGS.max_seq_len, overwrite=FLAGS.overwrite)
-  except (mlm_export.ExportError, ModelDirError, OSError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  path = mlm_export.export_saved_model(
+      FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,
+      top_k=FLAGS.top_k, max_seq_len=FLAGS.max_seq_len, overwrite=FLAGS.overwrite)
   print(f"exported SavedModel to {path} (signatures: fill_mask, encode, mlm_logits, tokenize)")
   return 0
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

@@ -2,51 +2,152 @@
 
   python -m roberta_tf.fill_mask --saved_model=DIR "The capital of France is <mask>."
 
-Needs only tensorflow and tensorflow_text (the tokenizer is inside the SavedModel).
+Needs only tensorflow and tensorflow_text (the tokenizer is inside the SavedModel). A text
+longer than the model's limit is truncated by the SavedModel: the report says so, and names the
+`<mask>`s that were cut off (they get no prediction). An argument that is not valid UTF-8 is
+decoded with U+FFFD for the bad bytes (and says so); the other texts are unaffected.
 """
 
-import sys
+import os
+import re
 
 from absl import app, flags
+
+from roberta_tf.common import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export.")
 flags.mark_flags_as_required(["saved_model"])
 
+MASK = "<mask>"
+# Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
+# look-behind) always ends a token: where a whitespace run follows a non-space. Token counts of
+# pieces cut there add up to the whole text's.
+_CUT = re.compile(r"(?<=\S)(?=\s)")
 
-def format_predictions(texts, out) -> str:
-  """Human-readable lines for fill_mask's outputs (numpy arrays)."""
+
+def decode_argument(arg: str) -> tuple[str, int]:
+  """A command-line argument as text: (text, number of invalid UTF-8 bytes replaced by U+FFFD).
+
+  Python hands undecodable argv bytes over as lone surrogates (PEP 383); they are turned back
+  into the bytes and decoded with replacement.
+  """
+  raw = arg.encode("utf-8", "surrogateescape")
+  text = raw.decode("utf-8", "replace")
+  return text, text.count("\ufffd") - raw.count("\ufffd".encode("utf-8"))
+
+
+def _pieces(text: str, max_bytes: int) -> list[str]:
+  """`text` cut at `_CUT` places into pieces of at most `max_bytes` UTF-8 bytes where it can be
+  (a piece without a cut place may be longer)."""
+  pieces, start, last = [], 0, 0
+  for m in _CUT.finditer(text):
+    if len(text[start:m.start()].encode("utf-8")) > max_bytes and last > start:
+      pieces.append(text[start:last])
+      start = last
+    last = m.start()
+  if len(text[start:].encode("utf-8")) > max_bytes and last > start:
+    pieces.append(text[start:last])
+    start = last
+  pieces.append(text[start:])
+  return pieces
+
+
+def token_counts(tokenize, texts: list[str]) -> tuple[list[tuple[int, bool]], int]:
+  """([(tokens of each text before truncation, whether that is a lower bound)], the model's
+  limit of text tokens).
+
+  `tokenize` is the SavedModel's `tokenize` signature, which truncates. The limit is read off a
+  text that exceeds it; a text that reaches it is counted again in pieces short enough not to
+  be truncated, so "reaches the limit" and "was cut" are told apart exactly (a lower bound only
+  for a piece without a cut place that still reaches the limit: one enormous word).
+  """
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  def count(batch):
+    out = tokenize(text=tf.constant(batch))
+    return np.asarray(out["padding_mask"]).sum(axis=1) - 2
+
+  limit = int(count(["a " * 20_000])[0])  # 20,000 words: more tokens than any model reads
+  result = []
+  for text, n in zip(texts, count(texts), strict=True):
+    if n < limit:
+      result.append((int(n), False))
+      continue
+    piece_counts = count(_pieces(text, limit))  # <= limit bytes: <= limit tokens, not cut
+    result.append((int(piece_counts.sum()), bool((piece_counts >= limit).any())))
+  return result, limit
+
+
+def format_predictions(texts, out, notes=None) -> str:
+  """Human-readable lines for fill_mask's outputs (numpy arrays). `notes[i]`: lines to add
+  under text i (truncation, replaced bytes)."""
   lines = []
   for i, text in enumerate(texts):
     lines.append(text)
-    if out["num_masks"][i] == 0:
-      lines.append("  (no <mask> in this text)")
+    lines.extend(f"  ({note})" for note in (notes or {}).get(i, []))
+    if out["num_masks"][i] == 0 and MASK not in text:
+      lines.append(f"  (no {MASK} in this text)")
     for m in range(int(out["num_masks"][i])):
       preds = ", ".join(
           f"{out['top_tokens'][i, m, j].decode('utf-8', 'replace')!r} "
           f"{out['top_probs'][i, m, j]:.3f}" for j in range(out["top_ids"].shape[-1]))
-      lines.append(f"  <mask> #{m + 1}: {preds}")
+      lines.append(f"  {MASK} #{m + 1}: {preds}")
   return "\n".join(lines)
 
 
+def truncation_notes(texts, num_masks, counts, limit) -> dict[int, list[str]]:
+  """Notes for the texts the SavedModel truncated (`counts` from `token_counts`): how much was
+  cut, and which <mask>s."""
+  notes = {}
+  for i, (text, masks, (n, lower_bound)) in enumerate(zip(texts, num_masks, counts, strict=True)):
+    if n < limit or (n == limit and not lower_bound):
+      continue
+    note = (f"truncated: {'at least ' if lower_bound else ''}{n} tokens, the model reads the "
+            f"first {limit}")
+    cut = text.count(MASK) - int(masks)
+    if cut > 0:
+      note += (f"; {cut} of its {text.count(MASK)} {MASK}s came after that and "
+               f"{'were' if cut > 1 else 'was'} not predicted")
+    notes[i] = [note]
+  return notes
+
+
 def main(argv):
-  texts = argv[1:]
-  if not texts:
+  args = argv[1:]
+  if not args:
     raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>."')
+  if not os.path.isdir(FLAGS.saved_model):
+    raise ValueError(f"--saved_model={FLAGS.saved_model}: no such directory (a directory "
+                     "written by roberta_tf.export)")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   try:
     loaded = tf.saved_model.load(FLAGS.saved_model)
   except (OSError, tf.errors.OpError) as e:
-    print(f"error: cannot load SavedModel {FLAGS.saved_model!r}: {e}", file=sys.stderr)
-    return 1
-  out = loaded.signatures["fill_mask"](text=tf.constant(texts))
-  print(format_predictions(texts, {k: v.numpy() for k, v in out.items()}))
+    raise ValueError(f"cannot load SavedModel {FLAGS.saved_model!r}: {e}") from e
+  if "fill_mask" not in loaded.signatures:
+    raise ValueError(f"{FLAGS.saved_model} has no fill_mask signature (not written by "
+                     "roberta_tf.export?)")
+  texts, notes = [], {}
+  for i, arg in enumerate(args):
+    text, replaced = decode_argument(arg)
+    texts.append(text)
+    if replaced:
+      notes[i] = [f"not valid UTF-8: {replaced} byte{'s' if replaced > 1 else ''} replaced by "
+                  "U+FFFD"]
+  out = {k: v.numpy() for k, v in loaded.signatures["fill_mask"](text=tf.constant(texts)).items()}
+  if "tokenize" in loaded.signatures:
+    counts, limit = token_counts(loaded.signatures["tokenize"], texts)
+    for i, lines in truncation_notes(texts, out["num_masks"], counts, limit).items():
+      notes.setdefault(i, []).extend(lines)
+  print(format_predictions(texts, out, notes))
   return 0
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

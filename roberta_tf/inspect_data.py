@@ -16,14 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 from absl import app, flags
 
+from roberta_tf.common import cli  # before TensorFlow loads: it quiets TF's start-up logs
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
@@ -186,29 +185,27 @@ def define_flags():
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.data:
-    sys.exit("--data is required: a directory written by data_prep.build_shards")
+    raise app.UsageError("--data is required: a directory written by data_prep.build_shards")
   if FLAGS.num_batches < 1 or FLAGS.batch_size < 1:
-    sys.exit(f"--num_batches={FLAGS.num_batches} and --batch_size={FLAGS.batch_size} must be >= 1")
-  try:
-    report = inspect_data(FLAGS.data, split=FLAGS.split, num_batches=FLAGS.num_batches,
-                          batch_size=FLAGS.batch_size, seed=FLAGS.seed,
-                          max_seq_len=FLAGS.max_seq_len,
-                          masking=MaskingConfig(whole_word=FLAGS.whole_word),
-                          vocab_dir=FLAGS.vocab_dir, num_examples=FLAGS.num_examples)
-  except (ValueError, OSError) as e:  # DatasetInfoError, VocabError are ValueErrors
-    sys.exit(f"error: {e}")
-  except tf.errors.OpError as e:  # a damaged shard, found while reading: its message names it
-    message = e.message.partition("assertion failed: ")[2] or e.message
-    sys.exit(f"error: {message.splitlines()[0]}")
+    raise app.UsageError(f"--num_batches={FLAGS.num_batches} and --batch_size="
+                         f"{FLAGS.batch_size} must be >= 1")
+  # A damaged shard, found while reading, is the pipeline's failed assertion: cli prints its
+  # message (which names the shard) as the one error line.
+  report = inspect_data(FLAGS.data, split=FLAGS.split, num_batches=FLAGS.num_batches,
+                        batch_size=FLAGS.batch_size, seed=FLAGS.seed,
+                        max_seq_len=FLAGS.max_seq_len,
+                        masking=MaskingConfig(whole_word=FLAGS.whole_word),
+                        vocab_dir=FLAGS.vocab_dir, num_examples=FLAGS.num_examples)
   print(json.dumps(report, indent=2, ensure_ascii=False) if FLAGS.json else format_report(report))
 
 
 def run():
   """The console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

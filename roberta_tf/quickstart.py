@@ -19,9 +19,9 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
-from roberta_tf.common import flagfiles
+from roberta_tf.common import cli, flagfiles
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
@@ -62,14 +62,17 @@ def _run(args, log_lines=None):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
+  said = ""
   for line in proc.stdout:
     if _is_noise(line) or not line.strip():
       continue
     print("  " + line, end="", flush=True)
+    said = line.strip() if line.startswith("error:") else said
     if log_lines is not None:
       log_lines.append(line)
   if proc.wait() != 0:
-    raise SystemExit(f"quickstart: {' '.join(args[:1])} failed (exit {proc.returncode})")
+    raise RuntimeError(f"{args[0]} failed (exit {proc.returncode})"
+                       + (f": {said.removeprefix('error:').strip()}" if said else ""))
 
 
 def _flagfile(name: str) -> str:
@@ -93,11 +96,11 @@ def main(argv):
     # --work_dir (".", a home directory) must not be deleted.
     foreign = sorted(n for n in os.listdir(work) if n.split(".tmp-")[0] not in OUTPUTS)
     if foreign:
-      raise SystemExit(f"quickstart: --work_dir={FLAGS.work_dir} holds files that are not "
-                       f"quickstart outputs ({', '.join(foreign[:3])}...); choose another one")
+      raise ValueError(f"--work_dir={FLAGS.work_dir} holds files that are not quickstart "
+                       f"outputs ({', '.join(foreign[:3])}...); choose another one")
     shutil.rmtree(work)
   elif os.path.exists(work):
-    raise SystemExit(f"quickstart: --work_dir={FLAGS.work_dir} exists and is not a directory")
+    raise ValueError(f"--work_dir={FLAGS.work_dir} exists and is not a directory")
   os.makedirs(work)
   vocab, shards = os.path.join(work, "vocab"), os.path.join(work, "shards")
   model, export = os.path.join(work, "model"), os.path.join(work, "saved_model")
@@ -144,7 +147,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

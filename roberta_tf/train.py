@@ -3,14 +3,14 @@
   python -m roberta_tf.train --flagfile=flags/small.flags --train_data=DIR [--eval_data=DIR] \
       --model_dir=DIR
 
-A start resumes from model_dir's latest checkpoint (model, optimizer, step, data position).
-SIGTERM saves a checkpoint and exits cleanly. See README "Training" for the recipe.
+A start resumes from model_dir's newest complete checkpoint (model, optimizer, step, data
+position); a model dir with checkpoint files is never started over without --overwrite.
+SIGTERM (and a first Ctrl-C) saves a checkpoint and exits cleanly. See README "Training".
 """
-
-import sys
 
 from absl import app, flags
 
+from roberta_tf.common import cli
 from roberta_tf.training.train_config import TrainConfig
 
 _D = TrainConfig(model_dir="", train_data="")  # defaults shown in --help come from here
@@ -80,6 +80,9 @@ flags.DEFINE_integer("checkpoint_every", _D.checkpoint_every, "Steps between che
                      "is also written at the end and on SIGTERM).")
 flags.DEFINE_integer("keep_checkpoints", _D.keep_checkpoints, "Newest checkpoints kept in "
                      "--model_dir; older ones are deleted.")
+flags.DEFINE_bool("overwrite", _D.overwrite, "Start over: delete --model_dir's checkpoints and "
+                  "TensorBoard logs first. Without it a model dir with checkpoints is resumed "
+                  "(from the newest complete one), never overwritten.")
 flags.DEFINE_integer("eval_every", _D.eval_every, "Steps between evals (0: start and end only).")
 flags.DEFINE_integer("eval_steps", _D.eval_steps, "Eval batches of --batch_size / "
                      "--grad_accum_steps sequences (0: the whole eval split).")
@@ -109,18 +112,13 @@ def main(argv):
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(cfg.cpu_replicas)
   from roberta_tf.training import run  # pylint: disable=import-outside-toplevel
-  try:
-    run.train(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
-  except (ValueError, run.TrainingError, OSError) as e:
-    # ValueError covers DatasetInfoError, ModelDirError and ConfigError: all name the culprit.
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  run.train(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
   return 0
 
 
 def run():
   """Console-script entry point (pyproject: roberta-train)."""
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ def test_kinds_match_the_files():
     text = _source(src)
     if os.path.basename(src).startswith("test_"):
       want = "pytest_test"
-    elif "app.run(" in text or src.startswith("benchmarks/"):
+    elif re.search(r"\b(app|cli)\.run\(main\)", text) or src.startswith("benchmarks/"):
       want = "py_binary"
     else:
       want = "py_library"

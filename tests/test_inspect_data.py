@@ -96,5 +96,5 @@ def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):
   shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
   bad = run_cli(f"--data={damaged}", "--num_batches=100")
   assert bad.returncode != 0
-  assert f"error: [shard] [{shard}] [is truncated or corrupt:]" in bad.stderr, bad.stderr[-2000:]
+  assert f"error: shard {shard} is truncated or corrupt:" in bad.stderr, bad.stderr[-2000:]
   assert "Traceback" not in bad.stderr

@@ -16,10 +16,12 @@ interruption continues where it stopped (a half-trained model resumes from its c
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -60,9 +62,11 @@ def _run(args: Sequence[str], log_path: str | None = None, stdout_only: bool = F
     if returncode != 0:
       out = proc.stdout + proc.stderr
   if returncode != 0:
-    tail = "\n".join(out.strip().splitlines()[-15:])
+    lines = out.strip().splitlines()
+    said = next((line for line in reversed(lines) if line.startswith("error:")), "")
     raise RunnerError(f"{args[0]} failed (exit {returncode})"
-                      f"{' - log: ' + log_path if log_path else ''}\n{tail}")
+                      f"{': ' + said if said else ''}{' - log: ' + log_path if log_path else ''}"
+                      "\n" + "\n".join(lines[-15:]))
   return out
 
 
@@ -170,31 +174,72 @@ def _json_tail(output: str) -> str:
   return output[output.rindex("{\n"):] if "{\n" in output else output
 
 
-def check_settings(work_dir: str, settings: dict) -> None:
+# What a study writes into its work_dir (what --overwrite, or a changed failed start, removes).
+_PREP_OUTPUTS = ("corpus.jsonl", "vocab", "shards", "shards_*")
+_STUDY_OUTPUTS = ("study.json", *_PREP_OUTPUTS, "runs", "results.json", "results.md", "*.png")
+
+
+def _remove(work_dir: str, patterns) -> list[str]:
+  removed = sorted(p for pattern in patterns
+                   for p in glob.glob(os.path.join(glob.escape(work_dir), pattern)))
+  for path in removed:
+    if os.path.isdir(path):
+      shutil.rmtree(path)
+    else:
+      os.remove(path)
+  return [os.path.basename(p) for p in removed]
+
+
+def _has_runs(work_dir: str) -> bool:
+  runs = os.path.join(work_dir, "runs")
+  return os.path.isdir(runs) and bool(os.listdir(runs))
+
+
+def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> None:
   """Records the study's settings in work_dir/study.json; refuses a work_dir that holds
-  another study's runs (seeds may change: a rerun with more seeds adds runs)."""
+  another study's runs (seeds may change: a rerun with more seeds adds runs).
+
+  With `overwrite` an earlier study's outputs are deleted first. A start that failed before
+  any run (say a bad --corpus) never blocks a corrected command: its prep is replaced.
+  """
   path = os.path.join(work_dir, "study.json")
   settings = json.loads(json.dumps(settings))  # as it reads back (tuples become lists)
+  if overwrite:
+    removed = _remove(work_dir, _STUDY_OUTPUTS)
+    if removed:
+      print(f"--overwrite: deleted {', '.join(removed)} from {work_dir}", flush=True)
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       before = json.load(f)
     for arm in before.get("arms", []):  # recorded before arms had a packing
       arm.setdefault("packing", "full_sentences")
     differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-    if differ:
+    if not differ:
+      return
+    if _has_runs(work_dir):
       raise RunnerError(f"{work_dir} holds a study run with other settings ({', '.join(differ)}:"
-                        f" {[before.get(k) for k in differ]} there); use another --work_dir")
-  else:
-    atomic_write.write_json(path, settings)
+                        f" {[before.get(k) for k in differ]} there); pass --overwrite to delete "
+                        "it and start over, or use another --work_dir")
+    removed = _remove(work_dir, _PREP_OUTPUTS)
+    print(f"note: {work_dir} held the unfinished start of a study with other settings "
+          f"({', '.join(differ)}); replaced{': deleted ' + ', '.join(removed) if removed else ''}",
+          flush=True)
+  atomic_write.write_json(path, settings)
 
 
 def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
-              seeds: Sequence[int], opts: dict) -> list[dict]:
-  """Every arm x seed, with progress and ETA; writes results.json/.md and the plot."""
+              seeds: Sequence[int], opts: dict, overwrite: bool = False) -> list[dict]:
+  """Every arm x seed, with progress and ETA; writes results.json/.md and the plot.
+
+  The corpus is checked before anything is written (a bad --corpus leaves no study.json).
+  """
+  corpus_lib.resolve_inputs(corpus)  # raises CorpusError naming what matches nothing
+  if os.path.exists(work_dir) and not os.path.isdir(work_dir):
+    raise RunnerError(f"--work_dir={work_dir} exists and is not a directory")
   os.makedirs(work_dir, exist_ok=True)
   check_settings(work_dir, {"study": name, "corpus": corpus, **opts,
                             "arms": [dataclasses.asdict(a) for a in study.arms],
-                            "corpus_mb": study.corpus_mb})
+                            "corpus_mb": study.corpus_mb}, overwrite=overwrite)
   shards = prepare(corpus, work_dir, study, opts["vocab_size"])
   per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
   study = studies.equalize_tokens(study, per_sequence)

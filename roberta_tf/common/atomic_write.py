@@ -4,21 +4,75 @@ Everything that a later stage (or a user) takes as finished -- config.json, data
 vocab files, checkpoints' model dirs, SavedModels, results -- is written here: under a
 temporary name beside the target (same filesystem, so the rename is atomic), then renamed over
 it. An exception (disk full, Ctrl-C) removes the temporary and leaves an existing target as it
-was. Temporary names are `<target>.tmp-<pid>` so that concurrent writers never share one.
+was; a failure to write raises WriteError naming the target, not the temporary. Temporary
+names are `<target>.tmp-<pid>` so that concurrent writers never share one; what a killed
+process left (kill -9: no cleanup ran) is removed by the next write of the same target, once
+its pid is no longer alive (a live writer's temporary is never touched).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from typing import Any
 
+from roberta_tf.common import error_text
+
+
+class WriteError(OSError):
+  """Writing `filename` failed (disk full, file-size limit, permissions): `filename` is the
+  final path, whatever temporary name the writer used."""
+
 
 def _tmp_name(path: str) -> str:
   return f"{os.path.normpath(path)}.tmp-{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # EPERM: alive, another user's
+    return True
+  return True
+
+
+def remove_stale_temps(path: str) -> list[str]:
+  """Removes `<path>.tmp-<pid>` files or directories whose writer is gone (its pid is not
+  alive; this process's own pid is left to its writer). Returns what was removed."""
+  path = os.path.normpath(path)
+  removed = []
+  for tmp in glob.glob(glob.escape(path) + ".tmp-*"):
+    m = re.fullmatch(r"\.tmp-(\d+)", tmp[len(path):])
+    if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+      continue
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
+    else:
+      with contextlib.suppress(OSError):
+        os.remove(tmp)
+    removed.append(tmp)
+  return removed
+
+
+def _as_write_error(e: BaseException, tmp: str, path: str) -> BaseException:
+  """`e` as a WriteError naming `path` when it is about the temporary `tmp`, else `e`."""
+  if not isinstance(e, Exception) or tmp not in str(e) and getattr(e, "filename", None) != tmp:
+    return e
+  if not (isinstance(e, OSError) or error_text.is_tf_error(e)):
+    return e
+  if error_text.is_disk_full(e):
+    code = errno.EFBIG if "File too large" in str(e) else errno.ENOSPC
+  else:
+    code = getattr(e, "errno", None) or errno.EIO
+  return WriteError(code, error_text.one_line(e).replace(tmp, path), path)
 
 
 def _umask() -> int:
@@ -41,16 +95,20 @@ def atomic_path(path: str, *, umask_mode: bool = False) -> Iterator[str]:
   umask_mode: give the file the mode `open()` gives a new file (0666 less the umask), for
     writers that create private files (safetensors writes 0600).
   """
+  remove_stale_temps(path)
   tmp = _tmp_name(path)
   try:
     yield tmp
     if umask_mode:
       os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     with contextlib.suppress(OSError):
       os.remove(tmp)
-    raise
+    failure = _as_write_error(e, tmp, path)
+    if failure is e:
+      raise
+    raise failure from e
 
 
 @contextlib.contextmanager
@@ -90,14 +148,18 @@ def atomic_dir(path: str) -> Iterator[str]:
   """Yields a fresh temporary directory; when the block succeeds it replaces `path` (an
   existing directory there is removed first), else it is deleted."""
   path = os.path.normpath(path)
+  remove_stale_temps(path)
   tmp = _tmp_name(path)
   shutil.rmtree(tmp, ignore_errors=True)
   os.makedirs(tmp)
   try:
     yield tmp
-  except BaseException:
+  except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
-    raise
+    failure = _as_write_error(e, tmp, path)
+    if failure is e:
+      raise
+    raise failure from e
   if os.path.isdir(path):
     shutil.rmtree(path)
   os.replace(tmp, path)

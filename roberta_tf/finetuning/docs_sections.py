@@ -112,7 +112,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from absl import app, flags  # pylint: disable=ungrouped-imports
+  from absl import flags  # pylint: disable=ungrouped-imports
+
+  from roberta_tf.common import cli
   flags.DEFINE_string("corpus", None, "The docs corpus: JSONL of {\"text\", \"source\"} "
                       "(e.g. the project's ../shared/corpora/python-docs.jsonl.gz).")
   flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
@@ -120,4 +122,4 @@ if __name__ == "__main__":
   flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.")
   flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.")
   flags.mark_flags_as_required(["corpus", "output_dir"])
-  app.run(main)
+  cli.run(main)

@@ -25,6 +25,7 @@ import shutil
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write
+from roberta_tf.models import checkpoint_files
 from roberta_tf.models.config import ConfigError, RobertaConfig
 from roberta_tf.models.pretrainer import RobertaPretrainer
 
@@ -60,20 +61,49 @@ def read_config(model_dir: str) -> RobertaConfig:
 
 
 def latest_checkpoint(model_dir: str) -> str:
-  """The prefix of the newest checkpoint in `model_dir`, or a clear error if there is none."""
-  prefix = tf.train.latest_checkpoint(model_dir)
-  if prefix is None:
-    raise ModelDirError(f"no TF checkpoint in {model_dir!r} (expected a 'checkpoint' index file "
-                        f"and {CHECKPOINT_NAME}-N.index, as tf.train.CheckpointManager writes)")
+  """The prefix of the newest checkpoint in `model_dir`, or a clear error.
+
+  Read from the files on disk (checkpoint_files), so a model dir without its `checkpoint`
+  index file still has one. A damaged newest checkpoint (a file missing or truncated) is an
+  error naming the file and the newest complete one to pass as --checkpoint instead: the
+  caller asked for the newest, and silently reading an older one would be a wrong answer.
+  """
+  steps = checkpoint_files.steps_on_disk(model_dir)
+  if not steps:
+    if not os.path.isdir(model_dir):
+      raise ModelDirError(f"{model_dir!r} is not a directory (expected a model dir: config.json "
+                          f"and {CHECKPOINT_NAME}-N checkpoint files)")
+    raise ModelDirError(f"no TF checkpoint in {model_dir!r} (expected {CHECKPOINT_NAME}-N.index "
+                        f"and {CHECKPOINT_NAME}-N.data-* files, as tf.train.CheckpointManager "
+                        "writes)")
+  prefix = checkpoint_files.prefix_of(model_dir, steps[-1])
+  what = checkpoint_files.problem(prefix)
+  if what:
+    raise ModelDirError(checkpoint_files.damaged_message(prefix, what))
   return prefix
+
+
+def check_checkpoint(prefix: str) -> None:
+  """Raises ModelDirError unless `prefix` names a complete checkpoint (its files are there)."""
+  if os.path.isdir(prefix):
+    raise ModelDirError(f"checkpoint {prefix!r} is a directory; give a checkpoint prefix such as "
+                        f"{os.path.join(prefix, CHECKPOINT_NAME)}-N")
+  if not tf.io.gfile.exists(prefix + ".index") and not checkpoint_files.files_of(prefix):
+    directory = os.path.dirname(prefix) or "."
+    raise ModelDirError(f"checkpoint {prefix!r} not found (no {prefix}.index; give a prefix "
+                        f"such as {os.path.join(directory, CHECKPOINT_NAME)}-N)")
+  what = checkpoint_files.problem(prefix)
+  if what:
+    raise ModelDirError(checkpoint_files.damaged_message(prefix, what))
 
 
 def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
   """Restores the "model" key of a checkpoint into `pretrainer`; every model variable must match.
 
   Raises:
-    ModelDirError: the checkpoint is unreadable, lacks some of the model's variables, or has
-      a variable of another shape (the TF message names both shapes).
+    ModelDirError: the checkpoint is unreadable (damaged: the message names its files), lacks
+      some of the model's variables, or has a variable of another shape (the TF message names
+      both shapes).
   """
   try:
     status = tf.train.Checkpoint(model=pretrainer).restore(checkpoint_prefix)
@@ -85,6 +115,10 @@ def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
     listed = ", ".join(f"{name} {shape}" for name, shape in missing) or str(e)[:500]
     raise ModelDirError(f"checkpoint {checkpoint_prefix} lacks variables of the model built from "
                         f"its config ({pretrainer.config}): {listed}") from e
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:
+    # IndexError: TF's CheckpointReader on a short data file ("Read less bytes than requested").
+    raise ModelDirError(checkpoint_files.damaged_message(
+        checkpoint_prefix, checkpoint_files.read_problem(checkpoint_prefix, e))) from e
   except (tf.errors.OpError, ValueError) as e:
     raise ModelDirError(f"checkpoint {checkpoint_prefix} does not fit the model built from its "
                         f"config ({pretrainer.config}): {e}") from e
@@ -102,10 +136,9 @@ def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPr
     A RobertaPretrainer built from config.json with the checkpoint's weights.
   """
   config = read_config(model_dir)
+  if checkpoint:
+    check_checkpoint(checkpoint)
   prefix = checkpoint or latest_checkpoint(model_dir)
-  if checkpoint and not tf.io.gfile.exists(checkpoint + ".index"):
-    raise ModelDirError(f"checkpoint {checkpoint!r} not found (no {checkpoint}.index; give a "
-                        f"prefix such as {os.path.join(model_dir, CHECKPOINT_NAME)}-N)")
   pretrainer = RobertaPretrainer(config, dtype=dtype)
   restore(pretrainer, prefix)
   return pretrainer

@@ -4,10 +4,20 @@ Only the chief's checkpoints count. In multi-worker training every worker must t
 save, so the others save into ``model_dir/workertemp_<task id>``, deleted after each save (the
 pattern of the TF multi-worker guide). A checkpoint is never written while a weight is
 non-finite.
+
+A run is never lost: `Checkpointer.restore_latest` resumes from the newest *complete*
+checkpoint on disk (models/checkpoint_files.py), rebuilding the `checkpoint` index file when it
+is missing or names a damaged checkpoint, and moving a damaged newer checkpoint's files into
+`damaged/` (so the resumed run never overwrites them); with checkpoint files but none complete it
+refuses. `DirectoryLock` keeps a second training process out of a model dir, which is what makes
+removing a killed save's leftovers (`ckpt-N_temp/`) safe. A failed save (disk full) names the
+checkpoint and the newest complete one.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
 import shutil
@@ -15,9 +25,46 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from roberta_tf.common import error_text
+from roberta_tf.models import checkpoint_files
+
 
 class NonFiniteWeightsError(RuntimeError):
   """Raised instead of saving a checkpoint that would hold NaN or Inf weights."""
+
+
+class CheckpointError(RuntimeError):
+  """A model dir's checkpoints cannot be resumed or written (the message names the files)."""
+
+
+class DirectoryLock:
+  """An exclusive lock on a directory (flock on the directory itself: no file is created) for
+  the life of a training run; a second process gets CheckpointError instead of two runs
+  writing (and garbage-collecting) the same checkpoints. Where the file system has no flock
+  (some network mounts) it locks nothing."""
+
+  def __init__(self, directory: str, what: str = "--model_dir"):
+    self.directory, self.what, self._fd = directory, what, None
+
+  def __enter__(self) -> DirectoryLock:
+    os.makedirs(self.directory, exist_ok=True)
+    self._fd = os.open(self.directory, os.O_RDONLY)
+    try:
+      fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        os.close(self._fd)
+        self._fd = None
+        raise CheckpointError(f"{self.what}={self.directory} is in use by another training "
+                              "process (it holds the directory's lock); wait for it to finish, "
+                              f"or use another {self.what}") from e
+      # ENOLCK / EINVAL: no flock here; go on unlocked.
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._fd is not None:
+      os.close(self._fd)  # releases the lock
+      self._fd = None
 
 
 def weights_finite(model) -> bool:
@@ -74,6 +121,7 @@ class Checkpointer:
     self.items = dict(items)
     self.checkpoint = tf.train.Checkpoint(**items)
     self.is_chief = is_chief
+    self.keep = keep
     self.directory = worker_dir(model_dir, is_chief, task_id)
     self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
@@ -87,12 +135,62 @@ class Checkpointer:
   def latest(self) -> str | None:
     return tf.train.latest_checkpoint(self.directory) if self.is_chief else None
 
-  def restore_latest(self, chief_dir: str | None = None) -> str | None:
-    """Restores the newest checkpoint of the chief's directory; returns its path or None."""
-    path = tf.train.latest_checkpoint(chief_dir or self.directory)
-    if path:
-      restore_checkpoint(self.items, path)
-    return path
+  def restore_latest(self, chief_dir: str | None = None, log=print) -> str | None:
+    """Restores the newest complete checkpoint of the chief's directory; returns its prefix,
+    or None when the directory holds no checkpoint file at all (a fresh run).
+
+    The chief also repairs what it found (see the module docstring) and `log`s what it used
+    and why. Non-chief workers read the same files and never change them.
+
+    Raises:
+      CheckpointError: checkpoint files are there but none is complete and readable.
+    """
+    directory = chief_dir or self.directory
+    steps = checkpoint_files.steps_on_disk(directory)
+    if not steps:
+      return None
+    listed = checkpoint_files.index_steps(directory)
+    skipped = []  # (prefix, what is wrong), newest first
+    for step in reversed(steps):
+      prefix = checkpoint_files.prefix_of(directory, step)
+      what = checkpoint_files.problem(prefix)
+      if what is None:
+        try:
+          restore_checkpoint(self.items, prefix)
+        except checkpoint_files.CheckpointDamagedError as e:
+          what = str(e)
+        else:
+          if self.is_chief:
+            self._repair(directory, prefix, listed, skipped, log)
+          return prefix
+      skipped.append((prefix, what))
+    raise CheckpointError(
+        f"--model_dir={directory} holds checkpoint files but no complete checkpoint ("
+        + "; ".join(f"{os.path.basename(p)}: {w}" for p, w in skipped)
+        + "): restore the files, or pass --overwrite to start over (it deletes them)")
+
+  def _repair(self, directory, prefix, listed, skipped, log) -> None:
+    """After resuming from `prefix`: damaged newer checkpoints go to damaged/, and the index
+    file is rebuilt from the disk when it was missing or did not name `prefix` as the newest."""
+    name = os.path.basename(prefix)
+    for bad, what in skipped:
+      dest = checkpoint_files.move_aside(bad)
+      log(f"warning: {os.path.basename(bad)} is damaged ({what}); moved its files to {dest}")
+    if skipped or listed is None or not listed or listed[-1] != checkpoint_files.step_of(prefix):
+      why = ("its newest checkpoint was damaged" if skipped else
+             "the 'checkpoint' index file was missing" if listed is None else
+             "the 'checkpoint' index file did not name the newest checkpoint on disk")
+      names = checkpoint_files.rebuild_index(directory, self.keep)
+      log(f"note: {why}: rebuilt the index from the files on disk ({', '.join(names)}); "
+          f"resuming from {name}, the newest complete checkpoint")
+      # A manager reads the index when built: this one knows the checkpoints it may rotate out.
+      self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
+                                                max_to_keep=self.keep, checkpoint_name="ckpt")
+
+  def remove_stale_temps(self) -> list[str]:
+    """Removes a killed save's leftovers (ckpt-N_temp/, ...) from the chief's directory. Only
+    while holding its DirectoryLock: then no other process is writing there."""
+    return checkpoint_files.remove_stale_temps(self.directory) if self.is_chief else []
 
   def restore(self, path: str) -> None:
     restore_checkpoint(self.items, path)
@@ -102,9 +200,20 @@ class Checkpointer:
     if not weights_finite(self.model):
       raise NonFiniteWeightsError(f"refusing to save step {step}: the model has non-finite weights")
     os.makedirs(self.directory, exist_ok=True)
-    path = self.manager.save(checkpoint_number=step)  # every worker must take part
-    if not self.is_chief:
-      shutil.rmtree(self.directory, ignore_errors=True)
+    try:
+      path = self.manager.save(checkpoint_number=step)  # every worker must take part
+    except (OSError, tf.errors.OpError) as e:
+      if self.is_chief:  # what the failed save left is ours (the DirectoryLock): remove it
+        checkpoint_files.remove_stale_temps(self.directory)
+      target = checkpoint_files.prefix_of(self.directory, step)
+      why = (error_text.disk_full_text(e, target) if error_text.is_disk_full(e)
+             else f"cannot write {target}: {error_text.one_line(e)}")
+      raise CheckpointError(f"{why}; the newest complete checkpoint is "
+                            f"{checkpoint_files.newest_complete(self.directory) or '(none)'}, "
+                            "which the same command resumes from") from e
+    finally:
+      if not self.is_chief:
+        shutil.rmtree(self.directory, ignore_errors=True)
     return path
 
 
@@ -119,7 +228,15 @@ def restore_checkpoint(items: dict, path: str) -> None:
 
   Raises:
     AssertionError (TF's) when a required object has no value in the checkpoint.
+    checkpoint_files.CheckpointDamagedError: the files cannot be read (truncated, corrupt);
+      the message names them.
   """
-  names = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
-  kept = {k: v for k, v in items.items() if k in names or k not in OPTIONAL_ITEMS}
-  tf.train.Checkpoint(**kept).restore(path).assert_existing_objects_matched()
+  try:
+    names = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
+    kept = {k: v for k, v in items.items() if k in names or k not in OPTIONAL_ITEMS}
+    tf.train.Checkpoint(**kept).restore(path).assert_existing_objects_matched()
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,
+          IndexError) as e:
+    # IndexError: TF's CheckpointReader on a short data file ("Read less bytes than requested").
+    raise checkpoint_files.CheckpointDamagedError(
+        checkpoint_files.read_problem(path, e)) from e

@@ -14,8 +14,9 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline, unigram
+from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data import masking as masking_lib
+from roberta_tf.data import unigram as unigram_lib
 from roberta_tf.training.losses import mlm_sums, nsp_sums
 from roberta_tf.training.objectives import model_inputs
 from roberta_tf.training.train_config import TrainConfig
@@ -135,7 +136,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
                         max_seq_len: int | None = None, eval_steps: int = 0,
                         seed: int | None = None,
                         masking: masking_lib.MaskingConfig | None = None,
-                        strategy: tf.distribute.Strategy | None = None) -> dict:
+                        strategy: tf.distribute.Strategy | None = None,
+                        unigram: bool = True) -> dict:
   """MLM loss, perplexity and masked-token accuracy of a checkpoint on a shard split.
 
   The masks are a pure function of the seed and each record's place (epoch 0), independent of
@@ -151,6 +153,7 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
     max_seq_len / seed / masking: default to the training run's (config.json "training"),
       else to the shards' max_seq_len, 0 and MaskingConfig().
     eval_steps: batches to evaluate (0: the whole split once).
+    unigram: also score the unigram baseline (see `_unigram_table`).
   Returns:
     {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}, and
     "unigram_perplexity" of the same targets when a train split is found (beside the eval
@@ -177,24 +180,34 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
                                   max_seq_len=max_seq_len, masking=masking, model_config=config,
                                   seed=seed, shuffle_buffer=0, input_context=ctx)
   dataset = strategy.distribute_datasets_from_function(eval_fn)
-  unigram_lp = _unigram_table(model_dir, eval_data, info, config.vocab_size)
+  unigram_lp = _unigram_table(model_dir, eval_data, info, config.vocab_size) if unigram else None
   metrics = Evaluator(strategy, model, unigram_log_probs=unigram_lp)(dataset, eval_steps)
   metrics["checkpoint"] = prefix
   return metrics
 
 
 def _unigram_table(model_dir: str, eval_data: str, info: dict, vocab_size: int):
-  """Unigram log-probs from the train split beside the eval split, else the run's train data."""
-  sources = [eval_data]
-  try:
-    with tf.io.gfile.GFile(os.path.join(model_dir, "config.json"), "r") as f:
-      sources.append(json.load(f).get("data", {}).get("train"))
-  except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError):
-    pass
-  for source in sources:
+  """Unigram log-probs from the train split beside the eval split; only where there is none
+  there, from the run's recorded train data (config.json); None when neither exists.
+
+  Raises:
+    unigram_lib.DamagedShardError: a shard of the chosen train split is damaged (never a
+      silent fall back to another directory, nor a count from a truncated shard).
+  """
+  source = eval_data if "train" in info.get("splits", {}) else None
+  if source is None:
     try:
-      if source and "train" in dataset_info.read(source).get("splits", {}):
-        return unigram.train_log_probs(source, vocab_size, info["special_ids"].values())
-    except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError):
-      continue
-  return None
+      with tf.io.gfile.GFile(os.path.join(model_dir, "config.json"), "r") as f:
+        recorded = json.load(f).get("data", {}).get("train")
+      if recorded and "train" in dataset_info.read(recorded).get("splits", {}):
+        source = recorded
+    except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError,
+            dataset_info.DatasetInfoError):
+      return None
+  if source is None:
+    return None
+  try:
+    return unigram_lib.train_log_probs(source, vocab_size, info["special_ids"].values())
+  except unigram_lib.DamagedShardError as e:
+    raise unigram_lib.DamagedShardError(
+        f"unigram baseline: {e}, or pass --nounigram to evaluate without it") from e

@@ -9,15 +9,18 @@ bookkeeping (config.json, the vocabulary files, resume checks). run.py owns the 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
+import shutil
 
 import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import dataset_info, packings, pipeline, unigram, vocab_info
+from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization.vocab_files import copy_vocab_files
-from roberta_tf.training import evaluation, flops
+from roberta_tf.training import checkpointing, evaluation, flops
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.objectives import MlmObjective
@@ -104,7 +107,7 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   or data, the resumed run reads a different stream than an uninterrupted one would have (it
   still trains, but is no longer exact). Replicas and accumulation steps may change freely.
   """
-  if not tf.train.latest_checkpoint(cfg.model_dir):
+  if not checkpoint_files.steps_on_disk(cfg.model_dir):
     return
   before = evaluation.training_config(cfg.model_dir)
   if before is None:
@@ -119,11 +122,19 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
 def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig, info: dict):
   """The train split's unigram log-probabilities [V] (the plateau baseline), or None.
 
-  `info` is the train data's dataset_info.json, as `run.train` already read it.
+  `info` is the train data's dataset_info.json, as `run.train` already read it. A damaged train
+  shard is an error here, before the first step reaches it (unigram.DamagedShardError names
+  it); with --skip_corrupt_shards it is reported and left out of the count, as training skips it.
   """
+  on_damaged = None
+  if cfg.skip_corrupt_shards:
+    on_damaged = lambda message: summaries_lib.log(f"warning: unigram baseline: {message}")
   try:
     return unigram.train_log_probs(cfg.train_data, model_config.vocab_size,
-                                   info["special_ids"].values())
+                                   info["special_ids"].values(), on_damaged=on_damaged)
+  except unigram.DamagedShardError as e:
+    raise unigram.DamagedShardError(f"{e}, or pass --skip_corrupt_shards to train without it") \
+        from e
   except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError) as e:
     summaries_lib.log(f"warning: no unigram baseline ({e})")
     return None
@@ -176,7 +187,7 @@ def check_resumable(model_dir: str, model_config) -> None:
   Checked before config.json is rewritten, so a wrong --config/--init_from never leaves the old
   checkpoints beside a config.json that does not describe them. Dropout may change.
   """
-  if not tf.train.latest_checkpoint(model_dir):
+  if not checkpoint_files.steps_on_disk(model_dir):
     return
   try:
     old = model_dir_lib.read_config(model_dir)
@@ -191,6 +202,43 @@ def check_resumable(model_dir: str, model_config) -> None:
         f"--model_dir={model_dir!r} holds checkpoints of another model ("
         + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
         + "): use a new --model_dir, or the --config/--init_from it was trained with")
+
+
+# What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json
+# and the vocab files are written again by the run).
+_RUN_OUTPUTS = ("ckpt-*", checkpoint_files.INDEX_FILE, checkpoint_files.INDEX_FILE + ".tmp*",
+                checkpoint_files.DAMAGED_DIR, "train", "eval", "workertemp_*")
+
+
+def clean_model_dir(cfg: TrainConfig, log) -> None:
+  """On the chief, holding the model dir's lock, before anything is written there: with
+  --overwrite deletes the earlier run's checkpoints and logs; else removes what a killed save
+  left (ckpt-N_temp/) and refuses a dir whose checkpoint files hold no complete checkpoint
+  (before config.json is rewritten). The restore itself (Checkpointer.restore_latest) picks
+  the newest complete checkpoint and says why."""
+  if cfg.overwrite:
+    removed = [p for pattern in _RUN_OUTPUTS
+               for p in glob.glob(os.path.join(glob.escape(cfg.model_dir), pattern))]
+    for path in removed:
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    if removed:
+      log(f"--overwrite: deleted {len(removed)} checkpoint files and log directories of the "
+          f"earlier run in {cfg.model_dir}")
+    return
+  stale = checkpoint_files.remove_stale_temps(cfg.model_dir)
+  if stale:
+    log(f"removed what an interrupted save left in {cfg.model_dir}: {', '.join(stale)}")
+  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
+  if steps and checkpoint_files.newest_complete(cfg.model_dir) is None:
+    problems = "; ".join(
+        f"ckpt-{s}: {checkpoint_files.problem(checkpoint_files.prefix_of(cfg.model_dir, s))}"
+        for s in reversed(steps))
+    raise checkpointing.CheckpointError(
+        f"--model_dir={cfg.model_dir} holds checkpoint files but no complete checkpoint "
+        f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
 
 
 def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,

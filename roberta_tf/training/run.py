@@ -1,7 +1,8 @@
 """The pretraining run: strategy, data, model, resume, the step loop, eval, checkpoints, summaries.
 
 `train(config)` is what `python -m roberta_tf.train` calls. The loop:
-  resume from model_dir's latest checkpoint (else --init_from, else random init)
+  resume from model_dir's newest complete checkpoint (else --init_from, else random init;
+    never start over in a model dir that holds checkpoint files unless --overwrite)
   → for each step: Trainer.train_step (accumulation over micro-batches, one update)
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy
@@ -15,6 +16,7 @@ steps), saves and evals: step outputs stay tensors until then (no per-step sync)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -65,6 +67,8 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
     TrainingError: ``max_bad_steps`` non-finite steps in a row (after restoring the last good
       checkpoint), or a save refused because a weight is non-finite.
     ValueError / DatasetInfoError / ModelDirError: bad configuration or data (names the flag).
+    checkpointing.CheckpointError: another process trains in model_dir, its checkpoint files
+      hold no complete checkpoint, or a save failed (disk full); names the files.
   """
   cfg.validate()
   # The strategy first: multi-worker must configure collectives before TF initializes.
@@ -73,29 +77,33 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
     tf.config.experimental.enable_op_determinism()
   keras.utils.set_random_seed(cfg.seed)
   chief = strategy_lib.is_chief(strategy)
+  # The chief holds the model dir's lock for the whole run: no second process writes there.
+  with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
+    if chief:
+      task.clean_model_dir(cfg, summaries_lib.log)
+    info = dataset_info.read(cfg.train_data)
+    model_config = task.resolve_model_config(cfg, info)
+    task.check_resumable(cfg.model_dir, model_config)
+    if chief:
+      task.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
 
-  info = dataset_info.read(cfg.train_data)
-  model_config = task.resolve_model_config(cfg, info)
-  task.check_resumable(cfg.model_dir, model_config)
-  if chief:
-    task.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
-
-  trainer = task.build_trainer(cfg, strategy, model_config)
-  model, opt = trainer.model, trainer.optimizer
-  ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
-                                                    **trainer.checkpoint_items()},
-                                    keep=cfg.keep_checkpoints, is_chief=chief,
-                                    task_id=strategy_lib.task_id(strategy))
-  try:
-    return _run(cfg, strategy, chief, info, model_config, trainer, ckpt)
-  finally:
-    ckpt.close()
+    trainer = task.build_trainer(cfg, strategy, model_config)
+    model, opt = trainer.model, trainer.optimizer
+    ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
+                                                      **trainer.checkpoint_items()},
+                                      keep=cfg.keep_checkpoints, is_chief=chief,
+                                      task_id=strategy_lib.task_id(strategy))
+    try:
+      return _run(cfg, strategy, chief, info, model_config, trainer, ckpt)
+    finally:
+      ckpt.close()
 
 
 def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
   """The loop of `train`: resume, data, evals, steps, logs, saves."""
   model = trainer.model
-  resumed = ckpt.restore_latest(chief_dir=cfg.model_dir)
+  resumed = None if cfg.overwrite else ckpt.restore_latest(chief_dir=cfg.model_dir,
+                                                          log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(trainer.step.numpy())}")
   elif cfg.init_from:
@@ -143,7 +151,7 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
 
   def save(step):
     try:
-      path = ckpt.save(step)
+      path = ckpt.save(step)  # a failed write raises CheckpointError naming the files
     except checkpointing.NonFiniteWeightsError as e:
       raise TrainingError(f"{e}; the last good checkpoint is {ckpt.latest}") from e
     if chief:
@@ -189,7 +197,8 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
         save(step)
       if stop_now:
         where = "" if stop.signalled_here else " (to another worker)"
-        summaries_lib.log(f"SIGTERM{where}: saved step {step}; exiting cleanly")
+        summaries_lib.log(f"{sigterm.name or 'SIGTERM'}{where}: saved step {step}; exiting "
+                          "cleanly (the same command resumes)")
         stopped = True
         break
   if not stopped:

@@ -47,6 +47,7 @@ class TrainConfig:
   # Bookkeeping.
   checkpoint_every: int = 1000
   keep_checkpoints: int = 3
+  overwrite: bool = False            # start over: delete model_dir's checkpoints and logs
   eval_every: int = 0                # 0: only at the end
   eval_steps: int = 0                # 0: the whole eval split
   log_every: int = 100
@@ -84,6 +85,8 @@ class TrainConfig:
         (self.shuffle_buffer >= 0, f"--shuffle_buffer must be >= 0, got {self.shuffle_buffer}"),
         (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
         (bool(self.model_dir), "--model_dir is required"),
+        (not os.path.exists(self.model_dir) or os.path.isdir(self.model_dir),
+         f"--model_dir={self.model_dir} exists and is not a directory"),
         (bool(self.train_data), "--train_data is required"),
     ]
     for ok, message in checks:
