@@ -269,11 +269,12 @@ def main(argv):
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
   code = code_hash()
   stop = FLAGS.stop_after or FLAGS.train_steps
-  # Seed-major, and LRs with fewer seeds (the record's) after the others of their seed: a
-  # partial run already covers every corpus and the main LRs.
-  order = sorted(rates, key=lambda lr: -rates[lr])
-  jobs = [(name, lr, seed, side) for seed in range(FLAGS.seeds) for lr in order
-          for name in loaded if seed < rates[lr] for side in FLAGS.sides]
+  # Each LR's seeds spread evenly over the run (LR:K with few seeds, the record's, near the
+  # end), so that a partial run already covers every corpus and the main LRs.
+  order = list(rates)
+  jobs = sorted(((name, lr, seed, side) for lr in order for seed in range(rates[lr])
+                 for name in loaded for side in FLAGS.sides),
+                key=lambda j: ((j[2] + 1) / rates[j[1]], order.index(j[1]), j[2]))
   todo = [j for j in jobs if not os.path.exists(record_path(work_dir, *j))]
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
