@@ -1,0 +1,78 @@
+"""`TransformerLayer` on its own: the harness's checks, the post-LN math against NumPy, masking."""
+
+import math
+
+import numpy as np
+import pytest
+
+from roberta_tf.models.transformer_layer import TransformerLayer
+from tests.layer_testing import run_layer_test
+
+B, S, H, A, F = 2, 6, 32, 4, 64
+KWARGS = {"num_heads": A, "intermediate_size": F}
+
+
+def _inputs(seed=0, lengths=(6, 4)):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(B, S, H)).astype(np.float32)
+  mask = (np.arange(S)[None, :] < np.array(lengths)[:, None]).astype(np.int32)
+  return x, mask
+
+
+def _layer_norm(x, gamma, beta, eps=1e-5):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def _reference(layer, x, mask):
+  """The layer's math in float64 NumPy from its weights (HF RobertaLayer, eval mode)."""
+  w = {v.path.split("/", 1)[1]: np.asarray(v, np.float64) for v in layer.weights}
+  dense = lambda t, name: t @ w[f"{name}/kernel"] + w[f"{name}/bias"]
+  heads = lambda t: t.reshape(B, S, A, H // A).transpose(0, 2, 1, 3)
+  q, k, v = (heads(dense(x, n)) for n in ("query", "key", "value"))
+  scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(H // A) - 1e9 * (1 - mask)[:, None, None, :]
+  probs = np.exp(scores - scores.max(-1, keepdims=True))
+  probs /= probs.sum(-1, keepdims=True)
+  context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, S, H)
+  a = _layer_norm(x + dense(context, "attention_output"), w["attention_layer_norm/gamma"],
+                  w["attention_layer_norm/beta"])
+  inner = dense(a, "intermediate_dense")
+  inner = 0.5 * inner * (1 + np.vectorize(math.erf)(inner / math.sqrt(2)))  # exact GELU
+  return _layer_norm(a + dense(inner, "output_dense"), w["output_layer_norm/gamma"],
+                     w["output_layer_norm/beta"])
+
+
+def test_layer_contract():
+  # q, k, v, attention_output, intermediate_dense, output_dense (kernel + bias); 2 LayerNorms.
+  run_layer_test(TransformerLayer, KWARGS, _inputs(), expected_output_shape=(B, S, H),
+                 expected_num_trainable_weights=16)
+
+
+def test_post_layer_norm_math_equals_numpy():
+  x, mask = _inputs(1)
+  layer = TransformerLayer(**KWARGS)
+  out = np.asarray(layer(x, mask))
+  np.testing.assert_allclose(out, _reference(layer, x.astype(np.float64), mask), atol=2e-5)
+
+
+def test_pads_are_masked_as_keys_only():
+  x, mask = _inputs(2)
+  layer = TransformerLayer(**KWARGS)
+  out = np.asarray(layer(x, mask))
+  noisy = x.copy()
+  noisy[1, 4:] = 100.0  # garbage under the pads of row 1
+  np.testing.assert_allclose(np.asarray(layer(noisy, mask))[1, :4], out[1, :4], atol=1e-5)
+
+
+def test_dropout_only_in_training():
+  x, mask = _inputs(3)
+  layer = TransformerLayer(**KWARGS, dropout=0.5, attention_dropout=0.5)
+  a, b = np.asarray(layer(x, mask)), np.asarray(layer(x, mask, training=False))
+  np.testing.assert_array_equal(a, b)
+  assert np.abs(np.asarray(layer(x, mask, training=True)) - a).max() > 1e-3
+
+
+def test_hidden_size_must_divide_into_heads():
+  with pytest.raises(ValueError, match="not divisible by num_heads=5"):
+    TransformerLayer(num_heads=5, intermediate_size=F)(*_inputs())
