@@ -84,9 +84,9 @@ def disk_full_text(e: BaseException, path: str | None = None) -> str:
   """`no space left on the device writing <path>` (or the file-size limit), plus what to do."""
   path = path or getattr(e, "filename", None) or path_in(str(e)) or "a file"
   limit = "File too large" in str(e) or (isinstance(e, OSError) and e.errno == errno.EFBIG)
-  why = ("the file-size limit (ulimit -f) was reached" if limit
-         else "no space left on the device")
-  return f"cannot write {final_paths(str(path))}: {why}; free space and run the same command again"
+  why = ("the file-size limit (ulimit -f) was reached; raise it" if limit
+         else "no space left on the device; free space")
+  return f"cannot write {final_paths(str(path))}: {why} and run the same command again"
 
 
 def one_line(e: BaseException) -> str:

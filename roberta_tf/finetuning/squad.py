@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -51,17 +52,30 @@ class SquadExample:
   is_impossible: bool
 
 
-def read_squad(path: str, require_answers: bool = True) -> tuple[list[SquadExample], bool]:
+def _line_of(raw: str, qid: str) -> int | None:
+  """The line of `raw` (the JSON text) where question `qid`'s "id" is, or None."""
+  m = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(qid)), raw)
+  return raw.count("\n", 0, m.start()) + 1 if m else None
+
+
+def read_squad(path: str, require_answers: bool = True, skip_bad: bool = False,
+               on_skip: Callable[[str], None] | None = None) -> tuple[list[SquadExample], bool]:
   """Reads a SQuAD JSON file; returns (examples, is_v2). v2 = some question has `is_impossible`.
+
+  Every answer's text must be at its `answer_start` in the context (else it would train the
+  span of other text). With `skip_bad` such an answer is dropped instead (`on_skip` gets the
+  message), and a question left without answers is dropped with it.
 
   Raises:
     SquadError: not SQuAD's {"data": [{"paragraphs": [{"context", "qas": [...]}]}]} layout, an
-      answer whose `answer_start` is outside its context, or (require_answers) an answerable
-      question without answers.
+      answer whose `answer_start` is outside its context or (unless skip_bad) does not point at
+      its text (the message names the file, line and question id), or (require_answers) an
+      answerable question without answers.
   """
   try:
     with tf.io.gfile.GFile(path, "r") as f:
-      data = json.load(f)
+      raw = f.read()
+    data = json.loads(raw)
   except (OSError, tf.errors.OpError, json.JSONDecodeError, UnicodeDecodeError) as e:
     raise SquadError(f"{path}: cannot read SQuAD JSON: {e}") from e
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
@@ -74,20 +88,35 @@ def read_squad(path: str, require_answers: bool = True) -> tuple[list[SquadExamp
         raise SquadError(f"{path}: a paragraph has no 'context' text")
       for qa in paragraph.get("qas", []):
         qid, question = str(qa.get("id")), qa.get("question")
+        where = lambda qid=qid: f"{path}:{_line_of(raw, qid) or '?'}: question {qid}"
         if not isinstance(question, str):
-          raise SquadError(f"{path}: question {qid} has no 'question' text")
+          raise SquadError(f"{where()} has no 'question' text")
         impossible = bool(qa.get("is_impossible", False))
         v2 = v2 or "is_impossible" in qa
-        answers = []
+        answers, dropped = [], 0
         for a in qa.get("answers", []):
           text, start = a.get("text"), a.get("answer_start")
           if not isinstance(text, str) or not isinstance(start, int) or not (
               0 <= start <= len(context) - len(text)):
-            raise SquadError(f"{path}: question {qid}: answer {a!r} does not fit its context "
+            raise SquadError(f"{where()}: answer {a!r} does not fit its context "
                              f"({len(context)} characters)")
+          if context[start:start + len(text)] != text:
+            found = context.find(text)
+            message = (f"{where()}: answer {text!r} is not at answer_start {start} (the context "
+                       f"reads {context[start:start + len(text)]!r} there"
+                       + (f"; the text occurs at {found}" if found >= 0 else "") + ")")
+            if not skip_bad:
+              raise SquadError(f"{message}: fix answer_start, or pass --skip_bad_examples to "
+                               "skip such answers")
+            dropped += 1
+            if on_skip is not None:
+              on_skip(message)
+            continue
           answers.append((text, start))
+        if dropped and not answers and not impossible:
+          continue  # every answer was bad: the question goes too (skip_bad)
         if require_answers and not impossible and not answers:
-          raise SquadError(f"{path}: question {qid} is answerable but has no answers")
+          raise SquadError(f"{where()} is answerable but has no answers")
         examples.append(SquadExample(qid, question, context, tuple(answers), impossible))
   if not examples:
     raise SquadError(f"{path}: no questions")

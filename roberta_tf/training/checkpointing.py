@@ -208,9 +208,9 @@ class Checkpointer:
       target = checkpoint_files.prefix_of(self.directory, step)
       why = (error_text.disk_full_text(e, target) if error_text.is_disk_full(e)
              else f"cannot write {target}: {error_text.one_line(e)}")
-      raise CheckpointError(f"{why}; the newest complete checkpoint is "
-                            f"{checkpoint_files.newest_complete(self.directory) or '(none)'}, "
-                            "which the same command resumes from") from e
+      newest = checkpoint_files.newest_complete(self.directory)
+      raise CheckpointError(f"{why} (it resumes from {newest}, the newest complete checkpoint)"
+                            if newest else f"{why} (no checkpoint was written yet)") from e
     finally:
       if not self.is_chief:
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -202,7 +202,8 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
         stopped = True
         break
   if not stopped:
-    save(step)
+    if step > start_step or not resumed:  # a resume at --train_steps has nothing new to save
+      save(step)
     summaries_lib.log(f"trained to step {step}: weights sha256 "
                       f"{checkpointing.weights_digest(model)[:16]}")
     run_eval(step)
