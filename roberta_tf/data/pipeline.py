@@ -189,7 +189,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
                  "records readable and valid where dataset_info.json lists", expected,
                  "(valid: <s> first, </s> last, at most", s, "ids in [0,", vocab.vocab_size,
                  ")" + ("; pair fields in range" if pairs else "") +
-                 "); rebuild it, or pass skip_corrupt_shards"]
+                 "); rebuild it (training can skip it: --skip_corrupt_shards)"]
       if config.skip_corrupt_shards:
         def note():
           tf.print("WARNING: skipped the damaged part of", *message[1:6],

@@ -16,6 +16,7 @@ reported and left out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -68,8 +69,8 @@ def token_counts(data_dir: str, vocab_size: int, special_ids, split: str = "trai
         problem = (f"shard {path} holds {records} records where {dataset_info.FILENAME} lists "
                    f"{expected}: it is truncated or was replaced; rebuild it")
     except tf.errors.OpError as e:
-      problem = (f"shard {path} is truncated or corrupt ({error_text.tf_message(e)}, after "
-                 f"{records} readable records); rebuild it")
+      why = re.sub(r"' failed with .*", "", error_text.tf_message(e))  # "truncated record at N"
+      problem = f"shard {path} is truncated or corrupt ({why}); rebuild it"
     if problem is not None:
       if on_damaged is None:
         raise DamagedShardError(problem)
