@@ -91,7 +91,7 @@ def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) 
       train_file=os.path.join(TASK, "train.jsonl"), eval_file=os.path.join(TASK, "dev.jsonl"),
       init_from=init_from, config=FLAGS.config, vocab_dir=FLAGS.vocab_dir,
       max_seq_len=FLAGS.max_seq_len, batch_size=16, epochs=epochs,
-      learning_rates=tuple(learning_rates), seed=seed, overwrite=True)
+      learning_rates=tuple(learning_rates), seed=seed, seeds=1, overwrite=True)
   return finetune_loop.finetune(cfg)
 
 

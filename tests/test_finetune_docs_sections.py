@@ -64,7 +64,7 @@ def test_pretrained_beats_random_init_on_docs_sections(pretrained, tmp_path, hf_
   model_dir, model_json = pretrained
   common = dict(task="classification", train_file=os.path.join(TASK, "train.jsonl"),
                 eval_file=os.path.join(TASK, "dev.jsonl"), vocab_dir=hf_tiny_dir,
-                max_seq_len=64, batch_size=16, epochs=2, learning_rate=1e-3)
+                max_seq_len=64, batch_size=16, epochs=2, learning_rate=1e-3, seeds=1)
   with_pretraining = finetune_loop.finetune(FinetuneConfig(
       model_dir=str(tmp_path / "pretrained"), init_from=model_dir, **common))
   from_scratch = finetune_loop.finetune(FinetuneConfig(

@@ -65,6 +65,10 @@ def exported(tmp_path_factory, hf_tiny_dir):
       "choice": tasks_lib.TaskInfo("multiple_choice", 48, num_choices=4),
       "qa": tasks_lib.TaskInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
                                max_answer_len=5, version_2=True, null_score_threshold=0.5),
+      # SQuAD v2 with the paper's answerability classifier deciding "no answer"
+      "qa_cls": tasks_lib.TaskInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+                                   max_answer_len=5, version_2=True, null_score_threshold=-0.01,
+                                   answer_classifier=True),
   }
   out = {}
   for name, info in infos.items():
@@ -99,6 +103,7 @@ def _spec(exported):
           "question": [e.question for e in choice_examples],
           "options": [list(e.options) for e in choice_examples]}),
       "qa": (dirs["qa"][1], "answer", {"question": questions, "context": contexts}),
+      "qa_cls": (dirs["qa_cls"][1], "answer", {"question": questions, "context": contexts}),
   }
   return spec, questions, contexts
 
@@ -135,14 +140,17 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   extra = zip(questions[-2:], contexts[-2:], strict=True)
   examples = list(qa_examples) + [squad.SquadExample(f"extra{i}", q, c, (), True)
                                   for i, (q, c) in enumerate(extra)]
-  task, outputs = _in_process_outputs(dirs["qa"][0], tasks_lib.ExtractiveQATask, examples)
-  task.evaluate(outputs)
-  predictions, nbest, nulls = task.predictions
-  assert [a.decode("utf-8") for a in got["qa/answer"]] == [predictions[e.id] for e in examples]
-  for i, e in enumerate(examples):
-    assert got["qa/null_score"][i] == pytest.approx(nulls[e.id], abs=1e-4)
-    if nbest[e.id]:
-      assert got["qa/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
+  for name in ("qa", "qa_cls"):
+    task, outputs = _in_process_outputs(dirs[name][0], tasks_lib.ExtractiveQATask, examples)
+    assert ("answerable_logits" in outputs[0]) == (name == "qa_cls")
+    task.evaluate(outputs)
+    predictions, nbest, nulls = task.predictions
+    assert [a.decode("utf-8") for a in got[f"{name}/answer"]] == [predictions[e.id]
+                                                                  for e in examples]
+    for i, e in enumerate(examples):
+      assert got[f"{name}/null_score"][i] == pytest.approx(nulls[e.id], abs=1e-4)
+      if nbest[e.id]:
+        assert got[f"{name}/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
 
 
 def test_session_loaders_match_tf2_loader(exported, tmp_path):

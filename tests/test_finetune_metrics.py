@@ -84,3 +84,20 @@ def test_squad_v1_evaluate_takes_the_best_gold_answer():
   out = squad_eval.evaluate(gold, {"a": "Broncos", "b": "in 1990"}, version_2=False)
   # a: EM 1 (vs "the Broncos"); b: EM 0, F1 2*(.5*1)/1.5
   assert out == pytest.approx({"exact_match": 50.0, "f1": 100 * (1 + 2 / 3) / 2, "total": 2.0})
+
+
+def test_squad_v2_keys_and_best_threshold_as_the_official_script():
+  gold = {"q1": ["cat"], "q2": ["dog"], "q3": [], "q4": [""]}
+  spans = {"q1": "cat", "q2": "bird", "q3": "x", "q4": "y"}   # each question's best span
+  na_scores = {"q1": -2.0, "q2": 0.5, "q3": 1.0, "q4": -1.0}  # higher: more likely no answer
+  predictions = {"q1": "cat", "q2": "", "q3": "", "q4": "y"}  # after the model's own decision
+  out = squad_eval.evaluate(gold, predictions, version_2=True, na_scores=na_scores,
+                            span_predictions=spans)
+  assert list(out) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+                       "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact",
+                       "best_exact_thresh", "best_f1", "best_f1_thresh", "exact_match"]
+  assert out["exact"] == out["exact_match"] == 50.0 and out["NoAns_exact"] == 50.0
+  # find_best_thresh: start at 2 (the unanswerable ones right); by na score: q1 +1 (3, best,
+  # threshold -2), q4 answered "y" -1, q2 wrong +0, q3 answered "x" -1.
+  assert out["best_exact"] == 75.0 and out["best_exact_thresh"] == -2.0
+  assert out["best_f1"] == 75.0 and out["best_f1_thresh"] == -2.0

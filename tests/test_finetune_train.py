@@ -42,7 +42,7 @@ def _config(data, tmp_path, task, **overrides):
   values = dict(task=task, model_dir=str(tmp_path / "out"), train_file=data[train],
                 eval_file=data[dev], init_from=data["pretrained"], max_seq_len=48, batch_size=16,
                 epochs=2, learning_rate=1e-3, text_fields=("sentence", "sentence2"),
-                max_query_len=12, doc_stride=16, max_answer_len=6)
+                max_query_len=12, doc_stride=16, max_answer_len=6, seeds=1)
   values.update(overrides)
   return FinetuneConfig(**values)
 
@@ -56,7 +56,7 @@ def _predict(model, task):
 def sweep(data, tmp_path_factory):
   """A two-rate sweep on the pair task (no dropout, so the mirrored run can match it)."""
   cfg = _config(data, tmp_path_factory.mktemp("sweep"), "classification",
-                learning_rates=(1e-7, 2e-3), epochs=4, dropout=0.0)
+                learning_rates=(1e-7, 2e-3), epochs=8, dropout=0.0)
   return cfg, finetune_loop.finetune(cfg)
 
 
@@ -64,13 +64,13 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   cfg, results = sweep
   runs = {r["learning_rate"]: r for r in results["runs"]}
   assert sorted(runs) == [1e-7, 2e-3]
-  assert results["learning_rate"] == 2e-3  # 1e-7 cannot move the model in 24 steps
+  assert results["learning_rate"] == 2e-3  # 1e-7 cannot move the model in 48 steps
   assert runs[2e-3]["metrics"]["accuracy"] > runs[1e-7]["metrics"]["accuracy"]
   assert results["accuracy"] >= 0.9  # the sentiment word decides the label
   assert results["metric"] == "accuracy" and sorted(results["runs"][0]["metrics"]) == [
       "accuracy", "f1", "mcc"]
   history = runs[2e-3]["history"]
-  assert [h["epoch"] for h in history] == [1, 2, 3, 4] and history[-1]["step"] == 4 * 6
+  assert [h["epoch"] for h in history] == list(range(1, 9)) and history[-1]["step"] == 8 * 6
   with open(os.path.join(cfg.model_dir, "eval_results.json")) as f:
     assert json.load(f)["accuracy"] == results["accuracy"]
   # The model dir reloads (float32) and gives exactly the kept run's dev metrics.
@@ -79,7 +79,7 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
   task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   assert task.evaluate(_predict(model, task)) == pytest.approx(runs[2e-3]["metrics"])
-  assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "lr_1e-07"))
+  assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
 
 def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
@@ -95,7 +95,7 @@ def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
 
 def test_regression_from_csv(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
-                learning_rate=2e-3, epochs=4)
+                learning_rate=2e-3, epochs=8)
   results = finetune_loop.finetune(cfg)
   assert sorted(results["runs"][0]["metrics"]) == ["mse", "pearson", "spearman"]
   assert results["pearson"] > 0.8 and results["metric"] == "pearson"
@@ -117,9 +117,23 @@ def test_multiple_choice(data, tmp_path):
   assert results["accuracy"] == pytest.approx(np.mean(predicted == np.array(gold)))
 
 
-def test_extractive_qa_v2_writes_official_predictions(data, tmp_path):
-  cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match")
+@pytest.mark.parametrize("null", ["classifier", "span_score"])
+def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
+  """SQuAD v2 with the paper's answerability classifier (default) or BERT's null span score."""
+  cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match",
+                squad_v2_null=null)
   results = finetune_loop.finetune(cfg)
+  model, _, info = finetuned_dir.load(cfg.model_dir)
+  assert info.answer_classifier == (null == "classifier")
+  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  outputs = _predict(model, task)
+  assert ("answerable_logits" in outputs[0]) == (null == "classifier")
+  assert task.evaluate(outputs) == pytest.approx({k: v for k, v in results.items()
+                                                  if k in task.metric_names() or "total" in k
+                                                  or "thresh" in k})
+  for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1",
+              "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
+    assert key in results, key
   assert results["metric"] == "exact_match"
   with open(os.path.join(cfg.model_dir, "predictions.json")) as f:
     predictions = json.load(f)
@@ -134,7 +148,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path):
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
-  cfg = _config(data, tmp_path, "classification", precision=precision, epochs=4,
+  cfg = _config(data, tmp_path, "classification", precision=precision, epochs=8,
                 learning_rate=2e-3)
   results = finetune_loop.finetune(cfg)
   assert all(np.isfinite(h["train_loss"]) for h in results["runs"][0]["history"])
@@ -152,8 +166,9 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
   argv = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
           f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
           f"--eval_file={cfg.eval_file}", f"--model_dir={tmp_path / 'two'}",
-          "--text_fields=sentence,sentence2", "--max_seq_len=48", "--batch_size=16", "--epochs=4",
+          "--text_fields=sentence,sentence2", "--max_seq_len=48", "--batch_size=16", "--epochs=8",
           "--learning_rate=2e-3", "--dropout=0", "--strategy=mirrored", "--cpu_replicas=2",
+          "--seeds=1",
           f"--export_dir={tmp_path / 'saved_model'}"]
   proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -229,16 +244,16 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   cmd = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
          f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
          f"--eval_file={cfg.eval_file}", f"--model_dir={out}", "--max_seq_len=48",
-         "--batch_size=16", "--epochs=4", "--learning_rates=1e-7,2e-3", "--dropout=0.0",
+         "--batch_size=16", "--epochs=8", "--learning_rates=1e-7,2e-3", "--dropout=0.0",
          "--text_fields=sentence,sentence2", "--max_query_len=12", "--doc_stride=16",
-         "--max_answer_len=6"]
+         "--max_answer_len=6", "--seeds=1"]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
   proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=env)
   lines = []
   for line in proc.stdout:
     lines.append(line)
-    if "epoch 1/4" in line:
+    if "epoch 1/8" in line:
       proc.send_signal(signal.SIGTERM)
       break
   lines += proc.stdout.readlines()
@@ -246,7 +261,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   log = "".join(lines)
   assert "SIGTERM: lr 1e-07 saved" in log and "same command resumes" in log, log
   assert not os.path.exists(out / "eval_results.json")
-  assert os.path.isfile(out / "runs" / "lr_1e-07" / "state" / "progress.json")
+  assert os.path.isfile(out / "runs" / "bs16_lr1e-07_seed0" / "state" / "progress.json")
 
   other = dataclasses.replace(cfg, model_dir=str(out), epochs=3)
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
@@ -263,4 +278,4 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
                                [h["train_loss"] for h in ref["history"]], rtol=1e-5)
     np.testing.assert_allclose([h["dev"]["accuracy"] for h in run["history"]],
                                [h["dev"]["accuracy"] for h in ref["history"]])
-  assert not os.path.exists(out / "runs" / "lr_1e-07" / "state")  # dropped when finished
+  assert not os.path.exists(out / "runs" / "bs16_lr1e-07_seed0" / "state")  # dropped at the end

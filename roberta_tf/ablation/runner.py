@@ -154,7 +154,7 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
         f"--text_fields={opts['task_text_field']}", f"--label_field={opts['task_label_field']}",
         f"--epochs={opts['task_epochs']}", f"--learning_rate={opts['task_learning_rate']}",
-        f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--overwrite"],
+        f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--seeds=1", "--overwrite"],
        os.path.join(run_dir, "finetune.log"))
   with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
     task = json.load(f)

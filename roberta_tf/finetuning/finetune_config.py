@@ -2,7 +2,8 @@
 
 Defaults are the paper's fine-tuning recipe (Liu et al. 2019, Appendix C / Table 10): AdamW
 with beta2 0.98 and epsilon 1e-6, weight decay 0.1, a 6% linear warmup then linear decay to 0,
-at most 10 epochs, a learning rate picked from {1e-5, 2e-5, 3e-5} on the dev set.
+at most 10 epochs, batch size {16, 32} x learning rate {1e-5, 2e-5, 3e-5} picked on the dev
+set by the median over five seeds (sweep.py).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from roberta_tf.finetuning import task_types
+from roberta_tf.finetuning import glue, task_types
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+SQUAD_V2_NULL = ("classifier", "span_score")
 
 
 @dataclasses.dataclass
@@ -25,6 +27,11 @@ class FinetuneConfig:
   init_from: str = ""               # pretrained model dir; empty: random init (the baseline)
   config: str = "small"              # random init: preset name or RobertaConfig JSON path
   vocab_dir: str = ""                # vocab.json + merges.txt (default: init_from's)
+  # GLUE presets (glue.py): they set task, train/eval files, fields, labels and the metric.
+  glue_task: str = ""
+  data_dir: str = ""                 # GLUE's folder of the task (train.tsv, dev.tsv, test.tsv)
+  glue_diagnostic: str = ""          # MNLI: GLUE's diagnostic.tsv, predicted into AX.tsv
+  predictions_dir: str = ""          # where the leaderboard TSVs go (default: model_dir)
   # Data.
   text_fields: tuple[str, ...] = ("text",)
   label_field: str = "label"
@@ -35,9 +42,12 @@ class FinetuneConfig:
   max_answer_len: int = 30
   n_best_size: int = 20
   null_score_threshold: float = 0.0
+  squad_v2_null: str = "classifier"  # v2 "no answer": the paper's classifier, or BERT's span score
+  skip_bad_examples: bool = False    # QA: skip answers not at their answer_start (else an error)
   # Optimization.
   epochs: int = 10
   batch_size: int = 32               # global examples per update
+  batch_sizes: tuple[int, ...] = ()  # a sweep over batch sizes (overrides batch_size)
   eval_batch_size: int = 0           # 0: batch_size
   learning_rate: float = 1e-5
   learning_rates: tuple[float, ...] = ()  # a sweep: one run per rate, the best dev run kept
@@ -49,7 +59,9 @@ class FinetuneConfig:
   dropout: float = -1.0              # < 0: the model config's
   metric: str = ""                   # dev metric for early stopping / the sweep; "": per task
   early_stopping_patience: int = 0   # epochs without dev improvement before stopping; 0: never
-  seed: int = 0
+  seed: int = 0                      # the first seed; a run per seed seed .. seed + seeds - 1
+  seeds: int = 5                     # random initializations per configuration (the paper: 5)
+  batching: str = task_types.LENGTH_BUCKETS  # length_buckets | random | max_seq_len (bucketing.py)
   grad_accum_steps: int = 1          # micro-batches per update (batch_size must divide evenly)
   clip_norm: float = 0.0             # global-norm gradient clipping; 0: off (fairseq's default)
   max_bad_steps: int = 5             # non-finite steps in a row before the run stops
@@ -62,7 +74,16 @@ class FinetuneConfig:
 
   @property
   def sweep(self) -> tuple[float, ...]:
+    """The learning rates swept."""
     return tuple(self.learning_rates) or (self.learning_rate,)
+
+  @property
+  def batch_size_sweep(self) -> tuple[int, ...]:
+    return tuple(self.batch_sizes) or (self.batch_size,)
+
+  @property
+  def seed_list(self) -> tuple[int, ...]:
+    return tuple(range(self.seed, self.seed + max(self.seeds, 0)))
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings."""
@@ -76,11 +97,22 @@ class FinetuneConfig:
          "--vocab_dir is required without --init_from (random init needs the vocabulary)"),
         (not self.init_from or os.path.isdir(self.init_from),
          f"--init_from={self.init_from!r} is not a directory"),
+        (not self.glue_task or self.glue_task in glue.TASKS,
+         f"--glue_task={self.glue_task!r}: expected one of {', '.join(glue.TASKS)}"),
         (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
-        (self.batch_size > 0, f"--batch_size must be > 0, got {self.batch_size}"),
-        (self.grad_accum_steps > 0 and self.batch_size % self.grad_accum_steps == 0,
-         f"--batch_size={self.batch_size} must be a multiple of --grad_accum_steps="
+        (all(b > 0 for b in self.batch_size_sweep),
+         f"batch sizes must be > 0, got {self.batch_size_sweep}"),
+        (len(set(self.batch_size_sweep)) == len(self.batch_size_sweep),
+         f"--batch_sizes repeats a size: {self.batch_size_sweep}"),
+        (self.grad_accum_steps > 0 and all(b % self.grad_accum_steps == 0
+                                           for b in self.batch_size_sweep),
+         f"batch sizes {list(self.batch_size_sweep)} must be multiples of --grad_accum_steps="
          f"{self.grad_accum_steps} (> 0)"),
+        (self.seeds > 0, f"--seeds must be > 0 (runs per configuration), got {self.seeds}"),
+        (self.batching in task_types.BATCHINGS,
+         f"--batching={self.batching!r}: expected one of {', '.join(task_types.BATCHINGS)}"),
+        (self.squad_v2_null in SQUAD_V2_NULL,
+         f"--squad_v2_null={self.squad_v2_null!r}: expected one of {', '.join(SQUAD_V2_NULL)}"),
         (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
         (self.max_bad_steps > 0, f"--max_bad_steps must be > 0, got {self.max_bad_steps}"),
         (self.eval_batch_size >= 0, f"--eval_batch_size must be >= 0, got {self.eval_batch_size}"),

@@ -1,7 +1,11 @@
-"""The fine-tuning sweep: one run per learning rate (finetune_run.py), the best dev run kept.
+"""The fine-tuning sweep: batch sizes x learning rates x seeds (sweep.py), one run each
+(finetune_run.py), the median statistics, the kept model, and GLUE's test predictions.
 
-Across the sweep the run with the best dev metric is kept: its checkpoint, config and vocab go
-to model_dir, its metrics to model_dir/eval_results.json (see finetuned_dir.py).
+The best configuration is the one with the best median dev metric over its seeds; its median
+seed's run is kept (sweep.py says why): its checkpoint, config and vocab go to model_dir, its
+metrics and every run's and configuration's statistics to model_dir/eval_results.json, a table
+to model_dir/results.md, and with a GLUE preset its test-set predictions to the leaderboard's
+TSV files (predictions.py) in --predictions_dir (default model_dir).
 
 Resume: the sweep records its settings in model_dir/runs/sweep.json. Rerunning the same
 command on a model_dir whose sweep did not finish (a SIGTERM, a crash, a preempted machine)
@@ -21,7 +25,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
-from roberta_tf.finetuning import finetuned_dir
+from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.finetune_run import (  # noqa: F401  (FinetuneError: the binary's)
@@ -38,7 +42,9 @@ from roberta_tf.training.sigterm import SigtermFlag
 
 DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
 SWEEP_FILE = os.path.join("runs", "sweep.json")
-_NOT_TRAINING = ("overwrite", "export_dir")  # settings that do not change the sweep's result
+MARKDOWN_FILE = "results.md"
+# Settings that do not change the sweep's runs (predictions are made after the last run).
+_NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic")
 
 
 def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
@@ -62,10 +68,11 @@ def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.Roberta
 
 
 def _sweep_settings(cfg: FinetuneConfig) -> dict:
-  """The settings that decide the sweep's result (the rates as swept, however given)."""
-  settings = {k: v for k, v in cfg.to_dict().items()
-              if k not in _NOT_TRAINING + ("learning_rate", "learning_rates")}
-  return {**settings, "sweep": list(cfg.sweep)}
+  """The settings that decide the sweep's result (rates and batch sizes as swept, however
+  given)."""
+  settings = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_TRAINING + (
+      "learning_rate", "learning_rates", "batch_size", "batch_sizes")}
+  return {**settings, "sweep": list(cfg.sweep), "batch_size_sweep": list(cfg.batch_size_sweep)}
 
 
 def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
@@ -81,9 +88,10 @@ def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
 def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
   """Runs (or resumes) the sweep and writes the fine-tuned model dir.
 
-  Returns eval_results.json's content, or {"stopped_by_signal": True, "learning_rate": ...}
-  when SIGTERM stopped it (the state is saved; the same call again resumes).
+  Returns eval_results.json's content, or {"stopped_by_signal": True, "run": ...} when SIGTERM
+  stopped it (the state is saved; the same call again resumes).
   """
+  cfg = glue.apply_preset(cfg)
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
   vocab_dir = cfg.vocab_dir or cfg.init_from
@@ -106,38 +114,53 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
                                  protected=(cfg.init_from, cfg.vocab_dir))
   task = tasks_lib.load_task(cfg, tokenizer)
   metric = cfg.metric or tasks_lib.DEFAULT_METRIC[cfg.task]
-  if metric not in task.info.metric_names():
+  if metric not in task.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
-                     f"{list(task.info.metric_names())}")
+                     f"{list(task.metric_names())}")
   if chief and not resume:
     finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
     os.makedirs(os.path.join(cfg.model_dir, os.path.dirname(SWEEP_FILE)), exist_ok=True)
     atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), settings)
-  log(f"{cfg.task}: {task.num_train} training / {task.num_eval} dev "
+  keys = sweep.plan(cfg.batch_size_sweep, cfg.sweep, cfg.seed_list)
+  log(f"{cfg.glue_task or cfg.task}: {task.num_train} training / {task.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
-      f"{'init from ' + cfg.init_from if cfg.init_from else 'random init'}; "
-      f"{strategy.num_replicas_in_sync} replica(s), {cfg.precision}"
+      f"{warm_start.describe(cfg.init_from, task.info)}; {len(keys)} runs ("
+      f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.sweep)} learning rates x "
+      f"{cfg.seeds} seeds); {cfg.batching} batches; {strategy.num_replicas_in_sync} "
+      f"replica(s), {cfg.precision}"
       f"{'; resuming the unfinished sweep in ' + cfg.model_dir if resume else ''}")
 
-  runs, clock = [], SweepClock(len(cfg.sweep) * cfg.epochs)
+  runs, clock = [], SweepClock(len(keys) * cfg.epochs)
   with SigtermFlag() as sigterm:
-    for lr in cfg.sweep:
-      run_dir = os.path.join(cfg.model_dir, "runs", f"lr_{lr:g}")
-      run = finished_run(run_dir) or train_run(cfg, task, model_config, lr, strategy, run_dir,
-                                               metric, sigterm, clock)
+    for key in keys:
+      run_dir = os.path.join(cfg.model_dir, "runs", key.name)
+      run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed)
+      run = finished_run(run_dir) or train_run(run_cfg, task, model_config, key.learning_rate,
+                                               strategy, run_dir, metric, sigterm, clock,
+                                               label=key.label(keys))
       if run.checkpoint is None:  # SIGTERM: the state is saved; a rerun resumes
-        return {"stopped_by_signal": True, "learning_rate": lr}
-      runs.append(run)
-  best = runs[0]
-  for run in runs[1:]:
-    if tasks_lib.is_better(metric, run.metrics[metric], best.metrics[metric]):
-      best = run
+        return {"stopped_by_signal": True, "run": key.name}
+      runs.append((key, run))
+  summary = sweep.summarize([(k, r.metrics) for k, r in runs], metric,
+                            lower_is_better=metric in tasks_lib.LOWER_IS_BETTER)
+  kept_key = summary["kept"]
+  best = next(r for k, r in runs if k == kept_key)
+  best_config = summary["configs"][summary["best_config"]]
+  statistics = {"median": {k: v["median"] for k, v in best_config["metrics"].items()},
+                "spread": {k: {s: v[s] for s in ("min", "max", "q1", "q3", "values")}
+                           for k, v in best_config["metrics"].items()},
+                "best_config": {"batch_size": best_config["batch_size"],
+                                "learning_rate": best_config["learning_rate"]},
+                "kept_run": {"run": kept_key.name, "seed": kept_key.seed,
+                             "chosen_as": sweep.KEPT_SEED},
+                "configs": summary["configs"], "overall": summary["overall"]}
 
   if not chief:  # the chief writes the model dir; the others drop their temporary saves
-    for run in runs:
+    for _, run in runs:
       shutil.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
                     ignore_errors=True)
-    return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate}
+    return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
+            **statistics}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
   model = finetuned_dir.build_model(model_config, task.info, dtype="float32")
   finetuned_dir.restore(model, best.checkpoint)
@@ -147,11 +170,27 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
   if cfg.task == "extractive_qa":
     for name in ("predictions.json", "nbest_predictions.json"):
       shutil.copyfile(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
+  written = []
+  if task.test_sets:
+    written = predictions.write_glue_predictions(
+        cfg.predictions_dir or cfg.model_dir, task, model,
+        cfg.eval_batch_size or kept_key.batch_size)
+    log(f"test predictions of {kept_key.name}: {', '.join(written)}")
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
-             "epoch": best.best_epoch, "init_from": cfg.init_from or None,
-             "runs": [{"learning_rate": r.learning_rate, "epoch": r.best_epoch,
-                       "metrics": r.metrics, "history": r.history} for r in runs]}
+             "batch_size": kept_key.batch_size, "seed": kept_key.seed,
+             "epoch": best.best_epoch, "init_from": cfg.init_from or None, **statistics,
+             "test_predictions": [os.path.basename(p) for p in written],
+             "runs": [{"batch_size": k.batch_size, "learning_rate": r.learning_rate,
+                       "seed": k.seed, "epoch": r.best_epoch, "metrics": r.metrics,
+                       "history": r.history} for k, r in runs]}
+  title = (f"{cfg.glue_task or cfg.task}: {len(cfg.batch_size_sweep)} batch sizes x "
+           f"{len(cfg.sweep)} learning rates x {cfg.seeds} seeds")
+  atomic_write.write_text(os.path.join(cfg.model_dir, MARKDOWN_FILE),
+                          sweep.markdown(summary, metric, title, best.best_epoch))
   atomic_write.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
-  log(f"kept lr {best.learning_rate:g} epoch {best.best_epoch}: dev {format_metrics(best.metrics)} "
-      f"-> {cfg.model_dir}")
+  spread = statistics["spread"][metric]
+  log(f"best configuration bs {best_config['batch_size']} lr {best_config['learning_rate']:g}: "
+      f"dev {metric} median {statistics['median'][metric]:.4f} (min {spread['min']:.4f}, max "
+      f"{spread['max']:.4f}, {cfg.seeds} seeds); kept {kept_key.name} epoch {best.best_epoch}: "
+      f"dev {format_metrics(best.metrics)} -> {cfg.model_dir}")
   return results

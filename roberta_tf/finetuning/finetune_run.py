@@ -1,11 +1,13 @@
-"""One fine-tuning run: one learning rate, `epochs` passes, the best dev epoch kept; resumable.
+"""One fine-tuning run: one (batch size, learning rate, seed), `epochs` passes, the best dev
+epoch kept; resumable.
 
-seed -> encoder (pretrained or random) + fresh head under the strategy -> AdamW (weight decay
-on matrices only) with `warmup_ratio` linear warmup then linear decay to 0 over
-epochs x updates_per_epoch updates -> per epoch: one shuffled pass (order fixed by seed +
-epoch), then the dev metrics (console, TensorBoard in run_dir/{train,eval}); the best epoch's
-weights are checkpointed in run_dir; `early_stopping_patience` epochs without improvement end
-the run. The run's metrics go to run_dir/eval_results.json, written last.
+seed -> encoder (pretrained, fine-tuned or random: warm_start.py) + head under the strategy
+-> AdamW (weight decay on matrices only) with `warmup_ratio` linear warmup then linear decay
+to 0 over epochs x updates_per_epoch updates -> per epoch: one shuffled pass (order fixed by
+seed + epoch, batched as --batching says: bucketing.py), then the dev metrics (console,
+TensorBoard in run_dir/{train,eval}); the best epoch's weights are checkpointed in run_dir;
+`early_stopping_patience` epochs without improvement end the run. The run's metrics go to
+run_dir/eval_results.json, written last.
 
 The update is pretraining's: `training.trainer.Trainer` with a `training.objectives.
 TaskObjective` (accumulation, clipping, fp16 loss scaling, the NaN guard). Each replica's loss
@@ -30,7 +32,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
-from roberta_tf.finetuning import finetuned_dir, run_state, squad
+from roberta_tf.finetuning import finetuned_dir, run_state, squad, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training import checkpointing
@@ -103,11 +105,13 @@ class SweepClock:
 
 def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
               learning_rate: float, strategy: tf.distribute.Strategy, run_dir: str,
-              metric: str, sigterm, clock: SweepClock) -> RunResult:
-  """Fine-tunes (or resumes) one model at one learning rate (see the module docstring).
+              metric: str, sigterm, clock: SweepClock, label: str = "") -> RunResult:
+  """Fine-tunes (or resumes) one model at one learning rate, cfg.batch_size and cfg.seed (see
+  the module docstring). `label` names the run in log lines (default "lr <rate>").
 
   Returns checkpoint=None when SIGTERM stopped it (its state is saved for a rerun).
   """
+  name = label or f"lr {learning_rate:g}"
   chief = strategy_lib.is_chief(strategy)
   save_dir = checkpointing.worker_dir(run_dir, chief, strategy_lib.task_id(strategy))
   keras.utils.set_random_seed(cfg.seed)
@@ -115,8 +119,8 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   micro_batch = cfg.batch_size // cfg.grad_accum_steps  # global examples per micro-batch
   steps_per_epoch = updates_per_epoch(task.num_train, cfg.batch_size, cfg.grad_accum_steps)
   with strategy.scope():
-    model = finetuned_dir.build_model(model_config, task.info, dtype=cfg.precision,
-                                      init_from=cfg.init_from)
+    model = warm_start.build_model(model_config, task.info, dtype=cfg.precision,
+                                   init_from=cfg.init_from)
     opt = build_optimizer(cfg, learning_rate, cfg.epochs * steps_per_epoch,
                           model.trainable_variables)
   trainer = Trainer(strategy, model, opt, StepConfig(
@@ -126,7 +130,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   progress = state.restore() or run_state.fresh_progress()
   update = int(trainer.step.numpy())
   if update:
-    log(f"lr {learning_rate:g}: resumed at update {update} (epoch "
+    log(f"{name}: resumed at update {update} (epoch "
         f"{update // steps_per_epoch + 1}) from {run_dir}/{run_state.STATE_DIR}")
   summaries = summaries_lib.Summaries(run_dir, enabled=chief, tags=summaries_lib.FINETUNING)
   eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
@@ -136,7 +140,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   best = history[progress["best_epoch"] - 1]["dev"][metric] if progress["best_epoch"] else None
 
   def batches(epoch, skip_updates):
-    ds = task.train_dataset(micro_batch, cfg.seed + epoch - 1)
+    ds = task.train_dataset(micro_batch, cfg.seed + epoch - 1, update_size=cfg.batch_size)
     ds = ds.skip(skip_updates * cfg.grad_accum_steps)
     return iter(strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds)
 
@@ -153,12 +157,12 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
     bad = int(trainer.bad_steps_in_row.numpy())
     if bad >= cfg.max_bad_steps:
       raise FinetuneError(
-          f"learning rate {learning_rate:g}: {bad} updates in a row (>= --max_bad_steps="
+          f"{name}: {bad} updates in a row (>= --max_bad_steps="
           f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
           f"{epoch}); lower the learning rate, set --clip_norm, or check --init_from")
     if update < epoch * steps_per_epoch:  # SIGTERM mid-epoch
       state.save(update, progress)
-      log(f"SIGTERM: lr {learning_rate:g} saved at update {update} (epoch {epoch}); rerun the "
+      log(f"SIGTERM: {name} saved at update {update} (epoch {epoch}); rerun the "
           "same command to resume")
       return RunResult(learning_rate, 0, {}, history, None, run_dir)
     loss_sum, count = progress["epoch_loss"]
@@ -171,7 +175,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
                                         "learning_rate": w["learning_rate"],
                                         "skipped_steps": history[-1]["skipped_steps"]})
     summaries.scalars("eval", update, dev)
-    log(f"lr {learning_rate:g} epoch {epoch}/{cfg.epochs}: train_loss "
+    log(f"{name} epoch {epoch}/{cfg.epochs}: train_loss "
         f"{history[-1]['train_loss']:.4f} | dev {format_metrics(dev)} | "
         f"{history[-1]['seconds']:.1f}s | sweep ETA <= {clock.tick(history[-1]['seconds'])}"
         f"{' (best)' if improved else ''}")
@@ -184,14 +188,14 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
     else:
       since_best = epoch - progress["best_epoch"]
       if cfg.early_stopping_patience and since_best >= cfg.early_stopping_patience:
-        log(f"lr {learning_rate:g}: early stop after epoch {epoch} ({since_best} "
+        log(f"{name}: early stop after epoch {epoch} ({since_best} "
             f"epochs without a better dev {metric}; best {best:.4f} at epoch "
             f"{progress['best_epoch']})")
         break
     if update < cfg.epochs * steps_per_epoch:
       state.save(update, progress)
       if sigterm.raised:
-        log(f"SIGTERM: lr {learning_rate:g} saved after epoch {epoch}; rerun the same command "
+        log(f"SIGTERM: {name} saved after epoch {epoch}; rerun the same command "
             "to resume")
         return RunResult(learning_rate, 0, {}, history, None, run_dir)
   best_epoch = progress["best_epoch"]

@@ -5,10 +5,14 @@ model_dir/
   config.json          {"model": RobertaConfig, "task": TaskInfo, "finetune": FinetuneConfig}
   checkpoint, ckpt-N.* tf.train.Checkpoint(model=FinetuneModel) of the best run's best epoch
   vocab.json merges.txt
-  eval_results.json    the kept run's dev metrics, and every run's history; written last, so
-                       its presence marks a complete run
+  eval_results.json    the kept run's dev metrics; the median and spread over seeds per
+                       configuration and overall; every run's history (finetune_loop.py);
+                       written last, so its presence marks a complete sweep
+  results.md           the same statistics as a table
   predictions.json, nbest_predictions.json   extractive QA: the kept run's dev predictions
-  runs/lr_<rate>/      one directory per learning rate of the sweep (its own best checkpoint,
+  CoLA.tsv, MNLI-m.tsv, ...   GLUE presets: the kept model's test predictions (leaderboard
+                       format, predictions.py), unless --predictions_dir puts them elsewhere
+  runs/bs<B>_lr<rate>_seed<S>/   one directory per run of the sweep (its own best checkpoint,
                        eval_results.json and QA predictions)
 ```
 `roberta_tf.models.read_config` reads config.json's "model" like any model dir's.
@@ -24,7 +28,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write
-from roberta_tf.finetuning import heads
+from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.tasks import TaskInfo
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization import vocab_files
@@ -33,6 +37,10 @@ from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"
 TOKENIZER_FILES = vocab_files.FILES
+# What a fine-tuning run writes at the top of model_dir (besides checkpoints and runs/).
+_WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.json",
+            "nbest_predictions.json", glue.DIAGNOSTIC_FILE,
+            *(name for task in glue.TASKS.values() for name, _ in task.test_files))
 
 
 
@@ -67,7 +75,8 @@ def build_model(model_config: models.RobertaConfig, info: TaskInfo, dtype=None,
   encoder = heads.build_encoder(model_config, dtype=dtype, init_from=init_from)
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
                              dropout=model_config.dropout,
-                             initializer_range=model_config.initializer_range, dtype=dtype)
+                             initializer_range=model_config.initializer_range, dtype=dtype,
+                             answer_classifier=info.answer_classifier)
 
 
 def save_checkpoint(directory: str, model: heads.FinetuneModel, number: int) -> str:
@@ -142,7 +151,6 @@ def prepare(model_dir: str) -> None:
       path = os.path.join(model_dir, name)
       if name == "runs":
         shutil.rmtree(path)
-      elif name in (CONFIG_FILE, RESULTS_FILE, "checkpoint", "predictions.json",
-                    "nbest_predictions.json", *TOKENIZER_FILES) or name.startswith("ckpt-"):
+      elif name in _WRITTEN + TOKENIZER_FILES or name.startswith("ckpt-"):
         os.remove(path)
   os.makedirs(model_dir, exist_ok=True)

@@ -6,6 +6,8 @@ Heads (the sublayer names are checkpoint keys):
   vector. K = the number of classes; 1 for regression and for multiple choice (one score per
   option).
 - `SpanHead`: dense 2 on every token vector -> start and end logits (HF `qa_outputs`).
+- SQuAD v2's answerability classifier (the paper's, trained jointly with the spans): a
+  `ClassificationHead` with one output on the `<s>` vector, "answer_head".
 """
 
 from __future__ import annotations
@@ -94,22 +96,30 @@ class FinetuneModel(keras.Model):
     classification:  {"logits": [B, K]}
     regression:      {"logits": [B]}
     multiple_choice: {"logits": [B, C]} (one score per option; softmax over C)
-    extractive_qa:   {"start_logits": [B, S], "end_logits": [B, S]}
-  Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head".
+    extractive_qa:   {"start_logits": [B, S], "end_logits": [B, S]}, and with
+                     `answer_classifier` "answerable_logits": [B] (the window holds the answer)
+  Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head" (and
+  "answer_head").
   Built on construction, so a checkpoint can be restored into it straight away.
   """
 
   def __init__(self, encoder: keras.Model, task_type: str, num_outputs: int = 1,
-               dropout: float = 0.1, initializer_range: float = 0.02, dtype=None, **kwargs):
+               dropout: float = 0.1, initializer_range: float = 0.02, dtype=None,
+               answer_classifier: bool = False, **kwargs):
     if task_type not in TASK_TYPES:
       raise ValueError(f"unknown task type {task_type!r}; expected one of {TASK_TYPES}")
     super().__init__(dtype=dtype, name=kwargs.pop("name", f"roberta_{task_type}"), **kwargs)
     self.encoder = encoder
     self.task_type = task_type
     hidden = encoder.output["pooled_output"].shape[-1]
+    self.answer_head = None
     if task_type == EXTRACTIVE_QA:
       self.head = SpanHead(initializer_range, dtype=dtype, name="span_head")
       self.head.build((None, None, hidden))
+      if answer_classifier:
+        self.answer_head = ClassificationHead(1, dropout, initializer_range, dtype=dtype,
+                                              name="answer_head")
+        self.answer_head.build((None, hidden))
     else:
       outputs = num_outputs if task_type == CLASSIFICATION else 1
       self.head = ClassificationHead(outputs, dropout, initializer_range, dtype=dtype,
@@ -128,7 +138,10 @@ class FinetuneModel(keras.Model):
                            training=training)
     if self.task_type == EXTRACTIVE_QA:
       start, end = self.head(encoded["sequence_output"], padding_mask)
-      return {"start_logits": start, "end_logits": end}
+      if self.answer_head is None:
+        return {"start_logits": start, "end_logits": end}
+      answerable = self.answer_head(encoded["pooled_output"], training=training)[:, 0]
+      return {"start_logits": start, "end_logits": end, "answerable_logits": answerable}
     logits = self.head(encoded["pooled_output"], training=training)
     if self.task_type == CLASSIFICATION:
       return {"logits": logits}

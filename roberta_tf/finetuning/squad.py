@@ -17,8 +17,13 @@ GPT-2 tokens carry) is dropped, and the text is a slice of the original context.
 Decoding a question: every feature's spans (start <= end, at most `max_answer_len` tokens,
 inside the window, starting at a token whose "max context" window this is -- the window where
 it has the most context on both sides, the first on a tie) score start_logit + end_logit; the
-n-best come from all windows. v2: the no-answer score is the lowest `<s>` start+end score over
-the windows, and "" is predicted when it beats the best span's by more than the threshold.
+n-best come from all windows. v2 decides "no answer" one of two ways:
+- BERT's null span: the no-answer score is the lowest `<s>` start+end score over the windows,
+  and "" is predicted when it beats the best span's by more than the threshold;
+- the paper's answerability classifier (RoBERTa, Sec. 5.2; `answerable_logits`, one logit per
+  window from the `<s>` vector, trained jointly): the no-answer score is minus the highest
+  window logit (the window most sure to hold the answer decides), and "" is predicted when it
+  exceeds the threshold (0: the classifier's probability of an answer is below 1/2).
 """
 
 from __future__ import annotations
@@ -337,12 +342,15 @@ def best_spans(start_logits: np.ndarray, end_logits: np.ndarray, max_context: np
 def decode(examples: Sequence[SquadExample], features: SquadFeatures,
            contexts: Sequence[TokenizedContext], start_logits: Sequence[np.ndarray],
            end_logits: Sequence[np.ndarray], *, version_2: bool, n_best_size: int = 20,
-           max_answer_len: int = 30, null_score_threshold: float = 0.0
+           max_answer_len: int = 30, null_score_threshold: float = 0.0,
+           answerable_logits: Sequence[float] | None = None
            ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, float]]:
   """Logits of every feature -> each question's answer (see the module docstring).
 
   Args:
     start_logits, end_logits: F float arrays (each at least the feature's length).
+    answerable_logits: v2 with the answerability classifier: F floats (see the module
+      docstring); None: BERT's null span score decides.
   Returns:
     (predictions: id -> answer text ("" for no answer), n-best: id -> Candidates best first
     (distinct texts), null scores: id -> the no-answer score).
@@ -355,7 +363,8 @@ def decode(examples: Sequence[SquadExample], features: SquadFeatures,
     candidates, null = [], np.inf
     for f in by_example.get(e, []):
       start, end = np.asarray(start_logits[f]), np.asarray(end_logits[f])
-      null = min(null, float(start[0]) + float(end[0]))
+      null = min(null, float(start[0]) + float(end[0]) if answerable_logits is None
+                 else -float(answerable_logits[f]))
       lo, n = int(features.context_offset[f]), int(features.window_len[f])
       for score, first, last in best_spans(start[lo:lo + n], end[lo:lo + n],
                                            features.max_context[f], max_answer_len, n_best_size):
@@ -374,7 +383,8 @@ def decode(examples: Sequence[SquadExample], features: SquadFeatures,
     nbest[example.id] = best
     null_scores[example.id] = null
     top_score = best[0].score if best else -np.inf
-    no_answer = not best or (version_2 and null - top_score > null_score_threshold)
+    margin = null - top_score if answerable_logits is None else null
+    no_answer = not best or (version_2 and margin > null_score_threshold)
     predictions[example.id] = "" if no_answer else best[0].text
   return predictions, nbest, null_scores
 

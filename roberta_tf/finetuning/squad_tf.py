@@ -69,14 +69,16 @@ def max_context(example, start, length, offset, context_splits, seq_len):
 
 
 def best_answer(start_logits, end_logits, example, start, length, offset, context_ids,
-                num_examples, max_answer_len: int):
+                num_examples, max_answer_len: int, answerable_logits=None):
   """Each question's best span over its windows.
 
   Args:
     start_logits, end_logits: float32 [N, S].
+    answerable_logits: float32 [N] of the answerability classifier, or None.
   Returns:
     (score float32 [B] (-inf: no valid span), first, last int64 [B] token indices in the
-    context, null score float32 [B] = min over windows of start_logits[0] + end_logits[0]).
+    context, null score float32 [B] = min over windows of start_logits[0] + end_logits[0], or
+    with the classifier of -answerable_logits).
   """
   seq_len = tf.shape(start_logits, out_type=tf.int64)[1]
   is_max, inside = max_context(example, start, length, offset, context_ids.row_splits, seq_len)
@@ -96,8 +98,9 @@ def best_answer(start_logits, end_logits, example, start, length, offset, contex
       tf.where(score >= tf.gather(example_score, example), tf.range(n), tf.fill([n], _BIG)),
       example, num_examples)
   chosen = tf.minimum(chosen, n - 1)  # a question always has a window; guards the gather
-  null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], example,
-                                      num_examples)
+  null = tf.math.unsorted_segment_min(
+      start_logits[:, 0] + end_logits[:, 0] if answerable_logits is None
+      else -answerable_logits, example, num_examples)
   return (example_score, tf.gather(window_first, chosen), tf.gather(window_last, chosen), null)
 
 
@@ -140,11 +143,12 @@ def answer(model, tokenizer, byte_lengths, question, context, *, max_seq_len: in
       doc_stride=doc_stride, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
   outputs = model(featurize.to_dense(ids, tokenizer.pad_id), training=False)
   num_examples = question_ids.nrows()
+  classifier = outputs.get("answerable_logits")
   score, first, last, null = best_answer(
       outputs["start_logits"], outputs["end_logits"], example, start, length, offset,
-      context_ids, num_examples, max_answer_len)
+      context_ids, num_examples, max_answer_len, classifier)
   has_span = score > -float("inf")
-  if version_2:
-    has_span &= ~(null - score > null_score_threshold)
+  if version_2:  # squad.decode's rule: the classifier's null alone, or null minus the best span
+    has_span &= ~((null if classifier is not None else null - score) > null_score_threshold)
   text = span_text(context, context_ids, first, last, byte_lengths)
   return {"answer": tf.where(has_span, text, ""), "score": score, "null_score": null}

@@ -1,7 +1,14 @@
-"""The task type names (TF-free, so that `roberta_tf.finetune --help` starts instantly)."""
+"""The task type and batching names (TF-free, so that `roberta_tf.finetune --help` starts
+instantly)."""
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
 MULTIPLE_CHOICE = "multiple_choice"
 EXTRACTIVE_QA = "extractive_qa"
 TASK_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
+
+# How training batches are formed and padded (bucketing.py).
+LENGTH_BUCKETS = "length_buckets"
+RANDOM = "random"
+MAX_SEQ_LEN = "max_seq_len"
+BATCHINGS = (LENGTH_BUCKETS, RANDOM, MAX_SEQ_LEN)

@@ -1,8 +1,10 @@
 """The four task types: reading and featurizing their data, their loss and dev metrics.
 
 A `Task` gives the trainer everything task-specific:
-  train_dataset(batch_size, seed) -> tf.data of (inputs, labels), one shuffled epoch
-  eval_dataset(batch_size)        -> tf.data of inputs, the dev set in file order
+  train_dataset(batch_size, seed, update_size) -> tf.data of (inputs, labels), one shuffled epoch,
+                                     batched
+                                     as `batching` says (bucketing.py: length buckets by default)
+  eval_dataset(batch_size)        -> tf.data of inputs, the dev set(s) in file order
   loss_sum(outputs, labels)       -> float32 scalar, the SUM of per-example losses
   evaluate(batch_outputs)         -> dev metrics from the model outputs of eval_dataset
 `TaskInfo` is what a fine-tuned model must remember to be used again (it goes into the model
@@ -18,7 +20,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import featurize, metrics, squad, squad_eval, task_data, task_types
+from roberta_tf.finetuning import (
+  bucketing,
+  featurize,
+  glue,
+  metrics,
+  squad,
+  squad_eval,
+  task_data,
+  task_types,
+)
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
@@ -38,6 +49,8 @@ class TaskInfo:
     num_choices: multiple choice: options per question.
     max_query_len, doc_stride, max_answer_len, n_best_size, version_2,
     null_score_threshold: extractive QA (see squad.py).
+    answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
+      its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
   """
   task_type: str
   max_seq_len: int
@@ -50,6 +63,7 @@ class TaskInfo:
   n_best_size: int = 20
   version_2: bool = False
   null_score_threshold: float = 0.0
+  answer_classifier: bool = False
 
   @property
   def num_outputs(self) -> int:
@@ -99,28 +113,49 @@ def _ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Datase
   return tf.data.Dataset.from_tensor_slices((ids, labels)).map(dense)
 
 
+def _lengths(ids: tf.RaggedTensor) -> np.ndarray:
+  """int [N]: each example's length in tokens (multiple choice: its longest option)."""
+  if ids.ragged_rank == 2:
+    return tf.reduce_max(ids.row_lengths(axis=2), axis=1).numpy()
+  return ids.row_lengths().numpy()
+
+
 class Task:
-  """Base class; see the module docstring."""
+  """Base class; see the module docstring. A subclass sets `_train` and `_eval` to
+  (ids: int32 ragged [N, None] or [N, C, None], labels: a nest of [N] arrays)."""
 
   def __init__(self, info: TaskInfo, pad_id: int):
     self.info = info
     self.pad_id = pad_id
+    self.batching = bucketing.RANDOM  # load_task sets the run's --batching
+    self.glue, self.test_sets = None, []  # GLUE presets: glue.GlueTask, its test sets
     self._train = self._eval = None
     self.num_train = self.num_eval = 0
 
-  def _batched(self, ds: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-    pad = tf.constant(self.pad_id, tf.int32)
-    zero = tf.constant(0, tf.int32)
-    labels = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), ds.element_spec[1])
-    return ds.padded_batch(batch_size, padding_values=(
-        {"input_ids": pad, "padding_mask": zero}, labels)).prefetch(tf.data.AUTOTUNE)
+  def _padded_length(self) -> int | None:
+    return self.info.max_seq_len if self.batching == bucketing.MAX_SEQ_LEN else None
 
-  def train_dataset(self, batch_size: int, seed: int) -> tf.data.Dataset:
-    ds = self._train.shuffle(self.num_train, seed=seed, reshuffle_each_iteration=False)
-    return self._batched(ds, batch_size)
+  def train_dataset(self, batch_size: int, seed: int, update_size: int = 0) -> tf.data.Dataset:
+    """One epoch in micro-batches of batch_size; update_size (default batch_size) examples
+    make an update, the unit length buckets group (so the updates are the same whatever the
+    split into micro-batches)."""
+    ids, labels = self._train
+    ladder = bucketing.length_ladder(self.info.max_seq_len)
+    order = bucketing.train_order(_lengths(ids), update_size or batch_size, seed, self.batching,
+                                  ladder)
+    ds = _ragged_dataset(tf.gather(ids, order),
+                         tf.nest.map_structure(lambda a: np.asarray(a)[order], labels),
+                         self.pad_id)
+    return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length(), ladder)
 
   def eval_dataset(self, batch_size: int) -> tf.data.Dataset:
-    return self._batched(self._eval, batch_size).map(lambda inputs, labels: inputs)
+    ds = _ragged_dataset(*self._eval, self.pad_id)
+    return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length()).map(
+        lambda inputs, labels: inputs)
+
+  def metric_names(self) -> tuple[str, ...]:
+    """The names evaluate() returns (the choices of --metric)."""
+    return self.info.metric_names()
 
   def loss_sum(self, outputs, labels):
     raise NotImplementedError
@@ -135,28 +170,54 @@ def _cross_entropy_sum(labels, logits):
 
 
 class SequenceTask(Task):
-  """Classification or regression of single texts or text pairs."""
+  """Classification or regression of single texts or text pairs.
+
+  `extra_dev` adds dev sets scored beside the main one, their metric names prefixed (MNLI's
+  mismatched set: "mismatched_accuracy", ...); the main dev set's metrics keep their names.
+  """
 
   def __init__(self, info: TaskInfo, tokenizer, train: Sequence[task_data.TextExample],
                dev: Sequence[task_data.TextExample], train_path: str = "",
-               dev_path: str = ""):
+               dev_path: str = "",
+               extra_dev: Sequence[tuple[str, Sequence[task_data.TextExample]]] = ()):
     super().__init__(info, tokenizer.pad_id)
-    self._train, self.num_train = self._features(tokenizer, train, train_path), len(train)
-    self._eval, self.num_eval = self._features(tokenizer, dev, dev_path), len(dev)
-    self._dev_labels = self._labels(dev, dev_path)
+    self._tokenizer = tokenizer
+    self._train, self.num_train = self._features(train, train_path), len(train)
+    dev_sets = [("", dev, dev_path), *((p, e, f"{p}dev") for p, e in extra_dev)]
+    parts = [self._features(examples, path) for _, examples, path in dev_sets]
+    self._eval = (tf.concat([ids for ids, _ in parts], axis=0),
+                  np.concatenate([labels for _, labels in parts]))
+    self.num_eval = sum(len(examples) for _, examples, _ in dev_sets)
+    self._dev_sets = [(prefix, len(examples), labels)
+                      for (prefix, examples, _), (_, labels) in zip(dev_sets, parts, strict=True)]
 
   def _labels(self, examples, path):
     if self.info.task_type == task_types.REGRESSION:
       return np.asarray([e.label for e in examples], np.float32)
     return np.asarray(task_data.label_ids(examples, self.info.labels, path), np.int32)
 
-  def _features(self, tokenizer, examples, path) -> tf.data.Dataset:
-    ids_a = _tokenize(tokenizer, [e.text_a for e in examples])
-    ids_b = (_tokenize(tokenizer, [e.text_b for e in examples])
+  def _ids(self, examples) -> tf.RaggedTensor:
+    ids_a = _tokenize(self._tokenizer, [e.text_a for e in examples])
+    ids_b = (_tokenize(self._tokenizer, [e.text_b for e in examples])
              if len(self.info.text_fields) == 2 else None)
-    ids = featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, tokenizer.bos_id,
-                                tokenizer.eos_id)
-    return _ragged_dataset(ids, self._labels(examples, path), self.pad_id)
+    return featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, self._tokenizer.bos_id,
+                                  self._tokenizer.eos_id)
+
+  def _features(self, examples, path):
+    return self._ids(examples), self._labels(examples, path)
+
+  def predict_dataset(self, examples: Sequence[task_data.TextExample],
+                      batch_size: int) -> tf.data.Dataset:
+    """Inputs of (unlabeled) examples in their order, batched like the dev set."""
+    ids = self._ids(examples)
+    dtype = np.float32 if self.info.task_type == task_types.REGRESSION else np.int32
+    ds = _ragged_dataset(ids, np.zeros(len(examples), dtype), self.pad_id)
+    return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length()).map(
+        lambda inputs, labels: inputs)
+
+  def metric_names(self):
+    return tuple(f"{prefix}{name}" for prefix, _, _ in self._dev_sets
+                 for name in self.info.metric_names())
 
   def loss_sum(self, outputs, labels):
     if self.info.task_type == task_types.REGRESSION:
@@ -165,10 +226,16 @@ class SequenceTask(Task):
 
   def evaluate(self, batch_outputs):
     logits = np.concatenate([b["logits"] for b in batch_outputs])
-    if self.info.task_type == task_types.REGRESSION:
-      return metrics.regression_metrics(self._dev_labels, logits)
-    return metrics.classification_metrics(self._dev_labels, logits.argmax(-1),
-                                          len(self.info.labels))
+    out, start = {}, 0
+    for prefix, count, labels in self._dev_sets:
+      part = logits[start:start + count]
+      start += count
+      if self.info.task_type == task_types.REGRESSION:
+        scores = metrics.regression_metrics(labels, part)
+      else:
+        scores = metrics.classification_metrics(labels, part.argmax(-1), len(self.info.labels))
+      out.update({f"{prefix}{k}": v for k, v in scores.items()})
+    return out
 
 
 class MultipleChoiceTask(Task):
@@ -192,8 +259,7 @@ class MultipleChoiceTask(Task):
     ids = featurize.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
                                 self.info.max_seq_len, tokenizer.bos_id, tokenizer.eos_id)
     ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
-    labels = np.asarray([e.label for e in examples], np.int32)
-    return _ragged_dataset(ids, labels, self.pad_id)
+    return ids, np.asarray([e.label for e in examples], np.int32)
 
   def loss_sum(self, outputs, labels):
     return _cross_entropy_sum(labels, outputs["logits"])
@@ -225,27 +291,67 @@ class ExtractiveQATask(Task):
         np.concatenate(features.input_ids), [len(x) for x in features.input_ids])
     labels = {"start_positions": features.start_positions,
               "end_positions": features.end_positions}
-    return (_ragged_dataset(ids, labels, self.pad_id), len(features.input_ids), unlocated,
-            features, contexts)
+    return (ids, labels), len(features.input_ids), unlocated, features, contexts
+
+  def metric_names(self):
+    names = ("exact_match", "f1")
+    return names + (squad_eval.V2_KEYS if self.info.version_2 else ())
 
   def loss_sum(self, outputs, labels):
-    return 0.5 * (_cross_entropy_sum(labels["start_positions"], outputs["start_logits"]) +
+    """BERT's span loss (the mean of the start and end cross-entropies; a window without the
+    answer points at `<s>`), plus with the answerability classifier the paper's joint loss:
+    the sigmoid cross-entropy of "this window holds the answer", summed with the span loss."""
+    loss = 0.5 * (_cross_entropy_sum(labels["start_positions"], outputs["start_logits"]) +
                   _cross_entropy_sum(labels["end_positions"], outputs["end_logits"]))
+    if "answerable_logits" in outputs:
+      answerable = tf.cast(labels["start_positions"] > 0, tf.float32)
+      loss += tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=answerable, logits=outputs["answerable_logits"]))
+    return loss
 
   def evaluate(self, batch_outputs):
     starts = [row for b in batch_outputs for row in b["start_logits"]]
     ends = [row for b in batch_outputs for row in b["end_logits"]]
+    answerable = (np.concatenate([b["answerable_logits"] for b in batch_outputs])
+                  if "answerable_logits" in batch_outputs[0] else None)
     predictions, nbest, null_scores = squad.decode(
         self._dev, self._dev_features, self._dev_contexts, starts, ends,
         version_2=self.info.version_2, n_best_size=self.info.n_best_size,
         max_answer_len=self.info.max_answer_len,
-        null_score_threshold=self.info.null_score_threshold)
+        null_score_threshold=self.info.null_score_threshold, answerable_logits=answerable)
     self.predictions = (predictions, nbest, null_scores)
-    return squad_eval.evaluate(squad.gold_answers(self._dev), predictions, self.info.version_2)
+    best_spans = {qid: cands[0].text if cands else "" for qid, cands in nbest.items()}
+    # The score the threshold is compared with (squad.decode), for the best-threshold search.
+    na_scores = null_scores if answerable is not None else {
+        qid: null - (nbest[qid][0].score if nbest[qid] else -np.inf)
+        for qid, null in null_scores.items()}
+    return squad_eval.evaluate(squad.gold_answers(self._dev), predictions, self.info.version_2,
+                               na_scores=na_scores, span_predictions=best_spans)
 
 
 def load_task(cfg, tokenizer) -> Task:
-  """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig)."""
+  """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig), batched as
+  cfg.batching says."""
+  task = _glue_task(cfg, tokenizer) if cfg.glue_task else _read_task(cfg, tokenizer)
+  task.batching = cfg.batching
+  return task
+
+
+def _glue_task(cfg, tokenizer) -> SequenceTask:
+  """A GLUE preset's task (glue.py); its test sets ride along as `test_sets` (leaderboard file,
+  examples, indices) for the predictions of the kept model."""
+  preset = glue.get(cfg.glue_task)
+  data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic)
+  info = TaskInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
+                  text_fields=preset.text_fields)
+  (_, dev), *extra = data.dev
+  task = SequenceTask(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
+                      extra_dev=extra)
+  task.glue, task.test_sets = preset, data.test
+  return task
+
+
+def _read_task(cfg, tokenizer) -> Task:
   kind = cfg.task
   if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
     regression = kind == task_types.REGRESSION
@@ -261,10 +367,18 @@ def load_task(cfg, tokenizer) -> Task:
     dev = task_data.read_choice_examples(cfg.eval_file)
     info = TaskInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
     return MultipleChoiceTask(info, tokenizer, train, dev)
-  train, train_v2 = squad.read_squad(cfg.train_file)
-  dev, dev_v2 = squad.read_squad(cfg.eval_file)
+  skipped = []
+  train, train_v2 = squad.read_squad(cfg.train_file, skip_bad=cfg.skip_bad_examples,
+                                     on_skip=skipped.append)
+  dev, dev_v2 = squad.read_squad(cfg.eval_file, skip_bad=cfg.skip_bad_examples,
+                                 on_skip=skipped.append)
+  if skipped:
+    print(f"warning: --skip_bad_examples: skipped {len(skipped)} answers whose text is not at "
+          f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
+          flush=True)
   info = TaskInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
                   doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
                   n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
-                  null_score_threshold=cfg.null_score_threshold)
+                  null_score_threshold=cfg.null_score_threshold,
+                  answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
   return ExtractiveQATask(info, tokenizer, train, dev)
