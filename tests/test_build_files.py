@@ -78,6 +78,7 @@ def _read_build(package: str) -> list[Target]:
                                               "pytest_test", "filegroup", "toolchain")}
   namespace.update(load=lambda *a, **k: None, package=lambda **k: None, glob=globbed,
                    exports_files=lambda *a, **k: None, py_runtime=lambda **k: None,
+                   test_suite=lambda **k: None,
                    py_runtime_pair=lambda **k: None)
   path = os.path.join(REPO, package, "BUILD")
   with open(path, encoding="utf-8") as f:
@@ -131,10 +132,25 @@ def _imported_files(path: str, modules: dict[str, str]) -> set[str]:
   return found
 
 
-def test_every_package_has_a_build_file_and_the_generated_one_is_gone():
-  assert not os.path.exists(os.path.join(REPO, "BUILD")), "the top-level BUILD is retired"
+def test_every_package_has_a_build_file():
   for package in {os.path.dirname(p) for p in _py_files()}:
     assert os.path.isfile(os.path.join(REPO, package, "BUILD")), f"{package}/BUILD is missing"
+
+
+def test_the_root_build_aliases_every_binary_and_the_suite():
+  aliases, suites = {}, {}
+  namespace = {"package": lambda **k: None,
+               "alias": lambda name, actual: aliases.__setitem__(name, actual),
+               "test_suite": lambda name, tests=(): suites.__setitem__(name, list(tests))}
+  path = os.path.join(REPO, "BUILD")
+  with open(path, encoding="utf-8") as f:
+    exec(compile(f.read(), path, "exec"), namespace)  # pylint: disable=exec-used
+  binaries = {t.label for t in _targets() if t.kind == "py_binary"
+              and t.label.startswith(("//roberta_tf:", "//data_prep:"))}
+  assert set(aliases.values()) == binaries, sorted(binaries ^ set(aliases.values()))
+  assert all(actual.rsplit(":", 1)[1] == name for name, actual in aliases.items())
+  assert suites == {"tests": ["//tests:all_tests"]}
+  assert re.search(r'test_suite\(name = "all_tests"\)', _source("tests/BUILD"))
 
 
 def test_every_file_has_exactly_one_target_and_every_target_a_file():
