@@ -119,8 +119,9 @@ def main(argv):
   if not args:
     raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>."')
   if not os.path.isdir(FLAGS.saved_model):
-    raise ValueError(f"--saved_model={FLAGS.saved_model}: no such directory (a directory "
-                     "written by roberta_tf.export)")
+    raise ValueError(f"--saved_model={FLAGS.saved_model}: "
+                     f"{'not a directory' if os.path.exists(FLAGS.saved_model) else 'not found'}"
+                     " (give the directory roberta_tf.export wrote)")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   try:

@@ -60,6 +60,9 @@ def write(output_dir: str, info: dict[str, Any]) -> str:
 def read(data_dir: str) -> dict[str, Any]:
   """Reads and sanity-checks ``data_dir/dataset_info.json``."""
   path = os.path.join(data_dir, FILENAME)
+  if os.path.isfile(data_dir):
+    raise DatasetInfoError(f"{data_dir!r} is a file; give the shard directory that "
+                           "data_prep.build_shards wrote (the one holding dataset_info.json)")
   if not os.path.isfile(path):
     raise DatasetInfoError(
         f"{path} not found: is {data_dir!r} a directory written by data_prep.build_shards?")

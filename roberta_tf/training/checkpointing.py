@@ -178,7 +178,7 @@ class Checkpointer:
       log(f"warning: {os.path.basename(bad)} is damaged ({what}); moved its files to {dest}")
     if skipped or listed is None or not listed or listed[-1] != checkpoint_files.step_of(prefix):
       why = ("its newest checkpoint was damaged" if skipped else
-             "the 'checkpoint' index file was missing" if listed is None else
+             "the 'checkpoint' index file was missing or unreadable" if listed is None else
              "the 'checkpoint' index file did not name the newest checkpoint on disk")
       names = checkpoint_files.rebuild_index(directory, self.keep)
       log(f"note: {why}: rebuilt the index from the files on disk ({', '.join(names)}); "
