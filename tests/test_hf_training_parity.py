@@ -4,6 +4,7 @@ benchmarks/quality_vs_hf.py compares how often each side leaves the unigram plat
 the properties that comparison rests on, so a difference in rates cannot come from them:
 - the init: every tensor's statistics against transformers' `_init_weights`, the LM head's
   dense, LayerNorm and bias and the tables' padding rows included;
+- the learning-rate schedule against transformers.get_linear_schedule_with_warmup;
 - one training step from identical weights: the loss and every gradient (exact GELU, dropout
   really 0, float32 loss) and the AdamW update, weight decay groups included.
 The optimizer's own parity with torch.optim.AdamW over many steps is in test_optimizer.py.
@@ -155,3 +156,17 @@ def test_one_adamw_step_matches_torch_with_hfs_decay_groups():
       # The first Adam step is ~lr * sign(g): a weight whose gradient is ~0 may differ by ~lr.
       differ = np.abs(after[key] - value.detach().numpy()) > 1e-6
       assert differ.mean() < 0.01, (key, differ.mean())
+
+
+def test_schedule_is_transformers_linear_schedule_with_warmup():
+  """The rate of every update, update 0 (rate 0) included, as HF's Trainer schedules it."""
+  from roberta_tf.training.schedule import WarmupLinearDecay  # pylint: disable=import-outside-toplevel
+  peak, warmup, total = 1e-3, 60, 550
+  param = torch.nn.Parameter(torch.zeros(1))
+  opt = torch.optim.AdamW([param], lr=peak)
+  sched = transformers.get_linear_schedule_with_warmup(opt, warmup, total)
+  ours = WarmupLinearDecay(peak, warmup, total)
+  for step in range(total + 5):
+    assert float(ours(tf.constant(step))) == pytest.approx(opt.param_groups[0]["lr"], abs=1e-9)
+    opt.step()
+    sched.step()
