@@ -16,6 +16,7 @@ checkpoint and the newest complete one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -44,9 +45,10 @@ class DirectoryLock:
   (some network mounts) it locks nothing."""
 
   def __init__(self, directory: str, what: str = "--model_dir"):
-    self.directory, self.what, self._fd = directory, what, None
+    self.directory, self.what, self._fd, self._created = directory, what, None, False
 
   def __enter__(self) -> DirectoryLock:
+    self._created = not os.path.isdir(self.directory)
     os.makedirs(self.directory, exist_ok=True)
     self._fd = os.open(self.directory, os.O_RDONLY)
     try:
@@ -65,6 +67,9 @@ class DirectoryLock:
     if self._fd is not None:
       os.close(self._fd)  # releases the lock
       self._fd = None
+    if self._created:  # a run that failed before writing anything leaves no empty model dir
+      with contextlib.suppress(OSError):
+        os.rmdir(self.directory)  # only if empty
 
 
 def weights_finite(model) -> bool:

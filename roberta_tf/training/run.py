@@ -79,10 +79,10 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
   chief = strategy_lib.is_chief(strategy)
   # The chief holds the model dir's lock for the whole run: no second process writes there.
   with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
-    if chief:
-      task.clean_model_dir(cfg, summaries_lib.log)
     info = dataset_info.read(cfg.train_data)
     model_config = task.resolve_model_config(cfg, info)
+    if chief:  # after the data and config checks: a bad flag never costs a checkpoint
+      task.clean_model_dir(cfg, summaries_lib.log)
     task.check_resumable(cfg.model_dir, model_config)
     if chief:
       task.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
