@@ -256,6 +256,9 @@ def report(work_dir: str, records: dict, unigram: dict) -> None:
 def main(argv):
   del argv
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  # torch's OpenMP threads spin while they wait; beside other jobs (the benchmark runs niced)
+  # that burns their time slices: a `small` HF step took 1.7x as long as with passive waiting.
+  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
