@@ -1,17 +1,15 @@
 """The pretraining run: strategy, data, model, resume, the step loop, eval, checkpoints, summaries.
 
-`train(config)` is what `python -m roberta_tf.train` calls. The loop:
+`train(config)` is what `python -m roberta_tf.train` calls:
   resume from model_dir's newest complete checkpoint (else --init_from, else random init;
     never start over in a model dir that holds checkpoint files unless --overwrite)
-  → for each step: Trainer.train_step (accumulation over micro-batches, one update)
+  → the loop (training/loop.py: when logs, evals, saves, the bad-step stop and SIGTERM
+    happen) with pretraining's events (`_Pretraining`):
   → every log_every: console line + TensorBoard scalars
-  → every eval_every and at the end: held-out MLM loss / perplexity / accuracy
+  → every eval_every and at the end: held-out MLM loss / perplexity / accuracy beside the
+    unigram baseline
   → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
-    counters, dropout RNG state, data position), then on SIGTERM a clean exit; in a
-    multi-worker run SIGTERM to any one worker stops all of them at the same step, after one
-    common checkpoint (preemption.py)
-The host waits for the device only at log steps, bad-step checks (every --max_bad_steps
-steps), saves and evals: step outputs stay tensors until then (no per-step sync).
+    counters, dropout RNG state, data position), then on SIGTERM a clean exit
 """
 
 from __future__ import annotations
@@ -20,18 +18,17 @@ import contextlib
 import dataclasses
 import math
 import os
-import time
 
 import keras
 import tensorflow as tf
 
 from roberta_tf.data import dataset_info
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.training import checkpointing, evaluation, preemption
+from roberta_tf.training import checkpointing, evaluation
+from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import pretraining_task as task
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
-from roberta_tf.training.sigterm import SigtermFlag
 from roberta_tf.training.step_window import StepWindow
 from roberta_tf.training.train_config import TrainConfig
 
@@ -100,7 +97,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
 
 
 def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
-  """The loop of `train`: resume, data, evals, steps, logs, saves."""
+  """Resume, data, then the loop (training/loop.py) with pretraining's events."""
   model = trainer.model
   resumed = None if cfg.overwrite else ckpt.restore_latest(chief_dir=cfg.model_dir,
                                                           log=summaries_lib.log)
@@ -120,24 +117,54 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
                       f"sequence {start} of the current data order (the order has changed "
                       "since that checkpoint was written)")
   train_ds, eval_ds = task.build_datasets(cfg, strategy, model_config, start=start)
-  iterator = iter(train_ds)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
     with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
       summaries.text("train", 0, "config", "```\n" + f.read() + "```")
-
-  eval_history = []
   evaluator = evaluation.Evaluator(strategy, model, unigram_log_probs=(
       task.unigram_table(cfg, model_config, info) if eval_ds is not None else None))
-  log_window = _LogWindow(cfg, trainer, summaries, task.mfu_denominator(cfg, strategy,
-                                                                       model_config))
+  events = _Pretraining(cfg, trainer, ckpt, chief, iter(train_ds), eval_ds, evaluator,
+                        _LogWindow(cfg, trainer, summaries,
+                                   task.mfu_denominator(cfg, strategy, model_config)),
+                        summaries, resumed)
+  step = int(trainer.step.numpy())
+  events.start_step = step
+  if step == 0:
+    events.evaluate(0)
+  result = loop_lib.Loop(strategy, trainer, events, loop_lib.LoopSchedule(
+      total_steps=cfg.train_steps, log_every=cfg.log_every, eval_every=cfg.eval_every,
+      save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps)).run(step)
+  return RunResult(step=result.step, final_train=events.final, eval_history=events.history,
+                   stopped_by_signal=result.stopped_by_signal)
 
-  def run_eval(step):
-    if eval_ds is None:
-      return
-    metrics = evaluator(eval_ds, cfg.eval_steps)
-    eval_history.append((step, metrics))
-    summaries.scalars("eval", step, {k: metrics[k] for k in (
+
+class _Pretraining:
+  """Pretraining's side of the loop (training/loop.py `LoopTask`): one stream of batches,
+  log lines and train scalars, held-out MLM evals with the unigram baseline, checkpoints."""
+
+  def __init__(self, cfg, trainer, ckpt, chief, iterator, eval_ds, evaluator, log_window,
+               summaries, resumed):
+    self.cfg, self.trainer, self.ckpt, self.chief = cfg, trainer, ckpt, chief
+    self.iterator, self.eval_ds, self.evaluator = iterator, eval_ds, evaluator
+    self.log_window, self.summaries, self.resumed = log_window, summaries, resumed
+    self.final, self.history, self.start_step = {}, [], 0
+
+  def batches(self, step):
+    del step  # one stream, positioned at the resume point when it was built
+    return lambda: next(self.iterator)
+
+  def log(self, step, window, eta_s):
+    self.final = self.log_window.flush(step, window)
+    summaries_lib.log(summaries_lib.progress_line(step, self.cfg.train_steps, self.final,
+                                                  eta_s))
+
+  def evaluate(self, step):
+    cfg = self.cfg
+    if self.eval_ds is None:
+      return False
+    metrics = self.evaluator(self.eval_ds, cfg.eval_steps)
+    self.history.append((step, metrics))
+    self.summaries.scalars("eval", step, {k: metrics[k] for k in (
         "loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "nsp_loss",
         "nsp_accuracy") if k in metrics})
     summaries_lib.log(evaluation.eval_line(f"eval step {step}", metrics))
@@ -148,67 +175,37 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
           "predicts token frequencies, not context. If this persists, try a lower "
           f"--learning_rate (now {cfg.learning_rate:g}) or a longer --warmup_steps (now "
           f"{cfg.warmup_steps}).")
+    return False
 
-  def save(step):
+  def save(self, step, window=None):
+    del window  # the data position and counters are in the checkpoint already
     try:
-      path = ckpt.save(step)  # a failed write raises CheckpointError naming the files
+      path = self.ckpt.save(step)  # a failed write raises CheckpointError naming the files
     except checkpointing.NonFiniteWeightsError as e:
-      raise TrainingError(f"{e}; the last good checkpoint is {ckpt.latest}") from e
-    if chief:
+      raise TrainingError(f"{e}; the last good checkpoint is {self.ckpt.latest}") from e
+    if self.chief:
       summaries_lib.log(f"saved {path}")
-    return path
 
-  def check_bad_steps(step):
-    if int(trainer.bad_steps_in_row.numpy()) < cfg.max_bad_steps:
-      return
-    good = ckpt.latest
+  def too_many_bad_steps(self, step, bad_in_row):
+    good = self.ckpt.latest
     if good:
-      ckpt.restore(good)
-    raise TrainingError(
-        f"{int(trainer.bad_steps_in_row.numpy())} steps in a row (>= --max_bad_steps="
-        f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (at step "
-        f"{step}); restored the last good checkpoint {good or '(none: nothing was saved)'}. "
-        "Lower --learning_rate, set --clip_norm, or check the data and --init_from.")
+      self.ckpt.restore(good)
+    return TrainingError(
+        f"{bad_in_row} steps in a row (>= --max_bad_steps={self.cfg.max_bad_steps}) had a "
+        f"non-finite loss or gradient and were skipped (at step {step}); restored the last "
+        f"good checkpoint {good or '(none: nothing was saved)'}. Lower --learning_rate, set "
+        "--clip_norm, or check the data and --init_from.")
 
-  step = int(trainer.step.numpy())
-  if step == 0:
-    run_eval(0)
-  final = {}
-  start_time, start_step = time.perf_counter(), step
-  stopped = False
-  with SigtermFlag() as sigterm:
-    stop = preemption.PreemptionSync(strategy, sigterm)
-    while step < cfg.train_steps:
-      log_window.window.add(*trainer.train_step(lambda: next(iterator)))
-      step += 1
-      # The host syncs with the device only here: log steps, bad-step checks, saves, evals.
-      log_now = step % cfg.log_every == 0 or step == cfg.train_steps
-      stop_now = stop.stop_now()  # read once: a SIGTERM arriving later is handled next step
-      save_now = stop_now or (step % cfg.checkpoint_every == 0 and step < cfg.train_steps)
-      if log_now or save_now or step % cfg.max_bad_steps == 0:
-        check_bad_steps(step)
-      if log_now:
-        final = log_window.flush(step)
-        eta = (time.perf_counter() - start_time) / (step - start_step) * (cfg.train_steps - step)
-        summaries_lib.log(summaries_lib.progress_line(step, cfg.train_steps, final, eta))
-      if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.train_steps:
-        run_eval(step)
-      if save_now:
-        save(step)
-      if stop_now:
-        where = "" if stop.signalled_here else " (to another worker)"
-        summaries_lib.log(f"{sigterm.name or 'SIGTERM'}{where}: saved step {step}; exiting "
-                          "cleanly (the same command resumes)")
-        stopped = True
-        break
-  if not stopped:
-    if step > start_step or not resumed:  # a resume at --train_steps has nothing new to save
-      save(step)
+  def stopped(self, step, reason):
+    summaries_lib.log(f"{reason}: saved step {step}; exiting cleanly (the same command "
+                      "resumes)")
+
+  def finish(self, step):
+    if step > self.start_step or not self.resumed:  # a resume at --train_steps: nothing new
+      self.save(step)
     summaries_lib.log(f"trained to step {step}: weights sha256 "
-                      f"{checkpointing.weights_digest(model)[:16]}")
-    run_eval(step)
-  return RunResult(step=step, final_train=final, eval_history=eval_history,
-                   stopped_by_signal=stopped)
+                      f"{checkpointing.weights_digest(self.trainer.model)[:16]}")
+    self.evaluate(step)
 
 
 class _LogWindow:
@@ -221,11 +218,10 @@ class _LogWindow:
   def __init__(self, cfg: TrainConfig, trainer, summaries, mfu_denominator: float):
     self.cfg, self.trainer, self.summaries = cfg, trainer, summaries
     self.mfu_denominator = mfu_denominator  # an update's FLOPs / peak FLOP/s
-    self.window = StepWindow()
 
-  def flush(self, step: int) -> dict:
-    w = self.window.summarize()
-    elapsed, steps = w["elapsed_s"], len(self.window)
+  def flush(self, step: int, window: StepWindow) -> dict:
+    w = window.summarize()
+    elapsed, steps = w["elapsed_s"], len(window)
     final = {k: w[k] for k in ("loss", "accuracy", "grad_norm", "learning_rate", "loss_scale",
                                "last_step_loss")}
     final.update(tokens_per_sec=w["tokens"] / elapsed,
@@ -249,5 +245,4 @@ class _LogWindow:
       scalars["loss_scale"] = final["loss_scale"]
       scalars["overflow_steps"] = float(self.trainer.overflow_steps.numpy())
     self.summaries.scalars("train", step, scalars)
-    self.window = StepWindow()
     return final

@@ -1,0 +1,147 @@
+"""The one training loop: updates, and what is due every N of them, for every task.
+
+Pretraining (training/run.py) and fine-tuning (finetuning/finetune_run.py) run this loop; each
+supplies a `LoopTask` (its data, and what a log, an eval, a save and the end mean for it) and a
+`LoopSchedule` (when). The loop owns the when:
+
+  start at update `step` (a fresh run: 0; a resume: the checkpoint's)
+  → every update: one `Trainer.train_step` (accumulation, clipping, loss scaling and the NaN
+    guard are inside it), its outputs kept as device tensors in a `StepWindow`
+  → every `log_every` updates and at the last: `task.log(step, window, eta_s)`, a new window
+  → every `eval_every` updates (and at the last, with `eval_last_step`): `task.evaluate(step)`,
+    which may end the run early (early stopping)
+  → every `save_every` updates (never at the last: `task.finish` decides): `task.save`
+  → the bad-step stop: at every log, eval and save, and every `max_bad_steps` updates, when
+    `max_bad_steps` updates in a row were skipped (the NaN guard), `task.too_many_bad_steps`
+    raises
+  → SIGTERM, or a first Ctrl-C, on any worker: all workers stop after the same update
+    (preemption.py), `task.save` the state (the window's partial updates included), and the
+    run returns `stopped_by_signal`; the same command resumes
+  → `period` (fine-tuning's epoch): the data restarts (`task.batches(step)`) every `period`
+    updates
+  → at the end (not after a signal): `task.finish(step)`.
+
+The host waits for the device only at those events: logs, evals, saves and bad-step checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import tensorflow as tf
+
+from roberta_tf.training import preemption
+from roberta_tf.training.sigterm import SigtermFlag
+from roberta_tf.training.step_window import StepWindow
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSchedule:
+  """When the loop's events happen, in updates.
+
+  Attributes:
+    total_steps: the run ends at this update.
+    log_every: a log every N updates (and at the last); 0: only at the last.
+    eval_every: an eval every N updates; 0: never (the task may evaluate in `finish`).
+    save_every: a save every N updates before the last; 0: only on a signal.
+    max_bad_steps: this many skipped (non-finite) updates in a row stop the run.
+    period: the data restarts every `period` updates (an epoch); 0: one stream.
+    eval_last_step: the eval schedule also fires at the last update (fine-tuning: the last
+      epoch's dev metrics); False: `finish` evaluates (pretraining: after the final save).
+  """
+  total_steps: int
+  log_every: int = 0
+  eval_every: int = 0
+  save_every: int = 0
+  max_bad_steps: int = 1000
+  period: int = 0
+  eval_last_step: bool = False
+
+  def due(self, every: int, step: int) -> bool:
+    return bool(every) and step % every == 0
+
+
+class LoopTask(Protocol):
+  """What a task supplies to the loop (see the module docstring for when each is called)."""
+
+  def batches(self, step: int) -> Callable[[], object]:
+    """The next-batch function of the data from update `step` on."""
+
+  def log(self, step: int, window: StepWindow, eta_s: float) -> None:
+    """The updates of `window` (since the last log) are done; `eta_s`: the run's ETA."""
+
+  def evaluate(self, step: int) -> bool:
+    """Held-out metrics at `step`; True ends the run (early stopping)."""
+
+  def save(self, step: int, window: StepWindow | None) -> None:
+    """Save the state at `step`; `window`: updates not logged yet (a signal mid-period)."""
+
+  def too_many_bad_steps(self, step: int, bad_in_row: int) -> Exception:
+    """The error to raise (after any restore the task does)."""
+
+  def stopped(self, step: int, reason: str) -> None:
+    """The run stops at `step` on a signal (`reason`: e.g. "SIGTERM"), after `save`."""
+
+  def finish(self, step: int) -> None:
+    """The run reached its end (or stopped early): final save / eval / results."""
+
+
+@dataclasses.dataclass
+class LoopResult:
+  step: int
+  stopped_by_signal: bool = False
+  stopped_early: bool = False
+
+
+class Loop:
+  """Runs `task` on `trainer` under `strategy` by `schedule` (see the module docstring)."""
+
+  def __init__(self, strategy: tf.distribute.Strategy, trainer, task: LoopTask,
+               schedule: LoopSchedule):
+    self.strategy, self.trainer, self.task, self.schedule = strategy, trainer, task, schedule
+
+  def run(self, step: int, sigterm: SigtermFlag | None = None) -> LoopResult:
+    """From update `step` to the end, an early stop or a signal. `sigterm`: a flag the caller
+    installed already (a fine-tuning sweep holds one across its runs); default: the loop's."""
+    if sigterm is None:
+      with SigtermFlag() as own:
+        return self._run(step, own)
+    return self._run(step, sigterm)
+
+  def _run(self, step: int, sigterm: SigtermFlag) -> LoopResult:
+    s, task = self.schedule, self.task
+    stop = preemption.PreemptionSync(self.strategy, sigterm)
+    start_time, start_step = time.perf_counter(), step
+    window, next_batch = StepWindow(), task.batches(step)
+    while step < s.total_steps:
+      if s.period and step % s.period == 0 and step > start_step:
+        next_batch = task.batches(step)
+      window.add(*self.trainer.train_step(next_batch))
+      step += 1
+      last = step == s.total_steps
+      log_now = s.due(s.log_every, step) or last
+      eval_now = s.due(s.eval_every, step) and (s.eval_last_step or not last)
+      stop_now = stop.stop_now()  # read once: a signal arriving later is handled next update
+      save_now = stop_now or (s.due(s.save_every, step) and not last)
+      if log_now or eval_now or save_now or s.due(s.max_bad_steps, step):
+        bad = int(self.trainer.bad_steps_in_row.numpy())
+        if bad >= s.max_bad_steps:
+          raise task.too_many_bad_steps(step, bad)
+      if log_now:
+        eta = (time.perf_counter() - start_time) / (step - start_step) * (s.total_steps - step)
+        task.log(step, window, eta)
+        window = StepWindow()
+      if eval_now and task.evaluate(step):
+        task.finish(step)
+        return LoopResult(step, stopped_early=True)
+      if save_now:
+        task.save(step, window if len(window) else None)
+      if stop_now:
+        where = "" if stop.signalled_here else " (to another worker)"
+        task.stopped(step, f"{sigterm.name or 'SIGTERM'}{where}")
+        return LoopResult(step, stopped_by_signal=True)
+    task.finish(step)
+    return LoopResult(step)
