@@ -36,11 +36,11 @@ from roberta_tf.finetuning import finetuned_dir, run_state, squad, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training import checkpointing
+from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.objectives import TaskObjective
-from roberta_tf.training.step_window import StepWindow
 from roberta_tf.training.trainer import StepConfig, Trainer
 
 
@@ -132,82 +132,132 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
   if update:
     log(f"{name}: resumed at update {update} (epoch "
         f"{update // steps_per_epoch + 1}) from {run_dir}/{run_state.STATE_DIR}")
-  summaries = summaries_lib.Summaries(run_dir, enabled=chief, tags=summaries_lib.FINETUNING)
-  eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
-  predict = tf.function(lambda inputs: model(inputs, training=False),
-                        input_signature=[eval_ds.element_spec])
-  history = progress["history"]
-  best = history[progress["best_epoch"] - 1]["dev"][metric] if progress["best_epoch"] else None
-
-  def batches(epoch, skip_updates):
-    ds = task.train_dataset(micro_batch, cfg.seed + epoch - 1, update_size=cfg.batch_size)
-    ds = ds.skip(skip_updates * cfg.grad_accum_steps)
-    return iter(strategy.experimental_distribute_dataset(ds) if replicas > 1 else ds)
-
   os.makedirs(save_dir, exist_ok=True)
-  while update < cfg.epochs * steps_per_epoch:
-    epoch, start = update // steps_per_epoch + 1, time.perf_counter()
-    window, next_batch = StepWindow(), batches(epoch, update % steps_per_epoch).__next__
-    while update < epoch * steps_per_epoch and not sigterm.raised:
-      window.add(*trainer.train_step(next_batch))
-      update += 1
+  events = _FineTuning(cfg, task, trainer, strategy, state, progress, save_dir, run_dir,
+                       metric, name, clock, chief, steps_per_epoch, learning_rate)
+  total = cfg.epochs * steps_per_epoch
+  result = loop_lib.Loop(strategy, trainer, events, loop_lib.LoopSchedule(
+      total_steps=total, log_every=steps_per_epoch, eval_every=steps_per_epoch,
+      save_every=steps_per_epoch, max_bad_steps=cfg.max_bad_steps, period=steps_per_epoch,
+      eval_last_step=True)).run(update, sigterm)
+  if result.stopped_by_signal:
+    return RunResult(learning_rate, 0, {}, progress["history"], None, run_dir)
+  return events.result
+
+
+class _FineTuning:
+  """Fine-tuning's side of the loop (training/loop.py `LoopTask`): a shuffled pass per epoch
+  (a period), the epoch's train loss, the dev metrics and the best epoch's weights after each,
+  early stopping, and the run's state (run_state.py) saved after every epoch and on SIGTERM."""
+
+  def __init__(self, cfg, task, trainer, strategy, state, progress, save_dir, run_dir, metric,
+               name, clock, chief, steps_per_epoch, learning_rate):
+    self.cfg, self.task, self.trainer, self.strategy = cfg, task, trainer, strategy
+    self.model = model = trainer.model
+    self.state, self.progress, self.save_dir, self.run_dir = state, progress, save_dir, run_dir
+    self.metric, self.name, self.clock, self.chief = metric, name, clock, chief
+    self.steps_per_epoch, self.learning_rate = steps_per_epoch, learning_rate
+    self.summaries = summaries_lib.Summaries(run_dir, enabled=chief,
+                                             tags=summaries_lib.FINETUNING)
+    self.eval_ds = task.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
+    self.predict = tf.function(lambda inputs: model(inputs, training=False),
+                               input_signature=[self.eval_ds.element_spec])
+    history = progress["history"]
+    self.best = (history[progress["best_epoch"] - 1]["dev"][metric] if progress["best_epoch"]
+                 else None)
+    self.epoch_start, self.learning_rate_now, self.result = time.perf_counter(), 0.0, None
+
+  def epoch(self, step: int) -> int:
+    """The epoch (1-based) that update `step` (after it) belongs to."""
+    return (step - 1) // self.steps_per_epoch + 1
+
+  def batches(self, step):
+    cfg = self.cfg
+    micro_batch = cfg.batch_size // cfg.grad_accum_steps
+    ds = self.task.train_dataset(micro_batch, cfg.seed + step // self.steps_per_epoch,
+                                 update_size=cfg.batch_size)
+    ds = ds.skip(step % self.steps_per_epoch * cfg.grad_accum_steps)
+    self.epoch_start = time.perf_counter()
+    replicas = self.strategy.num_replicas_in_sync
+    return iter(self.strategy.experimental_distribute_dataset(ds) if replicas > 1
+                else ds).__next__
+
+  def log(self, step, window, eta_s):
+    del step, eta_s  # the epoch's line is written with its dev metrics (evaluate)
+    self._add_to_epoch(window)
+
+  def _add_to_epoch(self, window):
     w = window.summarize()
-    progress["epoch_loss"][0] += (w["loss"] * w["count"]) if w["count"] else 0.0
-    progress["epoch_loss"][1] += w["count"]
-    bad = int(trainer.bad_steps_in_row.numpy())
-    if bad >= cfg.max_bad_steps:
-      raise FinetuneError(
-          f"{name}: {bad} updates in a row (>= --max_bad_steps="
-          f"{cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
-          f"{epoch}); lower the learning rate, set --clip_norm, or check --init_from")
-    if update < epoch * steps_per_epoch:  # SIGTERM mid-epoch
-      state.save(update, progress)
-      log(f"SIGTERM: {name} saved at update {update} (epoch {epoch}); rerun the "
-          "same command to resume")
-      return RunResult(learning_rate, 0, {}, history, None, run_dir)
+    self.progress["epoch_loss"][0] += (w["loss"] * w["count"]) if w["count"] else 0.0
+    self.progress["epoch_loss"][1] += w["count"]
+    self.learning_rate_now = w["learning_rate"]
+
+  def evaluate(self, step):
+    progress, metric, task = self.progress, self.metric, self.task
+    history = progress["history"]
+    epoch = self.epoch(step)
     loss_sum, count = progress["epoch_loss"]
-    dev = task.evaluate([{k: v.numpy() for k, v in predict(b).items()} for b in eval_ds])
-    improved = tasks_lib.is_better(metric, dev[metric], best)
-    history.append({"epoch": epoch, "step": update, "train_loss": loss_sum / count if count
-                    else float("nan"), "skipped_steps": int(trainer.skipped_steps.numpy()),
-                    "dev": dev, "seconds": time.perf_counter() - start})
-    summaries.scalars("train", update, {"loss": history[-1]["train_loss"],
-                                        "learning_rate": w["learning_rate"],
-                                        "skipped_steps": history[-1]["skipped_steps"]})
-    summaries.scalars("eval", update, dev)
-    log(f"{name} epoch {epoch}/{cfg.epochs}: train_loss "
+    dev = task.evaluate([{k: v.numpy() for k, v in self.predict(b).items()}
+                         for b in self.eval_ds])
+    improved = tasks_lib.is_better(metric, dev[metric], self.best)
+    history.append({"epoch": epoch, "step": step, "train_loss": loss_sum / count if count
+                    else float("nan"), "skipped_steps": int(self.trainer.skipped_steps.numpy()),
+                    "dev": dev, "seconds": time.perf_counter() - self.epoch_start})
+    self.summaries.scalars("train", step, {"loss": history[-1]["train_loss"],
+                                           "learning_rate": self.learning_rate_now,
+                                           "skipped_steps": history[-1]["skipped_steps"]})
+    self.summaries.scalars("eval", step, dev)
+    log(f"{self.name} epoch {epoch}/{self.cfg.epochs}: train_loss "
         f"{history[-1]['train_loss']:.4f} | dev {format_metrics(dev)} | "
-        f"{history[-1]['seconds']:.1f}s | sweep ETA <= {clock.tick(history[-1]['seconds'])}"
-        f"{' (best)' if improved else ''}")
+        f"{history[-1]['seconds']:.1f}s | sweep ETA <= "
+        f"{self.clock.tick(history[-1]['seconds'])}{' (best)' if improved else ''}")
     progress["epoch_loss"] = [0.0, 0.0]
     if improved:
-      best, progress["best_epoch"] = dev[metric], epoch
-      progress["best_prefix"] = finetuned_dir.save_checkpoint(save_dir, model, epoch)
-      if chief and isinstance(task, tasks_lib.ExtractiveQATask):
-        squad.write_predictions(run_dir, *task.predictions)
+      self.best, progress["best_epoch"] = dev[metric], epoch
+      progress["best_prefix"] = finetuned_dir.save_checkpoint(self.save_dir, self.model, epoch)
+      if self.chief and isinstance(task, tasks_lib.ExtractiveQATask):
+        squad.write_predictions(self.run_dir, *task.predictions)
+      return False
+    since_best = epoch - progress["best_epoch"]
+    if self.cfg.early_stopping_patience and since_best >= self.cfg.early_stopping_patience:
+      log(f"{self.name}: early stop after epoch {epoch} ({since_best} "
+          f"epochs without a better dev {metric}; best {self.best:.4f} at epoch "
+          f"{progress['best_epoch']})")
+      return True
+    return False
+
+  def save(self, step, window):
+    if window is not None:  # a signal mid-epoch: the epoch's loss so far goes into the state
+      self._add_to_epoch(window)
+    self.state.save(step, self.progress)
+
+  def too_many_bad_steps(self, step, bad_in_row):
+    return FinetuneError(
+        f"{self.name}: {bad_in_row} updates in a row (>= --max_bad_steps="
+        f"{self.cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
+        f"{self.epoch(step)}); lower the learning rate, set --clip_norm, or check --init_from")
+
+  def stopped(self, step, reason):
+    if step % self.steps_per_epoch:
+      log(f"{reason}: {self.name} saved at update {step} (epoch {self.epoch(step)}); rerun "
+          "the same command to resume")
     else:
-      since_best = epoch - progress["best_epoch"]
-      if cfg.early_stopping_patience and since_best >= cfg.early_stopping_patience:
-        log(f"{name}: early stop after epoch {epoch} ({since_best} "
-            f"epochs without a better dev {metric}; best {best:.4f} at epoch "
-            f"{progress['best_epoch']})")
-        break
-    if update < cfg.epochs * steps_per_epoch:
-      state.save(update, progress)
-      if sigterm.raised:
-        log(f"SIGTERM: {name} saved after epoch {epoch}; rerun the same command "
-            "to resume")
-        return RunResult(learning_rate, 0, {}, history, None, run_dir)
-  best_epoch = progress["best_epoch"]
-  result = RunResult(learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
-                     os.path.join(run_dir, os.path.basename(progress["best_prefix"])), run_dir)
-  if chief:
-    atomic_write.write_json(os.path.join(run_dir, finetuned_dir.RESULTS_FILE),
-                            {**result.metrics, "learning_rate": learning_rate,
-                             "epoch": best_epoch, "history": history,
-                             "checkpoint": os.path.basename(progress["best_prefix"])})
-  state.remove()
-  return result
+      log(f"{reason}: {self.name} saved after epoch {self.epoch(step)}; rerun the same "
+          "command to resume")
+
+  def finish(self, step):
+    del step
+    progress, history = self.progress, self.progress["history"]
+    best_epoch = progress["best_epoch"]
+    self.result = RunResult(
+        self.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
+        os.path.join(self.run_dir, os.path.basename(progress["best_prefix"])), self.run_dir)
+    if self.chief:
+      atomic_write.write_json(os.path.join(self.run_dir, finetuned_dir.RESULTS_FILE),
+                              {**self.result.metrics, "learning_rate": self.learning_rate,
+                               "epoch": best_epoch, "history": history,
+                               "checkpoint": os.path.basename(progress["best_prefix"])})
+    self.state.remove()
 
 
 def log(line: str) -> None:

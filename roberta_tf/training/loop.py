@@ -11,7 +11,7 @@ supplies a `LoopTask` (its data, and what a log, an eval, a save and the end mea
   → every `eval_every` updates (and at the last, with `eval_last_step`): `task.evaluate(step)`,
     which may end the run early (early stopping)
   → every `save_every` updates (never at the last: `task.finish` decides): `task.save`
-  → the bad-step stop: at every log, eval and save, and every `max_bad_steps` updates, when
+  → the bad-step stop: at every log, eval and save (and every `check_every` updates), when
     `max_bad_steps` updates in a row were skipped (the NaN guard), `task.too_many_bad_steps`
     raises
   → SIGTERM, or a first Ctrl-C, on any worker: all workers stop after the same update
@@ -48,6 +48,8 @@ class LoopSchedule:
     eval_every: an eval every N updates; 0: never (the task may evaluate in `finish`).
     save_every: a save every N updates before the last; 0: only on a signal.
     max_bad_steps: this many skipped (non-finite) updates in a row stop the run.
+    check_every: the bad-step check also runs every N updates (pretraining: max_bad_steps, so
+      a diverged run stops within 2x of them); 0: only at logs, evals and saves.
     period: the data restarts every `period` updates (an epoch); 0: one stream.
     eval_last_step: the eval schedule also fires at the last update (fine-tuning: the last
       epoch's dev metrics); False: `finish` evaluates (pretraining: after the final save).
@@ -57,6 +59,7 @@ class LoopSchedule:
   eval_every: int = 0
   save_every: int = 0
   max_bad_steps: int = 1000
+  check_every: int = 0
   period: int = 0
   eval_last_step: bool = False
 
@@ -126,7 +129,7 @@ class Loop:
       eval_now = s.due(s.eval_every, step) and (s.eval_last_step or not last)
       stop_now = stop.stop_now()  # read once: a signal arriving later is handled next update
       save_now = stop_now or (s.due(s.save_every, step) and not last)
-      if log_now or eval_now or save_now or s.due(s.max_bad_steps, step):
+      if log_now or eval_now or save_now or s.due(s.check_every, step):
         bad = int(self.trainer.bad_steps_in_row.numpy())
         if bad >= s.max_bad_steps:
           raise task.too_many_bad_steps(step, bad)

@@ -133,7 +133,8 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
     events.evaluate(0)
   result = loop_lib.Loop(strategy, trainer, events, loop_lib.LoopSchedule(
       total_steps=cfg.train_steps, log_every=cfg.log_every, eval_every=cfg.eval_every,
-      save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps)).run(step)
+      save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps,
+      check_every=cfg.max_bad_steps)).run(step)
   return RunResult(step=result.step, final_train=events.final, eval_history=events.history,
                    stopped_by_signal=result.stopped_by_signal)
 
