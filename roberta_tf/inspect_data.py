@@ -24,7 +24,7 @@ from absl import app, flags
 
 from roberta_tf.common import cli  # before TensorFlow loads: it quiets TF's start-up logs
 from roberta_tf.data import dataset_info
-from roberta_tf.data.masking import MaskingConfig
+from roberta_tf.data.masking import MaskingConfig, unmask
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo, find_vocab_dir
 from roberta_tf.tokenization import vocab_files
@@ -98,9 +98,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
   for batch in ds.take(num_batches):
     b = {k: v.numpy() for k, v in batch.items()}
     w = b["mask_weights"] > 0
-    original = b["input_ids"].copy()
-    rr, cc = np.nonzero(w)
-    original[rr, b["mask_positions"][rr, cc]] = b["mask_ids"][rr, cc]
+    original = unmask(b)
     shown = np.take_along_axis(b["input_ids"], b["mask_positions"], 1)[w]
     real = b["padding_mask"] == 1
     totals["rows"] += int(real.any(1).sum())

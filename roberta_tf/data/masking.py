@@ -84,6 +84,17 @@ class MaskingConfig:
     return epoch % self.dupe_factor if self.static else epoch
 
 
+def unmask(batch: dict) -> np.ndarray:
+  """The original ids [B, S] of a masked batch (NumPy arrays or eager tensors): every
+  prediction slot with weight > 0 puts its `mask_ids` back at its `mask_positions`."""
+  ids = np.array(batch["input_ids"])
+  weights = np.asarray(batch["mask_weights"]) > 0
+  rows, slots = np.nonzero(weights)
+  ids[rows, np.asarray(batch["mask_positions"])[rows, slots]] = np.asarray(
+      batch["mask_ids"])[rows, slots]
+  return ids
+
+
 def default_max_predictions(max_seq_len: int, mask_prob: float = 0.15) -> int:
   """Slots for mask_prob of S with 1.33x headroom (whole words overshoot), a multiple of 8.
 

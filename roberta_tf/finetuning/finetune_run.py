@@ -41,6 +41,7 @@ from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.objectives import TaskObjective
+from roberta_tf.training.summaries import log
 from roberta_tf.training.trainer import StepConfig, Trainer
 
 
@@ -259,6 +260,3 @@ class _FineTuning:
                                "checkpoint": os.path.basename(progress["best_prefix"])})
     self.state.remove()
 
-
-def log(line: str) -> None:
-  print(line, flush=True)
