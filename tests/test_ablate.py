@@ -3,14 +3,12 @@ tiny config (results.md rows, a PNG, finite values, a rerun that keeps finished 
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
 from roberta_tf.ablation import report, studies
-from tests.conftest import REPO, TESTDATA
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 
 
 def test_masking_arms_share_the_budget():
@@ -63,11 +61,10 @@ def test_table_rows_are_mean_and_half_range():
 def test_runner_end_to_end_and_rerun(tmp_path):
   """input_format: four packings' shards, pair arms with NSP, one shared held-out set."""
   work = tmp_path / "study"
-  cmd = [sys.executable, "-m", "roberta_tf.ablate", "--study=input_format", f"--work_dir={work}",
+  cmd = ["--study=input_format", f"--work_dir={work}",
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
          "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+  out = run_module("roberta_tf.ablate", *cmd, timeout=900)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout
   md = (work / "results.md").read_text()
@@ -87,9 +84,8 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   # Every arm is evaluated on the same held-out set, the FULL-SENTENCES shards: by training
   # (the curve) and by roberta_tf.evaluate (the table), 2 commands per arm.
   assert out.stdout.count(f"--eval_data={work / 'shards'} ") == 8
-  again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  again = run_module("roberta_tf.ablate", *cmd)
   assert again.returncode == 0 and again.stdout.count("(done before)") == 4
   assert json.loads((work / "results.json").read_text()) == results
-  other = subprocess.run([c.replace("--steps=4", "--steps=5") for c in cmd], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300)
+  other = run_module("roberta_tf.ablate", *(c.replace("--steps=4", "--steps=5") for c in cmd))
   assert other.returncode == 1 and "other settings (arms" in other.stderr

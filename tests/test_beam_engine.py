@@ -8,11 +8,10 @@ several files of both formats, split into several document groups each.
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 from data_prep import shard_builder as bs
-from tests.conftest import REPO, TESTDATA
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 
 VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
 FLAGS = {"max_seq_len": 64, "num_shards": 3, "num_validation_shards": 2,
@@ -53,13 +52,10 @@ def test_beam_writes_the_local_engines_files_with_one_and_two_workers(tmp_path):
   assert _files(tmp_path / "beam1") == expected
 
   flags = [f"--{k}={v}" for k, v in FLAGS.items()]
-  r = subprocess.run(
-      [sys.executable, "-m", "data_prep.build_shards", f"--input={src}", f"--vocab_dir={VOCAB}",
-       f"--output_dir={tmp_path / 'beam2'}", "--engine=beam", *flags,
-       "--beam_options=--runner=DirectRunner --direct_num_workers=2 "
-       "--direct_running_mode=multi_processing"],
-      cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO},
-      capture_output=True, text=True, timeout=300, check=False)
+  r = run_module("data_prep.build_shards", f"--input={src}", f"--vocab_dir={VOCAB}",
+                 f"--output_dir={tmp_path / 'beam2'}", "--engine=beam", *flags,
+                 "--beam_options=--runner=DirectRunner --direct_num_workers=2 "
+                 "--direct_running_mode=multi_processing")
   assert r.returncode == 0, r.stderr[-3000:]
   assert "train:" in r.stdout
   assert _files(tmp_path / "beam2") == expected  # dataset_info.json included

@@ -5,8 +5,6 @@ import functools
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +14,8 @@ from data_prep import corpus, sentence_encoders
 from data_prep import shard_builder as bs
 from roberta_tf.data import dataset_info
 from roberta_tf.tokenization import vocab_files
-from tests.conftest import REPO, TESTDATA
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
 VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
@@ -269,9 +268,7 @@ def test_any_encoder_callable_plugs_in(tmp_path):
 
 
 def _run_binary(*args):
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
-  return subprocess.run([sys.executable, "-m", "data_prep.build_shards", *args], cwd=REPO,
-                        env=env, capture_output=True, text=True, timeout=120, check=False)
+  return run_module("data_prep.build_shards", *args, timeout=120)
 
 
 def test_binary_success_and_bad_inputs(tmp_path):

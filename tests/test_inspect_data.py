@@ -3,8 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -14,7 +12,8 @@ from data_prep.shard_builder import build_shards
 from roberta_tf import inspect_data as inspect_lib
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
-from tests.conftest import HF_TINY, REPO, TESTDATA
+from tests.conftest import HF_TINY, TESTDATA
+from tests.harness import run_module
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +72,7 @@ def test_decodes_with_the_vocab_copied_beside_the_shards(tmp_path):
 
 
 def run_cli(*args):
-  return subprocess.run([sys.executable, "-m", "roberta_tf.inspect_data", *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=120,
-                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  return run_module("roberta_tf.inspect_data", *args, timeout=120)
 
 
 def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):

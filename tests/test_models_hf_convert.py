@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from safetensors.numpy import load_file, save_file
 from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
+from tests.harness import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,9 +45,7 @@ def test_import_matches_transformers_outputs(hf_tiny_dir, expected):
 
 
 def _run_cli(*args):
-  return subprocess.run([sys.executable, "-m", "roberta_tf.convert_checkpoint", *args],
-                        check=False, cwd=REPO, capture_output=True, text=True,
-                        timeout=120)
+  return run_module("roberta_tf.convert_checkpoint", *args, timeout=120)
 
 
 def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):

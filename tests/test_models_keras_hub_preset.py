@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import keras_hub
@@ -14,6 +12,7 @@ from roberta_tf import models
 from roberta_tf.models import hf_weights, keras_hub_preset, keras_hub_weights
 from roberta_tf.models.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
+from tests.harness import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Texts of tokenizer_cases.jsonl where keras-hub's RobertaTokenizer gives other ids than HF
@@ -28,8 +27,7 @@ KERAS_HUB_TOKENIZER_DIFFERS = {
 
 
 def _run_cli(*args):
-  return subprocess.run([sys.executable, "-m", "roberta_tf.convert_checkpoint", *args],
-                        check=False, cwd=REPO, capture_output=True, text=True, timeout=300)
+  return run_module("roberta_tf.convert_checkpoint", *args)
 
 
 @pytest.fixture(scope="module")
@@ -179,9 +177,14 @@ def test_keras_hub_written_preset_imports(hf_tiny_dir, ours, expected, tmp_path)
   kh_hidden, kh_logits = _keras_hub_outputs(masked_lm, ids, mask)
   hidden_err = np.abs(hidden - kh_hidden)[real].max()
   logits_err = np.abs(logits - kh_logits)[real].max()
+  scale = np.abs(kh_logits)[real].max()
   print(f"imported keras-hub preset vs keras-hub: hidden {hidden_err:.3g}, "
-        f"logits {logits_err:.3g}")
-  assert hidden_err <= 1e-5 and logits_err <= 1e-5
+        f"logits {logits_err:.3g} (largest |logit| {scale:.3g})")
+  # Two float32 implementations of the same math (keras-hub's attention and ours) differ in
+  # rounding, and weights drawn at std 0.2 amplify it through the layers: ~4e-6 in the hidden
+  # states, ~1e-5 in logits of size ~10 on an AVX-512 CPU (other CPUs' kernels round otherwise).
+  # A mapping bug is off by O(1).
+  assert hidden_err <= 1e-5 and logits_err <= 5e-5
   assert vocab_files.read_vocab(os.path.join(out, "vocab.json")) == vocab_files.read_vocab(
       os.path.join(hf_tiny_dir, "vocab.json"))
   assert vocab_files.read_merges(os.path.join(out, "merges.txt")) == vocab_files.read_merges(

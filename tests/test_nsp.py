@@ -6,8 +6,6 @@ Tiny model (L2 H128), sequences of 64, the small test corpus packed as SEGMENT-P
 
 import glob
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -21,7 +19,8 @@ from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.losses import nsp_sums
 from roberta_tf.training.objectives import MlmObjective
 from roberta_tf.training.trainer import StepConfig, Trainer
-from tests.conftest import HF_TINY, REPO, TESTDATA
+from tests.conftest import HF_TINY, TESTDATA
+from tests.harness import run_module, tiny_config
 
 S = 64
 
@@ -47,8 +46,7 @@ def _raw(data_dir, split):
 
 
 def _config(**overrides):
-  return models.preset("tiny", vocab_size=8000, max_positions=S + 2, dropout=0.0,
-                       attention_dropout=0.0, **overrides)
+  return tiny_config(max_positions=S + 2, **overrides)
 
 
 def test_pair_records_hold_first_length_and_label(pair_shards):
@@ -159,13 +157,11 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
 def test_train_binary_on_pairs_logs_nsp_and_evaluates_on_blocks(pair_shards, train_shards,
                                                                 tmp_path):
   model_dir = str(tmp_path / "model")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  run = subprocess.run(
-      [sys.executable, "-m", "roberta_tf.train", f"--model_dir={model_dir}",
-       f"--train_data={pair_shards}", f"--eval_data={pair_shards}", "--config=tiny",
-       f"--max_seq_len={S}", "--batch_size=8", "--grad_accum_steps=2", "--train_steps=4",
-       "--log_every=2", "--eval_every=2", "--eval_steps=2", "--warmup_steps=1"],
-      cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+  run = run_module(
+      "roberta_tf.train", f"--model_dir={model_dir}",
+      f"--train_data={pair_shards}", f"--eval_data={pair_shards}", "--config=tiny",
+      f"--max_seq_len={S}", "--batch_size=8", "--grad_accum_steps=2", "--train_steps=4",
+      "--log_every=2", "--eval_every=2", "--eval_steps=2", "--warmup_steps=1")
   assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
   assert "nsp_loss" in run.stdout and "nsp_accuracy" in run.stdout
   config = models.read_config(model_dir)
@@ -179,16 +175,13 @@ def test_train_binary_on_pairs_logs_nsp_and_evaluates_on_blocks(pair_shards, tra
   assert {"train/nsp/loss", "train/nsp/accuracy", "train/mlm/loss", "train/optim/total_loss",
           "eval/nsp/accuracy", "eval/mlm/perplexity"} <= tags
   # The shared held-out set of the ablation: block shards, no token types (all type 0).
-  ev = subprocess.run(
-      [sys.executable, "-m", "roberta_tf.evaluate", f"--model_dir={model_dir}",
-       f"--eval_data={train_shards}", "--json"],
-      cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+  ev = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
+                  f"--eval_data={train_shards}", "--json")
   assert ev.returncode == 0, ev.stderr[-2000:]
   assert '"perplexity"' in ev.stdout and "nsp_accuracy" not in ev.stdout
   # Continuing the pair model on block shards is refused, naming both.
-  cont = subprocess.run(
-      [sys.executable, "-m", "roberta_tf.train", f"--model_dir={tmp_path / 'cont'}",
-       f"--train_data={train_shards}", f"--init_from={model_dir}", f"--max_seq_len={S}",
-       "--batch_size=8", "--train_steps=1", "--warmup_steps=0"],
-      cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+  cont = run_module("roberta_tf.train", f"--model_dir={tmp_path / 'cont'}",
+                    f"--train_data={train_shards}", f"--init_from={model_dir}",
+                    f"--max_seq_len={S}", "--batch_size=8", "--train_steps=1",
+                    "--warmup_steps=0")
   assert cont.returncode != 0 and "NSP head" in cont.stdout + cont.stderr

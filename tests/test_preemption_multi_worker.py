@@ -13,16 +13,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
+from tests.harness import free_port, module_env, start_module
 from tests.test_train_resume import _checkpoint
-from tests.test_trainer_distributed import _free_port
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 30
 FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train_steps={STEPS}",
          "--warmup_steps=2", "--learning_rate=1e-3", "--dropout=0", "--seed=3", "--log_every=1",
@@ -30,17 +28,14 @@ FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train_steps=
 
 
 def _train(train_shards, model_dir, *extra, tf_config=None):
-  env = dict(os.environ)
-  if tf_config:
-    env["TF_CONFIG"] = json.dumps(tf_config)
-  return subprocess.Popen(
-      [sys.executable, "-m", "roberta_tf.train", f"--train_data={train_shards}",
-       f"--model_dir={model_dir}", *FLAGS, *extra], cwd=REPO, env=env,
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  env = module_env(**({"TF_CONFIG": json.dumps(tf_config)} if tf_config else {}))
+  return start_module("roberta_tf.train", f"--train_data={train_shards}",
+                      f"--model_dir={model_dir}", *FLAGS, *extra, env=env,
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def _workers(train_shards, model_dir):
-  ports = [_free_port(), _free_port()]
+  ports = [free_port(), free_port()]
   return [_train(train_shards, model_dir, "--strategy=multi_worker", "--grad_accum_steps=2",
                  tf_config={"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                             "task": {"type": "worker", "index": i}}) for i in range(2)]

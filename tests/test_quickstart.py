@@ -4,10 +4,10 @@ vocab -> shards -> train -> export -> fill-mask, and the closing line with the u
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests.harness import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,9 +15,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.timeout(600)
 def test_quickstart_runs_end_to_end_and_reports_the_unigram_baseline(tmp_path):
   work = tmp_path / "quickstart"
-  result = subprocess.run([sys.executable, "-m", "roberta_tf.quickstart", f"--work_dir={work}",
-                           "--train_steps=6", "--precision=float32"],
-                          cwd=REPO, capture_output=True, text=True, timeout=580)
+  result = run_module("roberta_tf.quickstart", f"--work_dir={work}", "--train_steps=6",
+                      "--precision=float32", timeout=580)
   assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
   lines = result.stdout.strip().splitlines()
   final = re.fullmatch(r"quickstart finished in [\d.]+ min: held-out perplexity ([\d.]+) = "

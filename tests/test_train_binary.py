@@ -7,7 +7,6 @@ starts from a model with NaN weights must stop with a clear error and a non-zero
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.training import run
 from roberta_tf.training.train_config import TrainConfig
+from tests.harness import free_port, module_command, module_env, run_module, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
@@ -30,11 +30,11 @@ EVAL_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy"}
 
 
 def _train_cmd(train_shards, model_dir, *extra):
-  return [sys.executable, "-m", "roberta_tf.train", "--flagfile=flags/tiny.flags",
+  return module_command("roberta_tf.train", "--flagfile=flags/tiny.flags",
           f"--train_data={train_shards}", f"--eval_data={train_shards}",
           f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
           f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4", "--eval_every=6",
-          "--eval_steps=0", "--checkpoint_every=6", *extra]
+          "--eval_steps=0", "--checkpoint_every=6", *extra)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +43,12 @@ def trained(train_shards, tmp_path_factory):
   NaN run, started beside it."""
   root = tmp_path_factory.mktemp("binary")
   model_dir, nan_init = str(root / "run"), str(root / "nan_init")
-  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=8000, max_positions=66))
+  model = models.RobertaPretrainer(tiny_config())
   kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
   kernel.assign(tf.fill(kernel.shape, float("nan")))
   models.save(nan_init, model)
-  procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+  procs = [subprocess.Popen(cmd, cwd=REPO, env=module_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
            for cmd in (_train_cmd(train_shards, model_dir),
                        _train_cmd(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
                                   "--max_bad_steps=2"))]
@@ -128,9 +128,8 @@ def test_event_files_hold_every_scalar_and_the_config(trained):
 def test_evaluate_binary_equals_final_eval(trained):
   model_dir, _, _ = trained
   train_shards = json.load(open(os.path.join(model_dir, "config.json")))["data"]["eval"]
-  result = subprocess.run([sys.executable, "-m", "roberta_tf.evaluate", f"--model_dir={model_dir}",
-                           f"--eval_data={train_shards}", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+  result = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
+                      f"--eval_data={train_shards}", "--json", timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
   metrics = json.loads(result.stdout[result.stdout.index("{"):])
   assert metrics["checkpoint"] == os.path.join(model_dir, f"ckpt-{STEPS}")
@@ -166,12 +165,6 @@ def test_non_finite_weights_stop_the_run_with_an_error(trained):
   assert tf.train.latest_checkpoint(model_dir) is None  # nothing non-finite was saved
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 def _get_json(url, deadline, board):
   """The JSON at url, retried until TensorBoard has loaded something (or the deadline)."""
   while time.time() < deadline:
@@ -192,7 +185,7 @@ def test_tensorboard_serves_grouped_tags_with_descriptions(trained):
   """TensorBoard's own server: tags by group with their descriptions, the train loss, and the
   unigram baseline as a run beside eval on the mlm/perplexity chart."""
   model_dir, _, _ = trained
-  port = _free_port()
+  port = free_port()
   board = subprocess.Popen(
       [os.path.join(os.path.dirname(sys.executable), "tensorboard"), f"--logdir={model_dir}",
        "--host=localhost", f"--port={port}", "--reload_interval=1"],

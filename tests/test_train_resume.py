@@ -11,11 +11,12 @@ B3's step-16 loss (from TensorBoard) and checkpoint (model, optimizer, counters,
 import os
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.harness import start_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 16
@@ -23,12 +24,12 @@ STEPS = 16
 
 def _train(train_shards, model_dir):
   """Starts the binary; stdout is a pipe of its console lines."""
-  return subprocess.Popen(
-      [sys.executable, "-m", "roberta_tf.train", "--config=tiny", f"--train_data={train_shards}",
-       f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8", "--learning_rate=1e-3",
-       f"--train_steps={STEPS}", "--warmup_steps=4", "--checkpoint_every=4", "--log_every=1",
-       "--keep_checkpoints=10", "--dropout=0.1", "--seed=5", "--deterministic"],
-      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  return start_module(
+      "roberta_tf.train", "--config=tiny", f"--train_data={train_shards}",
+      f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8", "--learning_rate=1e-3",
+      f"--train_steps={STEPS}", "--warmup_steps=4", "--checkpoint_every=4", "--log_every=1",
+      "--keep_checkpoints=10", "--dropout=0.1", "--seed=5", "--deterministic",
+      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def _read_until(proc, prefix):

@@ -3,14 +3,13 @@
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from data_prep import corpus, train_tokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
-from tests.conftest import REPO, TESTDATA
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 from tests.test_tokenizer import corpus_lines, hf_ids, hf_tokenizer
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
@@ -83,13 +82,10 @@ def test_refusals(tmp_path):
 
 def test_binary(tmp_path):
   out = tmp_path / "vocab"
-  cmd = [sys.executable, "-m", "data_prep.train_tokenizer", f"--input={SMALL}",
-         "--vocab_size=400", f"--output_dir={out}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+  cmd = ["data_prep.train_tokenizer", f"--input={SMALL}", "--vocab_size=400",
+         f"--output_dir={out}"]
+  result = run_module(*cmd, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   assert "400 tokens, <mask>=399" in result.stderr and "MB/s" in result.stderr
-  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+  result = run_module(*cmd, timeout=120)
   assert result.returncode != 0 and "not empty" in result.stderr

@@ -16,13 +16,14 @@ masks a pure function of each record's place, the same masks.
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.harness import free_port, module_env, start_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 4
@@ -59,12 +60,6 @@ for name, strategy, accum, resume_from in specs:
   print("RESULT", name, json.dumps({"loss": result.final_train["last_step_loss"],
                                     "replicas": strategy.num_replicas_in_sync}), flush=True)
 """
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
 
 
 def _flags_to_config(flags):
@@ -109,16 +104,15 @@ def runs(train_shards, tmp_path_factory):
     procs[f"split{devices}"] = subprocess.Popen(
         [sys.executable, "-c", _RUNS_SCRIPT, str(devices), out, json.dumps(specs),
          json.dumps(base)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-  ports = [_free_port(), _free_port()]
+  ports = [free_port(), free_port()]
   for index in range(2):
     tf_config = {"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                  "task": {"type": "worker", "index": index}}
-    procs[f"worker{index}"] = subprocess.Popen(
-        [sys.executable, "-m", "roberta_tf.train", f"--train_data={train_shards}",
-         f"--model_dir={os.path.join(out, 'multi_worker')}", "--strategy=multi_worker",
-         "--grad_accum_steps=2", *COMMON_FLAGS],
-        cwd=REPO, env=dict(os.environ, TF_CONFIG=json.dumps(tf_config)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs[f"worker{index}"] = start_module(
+        "roberta_tf.train", f"--train_data={train_shards}",
+        f"--model_dir={os.path.join(out, 'multi_worker')}", "--strategy=multi_worker",
+        "--grad_accum_steps=2", *COMMON_FLAGS, env=module_env(TF_CONFIG=json.dumps(tf_config)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
   logs = {}
   try:
     for name, proc in procs.items():

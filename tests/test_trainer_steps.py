@@ -17,13 +17,13 @@ from roberta_tf.training import checkpointing, run
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.train_config import TrainConfig
 from roberta_tf.training.trainer import StepConfig, Trainer
+from tests.harness import tiny_config
 
 SEQ = 64
 
 
 def _model_config():
-  return models.preset("tiny", vocab_size=8000, max_positions=SEQ + 2, dropout=0.0,
-                       attention_dropout=0.0)
+  return tiny_config(max_positions=SEQ + 2)
 
 
 def _trainer(train_shards, **step_config):

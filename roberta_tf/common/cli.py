@@ -83,4 +83,9 @@ def guard(main: Callable[[list[str]], int | None]) -> Callable[[list[str]], int 
 
 def run(main: Callable[[list[str]], int | None]) -> None:
   """absl's `app.run` of `main` with one-line errors (see the module docstring); no return."""
+  if main.__module__ != "__main__":
+    # A console script (pyproject.toml): absl's --help lists the flags of sys.argv[0] (the
+    # script), so the binary's own flags are made key flags of it.
+    for flag in FLAGS.get_flags_for_module(main.__module__):
+      FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   app.run(guard(main), flags_parser=_parse_flags)

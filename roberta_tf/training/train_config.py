@@ -6,58 +6,127 @@ import dataclasses
 import os
 
 from roberta_tf.common import atomic_write
+from roberta_tf.common.options import check_choices, option
 
 
 @dataclasses.dataclass
 class TrainConfig:
-  """Everything a pretraining run needs besides the model config. See train.py for the flags."""
-  model_dir: str
-  train_data: str
-  eval_data: str = ""
-  config: str = "small"            # model preset name or path to a RobertaConfig JSON
-  init_from: str = ""              # model dir to continue pretraining from
+  """Everything a pretraining run needs besides the model config: each field is also the
+  binary's flag of the same name, with this help (roberta_tf/common/options.py)."""
+  model_dir: str = option(
+      help="Where checkpoints, TensorBoard logs (train/, eval/) and config.json go. An existing "
+      "checkpoint there is resumed.")
+  train_data: str = option(
+      help="Shard directory written by data_prep.build_shards (its 'train' split is read).")
+  eval_data: str = option(
+      "", "Shard directory whose 'validation' split is the held-out set (usually the same as "
+      "--train_data). Empty: no eval.")
+  config: str = option(
+      "small", "Model size preset (tiny, small, medium, base, large) or a RobertaConfig JSON "
+      "file. Ignored with --init_from.")
+  init_from: str = option(
+      "", "Model dir (imported or trained) whose weights and config start a new run: continued "
+      "pretraining.")
   # Data and masking (must match data generation: max_seq_len <= the shards' max_seq_len).
-  max_seq_len: int = 512
-  max_predictions_per_seq: int = 0   # 0: derived from max_seq_len and mask_prob
-  mask_prob: float = 0.15
-  mask_token_prob: float = 0.8
-  random_token_prob: float = 0.1
-  whole_word_masking: bool = False
-  masking: str = "dynamic"           # dynamic | static
-  dupe_factor: int = 10              # static masking: copies with fixed masks
-  shuffle_buffer: int = 10000
-  skip_corrupt_shards: bool = False
+  max_seq_len: int = option(
+      512, "Padded sequence length; must be >= the shards' max_seq_len (must match data "
+      "generation) and fit the position table.")
+  max_predictions_per_seq: int = option(
+      0, "Prediction slots per sequence; 0 derives it from --max_seq_len and --mask_prob with "
+      "headroom.")
+  mask_prob: float = option(
+      0.15, "Fraction of non-special tokens selected for prediction (RoBERTa: 0.15).")
+  mask_token_prob: float = option(
+      0.8, "Of the selected tokens, the fraction replaced by <mask> (0.8).")
+  random_token_prob: float = option(
+      0.1, "Of the selected tokens, the fraction replaced by a random token (0.1); the rest stay "
+      "unchanged.")
+  whole_word_masking: bool = option(
+      False, "Select whole words (all their byte-level pieces) for masking instead of single "
+      "pieces (needs the shards' vocab.json).")
+  masking: str = option(
+      "dynamic", "<dynamic|static>: dynamic: a fresh mask each time a sequence is read (RoBERTa); "
+      "static: BERT's fixed masks, --dupe_factor copies.", choices=("dynamic", "static"))
+  dupe_factor: int = option(
+      10, "Static masking: copies with different fixed masks (the paper's static baseline used "
+      "10).")
+  shuffle_buffer: int = option(
+      10000, "Sequences in the shuffle buffer (0: no shuffling, shards read in order; for tests "
+      "and parity checks).")
+  skip_corrupt_shards: bool = option(
+      False, "Skip (and count) corrupt shards instead of failing.")
   # Batch and optimization.
-  batch_size: int = 256              # global sequences per optimizer update
-  grad_accum_steps: int = 1
-  train_steps: int = 1000
-  learning_rate: float = 6e-4
-  warmup_steps: int = 100
-  weight_decay: float = 0.01
-  adam_beta1: float = 0.9
-  adam_beta2: float = 0.98
-  adam_epsilon: float = 1e-6
-  clip_norm: float = 0.0
-  dropout: float = -1.0              # < 0: the model config's
-  precision: str = "float32"
+  batch_size: int = option(
+      256, "GLOBAL sequences per optimizer update = per-replica batch x replicas x "
+      "--grad_accum_steps (RoBERTa: 8192).")
+  grad_accum_steps: int = option(
+      1, "Micro-batches accumulated per update on each replica.")
+  train_steps: int = option(
+      1000, "Optimizer updates; the LR reaches 0 here.")
+  learning_rate: float = option(
+      0.0006, "Peak learning rate, reached after --warmup_steps (RoBERTa base: 6e-4 at 8K batch; "
+      "large: 4e-4).")
+  warmup_steps: int = option(
+      100, "Steps of linear warmup from 0 to --learning_rate; then linear decay to 0 at "
+      "--train_steps.")
+  weight_decay: float = option(
+      0.01, "AdamW decoupled weight decay (not on LayerNorm or biases).")
+  adam_beta1: float = option(
+      0.9, "AdamW beta1, the first-moment decay (RoBERTa: 0.9).")
+  adam_beta2: float = option(
+      0.98, "AdamW beta2 (RoBERTa: 0.98 for stability with large batches).")
+  adam_epsilon: float = option(
+      1e-06, "AdamW epsilon (RoBERTa: 1e-6, for stability with large batches; keras' default is "
+      "1e-7).")
+  clip_norm: float = option(
+      0.0, "Global gradient-norm clipping; 0 disables.")
+  dropout: float = option(
+      -1.0, "Override the model's dropout (and attention dropout); < 0 keeps the config's.")
+  precision: str = option(
+      "float32", "<float32|mixed_bfloat16|mixed_float16>: Compute precision; variables stay "
+      "float32. fp16 uses dynamic loss scaling.",
+      choices=("float32", "mixed_bfloat16", "mixed_float16"))
   # Distribution.
-  strategy: str = "auto"
-  tpu: str = ""
-  cpu_replicas: int = 1              # split the CPU into N logical devices (testing mirrored)
+  strategy: str = option(
+      "auto", "<auto|default|mirrored|multi_worker|tpu>: auto: mirrored with more than one GPU, "
+      "else default; multi_worker reads TF_CONFIG.",
+      choices=("auto", "default", "mirrored", "multi_worker", "tpu"))
+  tpu: str = option(
+      "", "TPU name or grpc:// address for --strategy=tpu (empty: the local TPU).")
+  cpu_replicas: int = option(
+      1, "Split the CPU into this many logical devices (to run --strategy=mirrored without GPUs, "
+      "for testing).")
   # Bookkeeping.
-  checkpoint_every: int = 1000
-  keep_checkpoints: int = 3
-  overwrite: bool = False            # start over: delete model_dir's checkpoints and logs
-  eval_every: int = 0                # 0: only at the end
-  eval_steps: int = 0                # 0: the whole eval split
-  log_every: int = 100
-  max_bad_steps: int = 20
-  seed: int = 0
-  deterministic: bool = False
-  jit_compile: bool = False         # XLA-compile the per-replica forward + backward
-  peak_flops: float = 0.0            # peak FLOP/s of one replica for MFU; 0: per precision below
-  peak_flops_fp32: float = 183e9     # measured on the 2-core dev CPU (2048^3 matmul)
-  peak_flops_bf16: float = 380e9
+  checkpoint_every: int = option(
+      1000, "Steps between checkpoints (one is also written at the end and on SIGTERM).")
+  keep_checkpoints: int = option(
+      3, "Newest checkpoints kept in --model_dir; older ones are deleted.")
+  overwrite: bool = option(
+      False, "Start over: delete --model_dir's checkpoints and TensorBoard logs first. Without it "
+      "a model dir with checkpoints is resumed (from the newest complete one), never overwritten.")
+  eval_every: int = option(
+      0, "Steps between evals (0: start and end only).")
+  eval_steps: int = option(
+      0, "Eval batches of --batch_size / --grad_accum_steps sequences (0: the whole eval split).")
+  log_every: int = option(
+      100, "Steps between console lines and train summaries.")
+  max_bad_steps: int = option(
+      20, "Non-finite steps in a row before the run restores the last good checkpoint and stops.")
+  seed: int = option(
+      0, "Seed for init, shuffling, masking and dropout.")
+  deterministic: bool = option(
+      False, "Enable TF op determinism (slower; makes a run repeatable bit for bit on the same "
+      "machine).")
+  jit_compile: bool = option(
+      False, "XLA-compile each replica's forward + backward pass (faster on GPU/TPU; on CPU "
+      "oneDNN without XLA is faster).")
+  peak_flops: float = option(
+      0.0, "Peak FLOP/s of one replica, for MFU. 0: --peak_flops_fp32 or --peak_flops_bf16 by "
+      "--precision.")
+  peak_flops_fp32: float = option(
+      183000000000.0, "Peak fp32 FLOP/s (default: the 2-core dev CPU's measured 2048^3 matmul).")
+  peak_flops_bf16: float = option(
+      380000000000.0, "Peak bf16/fp16 FLOP/s of one replica, for MFU under mixed precision.")
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings."""
@@ -71,10 +140,6 @@ class TrainConfig:
         (0 < self.mask_prob < 1, f"--mask_prob must be in (0, 1), got {self.mask_prob}"),
         (self.mask_token_prob + self.random_token_prob <= 1,
          "--mask_token_prob + --random_token_prob must be <= 1"),
-        (self.precision in ("float32", "mixed_bfloat16", "mixed_float16"),
-         f"--precision={self.precision!r}: expected float32, mixed_bfloat16 or mixed_float16"),
-        (self.masking in ("dynamic", "static"),
-         f"--masking={self.masking!r}: expected dynamic or static"),
         (self.max_seq_len >= 8, f"--max_seq_len must be >= 8, got {self.max_seq_len}"),
         (self.max_bad_steps > 0, f"--max_bad_steps must be > 0, got {self.max_bad_steps}"),
         (self.log_every > 0, f"--log_every must be > 0, got {self.log_every}"),
@@ -92,6 +157,7 @@ class TrainConfig:
     for ok, message in checks:
       if not ok:
         raise ValueError(message)
+    check_choices(self)
 
   def masking_config(self):
     """The pipeline's MaskingConfig (training and its evals use the same)."""
