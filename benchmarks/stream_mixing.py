@@ -34,6 +34,7 @@ from absl import app, flags
 
 from data_prep import corpus, shard_builder
 from roberta_tf.data import dataset_info, example_spec
+from roberta_tf.data.masking import unmask
 from roberta_tf.data.pipeline import build_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,14 +79,8 @@ def _records(data_dir: str) -> list[tuple[int, ...]]:
 
 
 def _unmasked_rows(batch) -> list[tuple[int, ...]]:
-  ids = batch["input_ids"].numpy().copy()
-  pos, orig, w = (batch[k].numpy() for k in ("mask_positions", "mask_ids", "mask_weights"))
-  rows = []
-  for b in range(ids.shape[0]):
-    filled = w[b] > 0
-    ids[b, pos[b, filled]] = orig[b, filled]
-    rows.append(tuple(ids[b][batch["padding_mask"].numpy()[b] == 1].tolist()))
-  return rows
+  ids, real = unmask(batch), batch["padding_mask"].numpy() == 1
+  return [tuple(ids[b][real[b]].tolist()) for b in range(ids.shape[0])]
 
 
 def _sparkline(values) -> str:

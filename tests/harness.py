@@ -1,7 +1,8 @@
 """What many test files need: the binaries in a fresh process, a free port, the tiny model.
 
-- `run_module(module, *flags)`: `python -m` a binary from the repository root, TensorFlow's start-up logs off, output captured as text; never raises on a non-zero
-  exit (the test asserts the return code). `start_module` is the same as a `Popen`, for tests
+- `run_module(module, *flags)`: `python -m` a binary from the repository root, TensorFlow's
+  start-up logs off, output captured as text; never raises on a non-zero exit (the test
+  asserts the return code). `start_module` is the same as a `Popen`, for tests
   that signal or read a running binary.
 - `free_port()`: a localhost port nothing listens on (multi-worker TF_CONFIG, TensorBoard).
 - `tiny_config(**overrides)`: the `tiny` preset at the fixture vocabulary's size (8,000) and 64

@@ -58,6 +58,7 @@ def test_table_rows_are_mean_and_half_range():
   assert "| a | 105.0 ± 5.0 | 0.600 ± 0.100 | 4,096 | 8 | 4 | 0.0001 | 0, 1 |" in md
 
 
+@pytest.mark.slow
 def test_runner_end_to_end_and_rerun(tmp_path):
   """input_format: four packings' shards, pair arms with NSP, one shared held-out set."""
   work = tmp_path / "study"

@@ -9,9 +9,13 @@ import gzip
 import json
 import os
 
+import pytest
+
 from data_prep import shard_builder as bs
 from tests.conftest import TESTDATA
 from tests.harness import run_module
+
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
 VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
 FLAGS = {"max_seq_len": 64, "num_shards": 3, "num_validation_shards": 2,

@@ -198,6 +198,7 @@ def test_input_forms_txt_jsonl_dir_glob_list(tmp_path):
   assert b_block.count(EOS) == 1 and 4 in b_block  # <mask>
 
 
+@pytest.mark.slow
 def test_stdlib_input(tmp_path):
   info = _build(tmp_path, "stdlib", max_seq_len=512, num_shards=2)
   assert info["source"]["documents"]["train"] > 100
@@ -271,6 +272,7 @@ def _run_binary(*args):
   return run_module("data_prep.build_shards", *args, timeout=120)
 
 
+@pytest.mark.slow
 def test_binary_success_and_bad_inputs(tmp_path):
   out = tmp_path / "out"
   empty = tmp_path / "empty.txt"

@@ -17,6 +17,8 @@ from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import serving_loaders
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 TEXTS = ["The capital of France is <mask>.", "no mask in this one",
          "Two <mask> in <mask> text.", ""]
 

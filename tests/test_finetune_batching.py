@@ -80,6 +80,7 @@ def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, 
     assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
 
+@pytest.mark.slow
 def test_padding_to_the_ladder_trains_and_scores_like_padding_to_max_seq_len(data, tmp_path):
   """The same batches padded to their rung (random) or to max_seq_len: the same train losses
   and dev metrics to 1e-5 (dropout 0: a dropout mask's draw depends on the padded shape)."""
@@ -92,6 +93,7 @@ def test_padding_to_the_ladder_trains_and_scores_like_padding_to_max_seq_len(dat
     assert g["dev"] == pytest.approx(w["dev"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, hf_tiny_dir):
   cfg = _config(data, tmp_path / "lb", epochs=1)
   finetune_loop.finetune(cfg)

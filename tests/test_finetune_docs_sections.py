@@ -20,6 +20,8 @@ import pytest
 from roberta_tf.finetuning import docs_sections, finetune_loop
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 TASK = os.path.join(TESTDATA, "docs_sections")

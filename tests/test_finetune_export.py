@@ -18,6 +18,8 @@ from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 LONG = " ".join(["word"] * 200)
 PAIRS = [("the film was great , I think", "a note"), ("awful", ""), ("", "x"), (LONG, LONG),
          ("Zoë's 日本語 <mask> review", "second text")]

@@ -17,6 +17,8 @@ from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.task_data import TaskDataError
 from tests import finetune_fixtures as fx
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(REPO, "tests", "testdata", "glue")
 

@@ -60,6 +60,7 @@ def sweep(data, tmp_path_factory):
   return cfg, finetune_loop.finetune(cfg)
 
 
+@pytest.mark.slow
 def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, sweep):
   cfg, results = sweep
   runs = {r["learning_rate"]: r for r in results["runs"]}
@@ -82,6 +83,7 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
 
+@pytest.mark.slow
 def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
   cfg = _config(data, tmp_path, "classification", learning_rate=1e-9, epochs=5,
                 early_stopping_patience=1)
@@ -93,6 +95,7 @@ def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
     finetune_loop.finetune(cfg)
 
 
+@pytest.mark.slow
 def test_regression_from_csv(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 learning_rate=2e-3, epochs=8)
@@ -101,6 +104,7 @@ def test_regression_from_csv(data, tmp_path):
   assert results["pearson"] > 0.8 and results["metric"] == "pearson"
 
 
+@pytest.mark.slow
 def test_multiple_choice(data, tmp_path):
   cfg = _config(data, tmp_path, "multiple_choice", epochs=1)
   results = finetune_loop.finetune(cfg)
@@ -117,6 +121,7 @@ def test_multiple_choice(data, tmp_path):
   assert results["accuracy"] == pytest.approx(np.mean(predicted == np.array(gold)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("null", ["classifier", "span_score"])
 def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   """SQuAD v2 with the paper's answerability classifier (default) or BERT's null span score."""
@@ -146,6 +151,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   assert results["NoAns_total"] == 4 and results["HasAns_total"] == 16
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
   cfg = _config(data, tmp_path, "classification", precision=precision, epochs=8,
@@ -158,6 +164,7 @@ def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
   assert dtypes == {tf.float32}
 
 
+@pytest.mark.slow
 def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
   """The binary under MirroredStrategy on 2 logical CPUs takes the same steps as one replica
   (the sweep's 2e-3 run): each replica divides its loss sum by the GLOBAL example count and
@@ -182,6 +189,7 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
   assert os.path.isfile(tmp_path / "saved_model" / "saved_model.pb")  # --export_dir
 
 
+@pytest.mark.slow
 def test_binary_rejects_bad_input_without_leaving_results(data, tmp_path):
   out = tmp_path / "bad"
   proc = subprocess.run(
@@ -235,6 +243,7 @@ def test_accumulation_equals_the_whole_batch(data, tmp_path):
   np.testing.assert_allclose(results[1]["mse"], results[0]["mse"], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp_path):
   """The binary gets a real SIGTERM during the sweep: it saves, exits 0, leaves no
   eval_results.json; other settings on that directory are refused; the same command resumes and

@@ -17,6 +17,8 @@ from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, "tests", "testdata", "hf_tokenizer_files")
 FILES = ["config.json", "merges.txt", "model.safetensors", "special_tokens_map.json",

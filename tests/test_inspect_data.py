@@ -75,6 +75,7 @@ def run_cli(*args):
   return run_module("roberta_tf.inspect_data", *args, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):
   done = run_cli(f"--data={shards}", "--num_batches=3", "--seed=2", "--json",
                  f"--vocab_dir={HF_TINY}", "--num_examples=1")

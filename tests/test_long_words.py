@@ -120,6 +120,7 @@ class _Module(tf.Module):
     return self.tok.tokenize(texts).to_tensor(-1)
 
 
+@pytest.mark.slow
 def test_long_words_through_a_saved_model(tok, hf, tmp_path):
   texts = [t[:3000] for t in hostile_texts(3000, seed=3)] + ["short"]
   tf.saved_model.save(_Module(tok), str(tmp_path))

@@ -48,6 +48,7 @@ def _run_cli(*args):
   return run_module("roberta_tf.convert_checkpoint", *args, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
   model_dir, hf_out = str(tmp_path / "model"), str(tmp_path / "hf")
   result = _run_cli(f"--hf_dir={hf_tiny_dir}", f"--model_dir={model_dir}")
@@ -87,6 +88,7 @@ def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
+@pytest.mark.slow
 def test_cli_errors_exit_non_zero(tmp_path):
   result = _run_cli(f"--hf_dir={tmp_path}", f"--model_dir={tmp_path / 'out'}")
   assert result.returncode != 0 and "config.json not found" in result.stderr

@@ -72,6 +72,7 @@ def _keras_hub_outputs(masked_lm, ids, mask):
   return keras.ops.convert_to_numpy(hidden), keras.ops.convert_to_numpy(logits)
 
 
+@pytest.mark.slow
 def test_preset_is_what_keras_hub_writes(preset_dir):
   names = set(os.listdir(preset_dir))
   assert {"config.json", "model.weights.h5", "task.json", "task.weights.h5", "tokenizer.json",
@@ -101,6 +102,7 @@ def test_masked_lm_from_preset_equals_ours(preset_dir, ours, expected):
   assert hidden_err <= 1e-5 and logits_err <= 1e-5 and hf_err <= 1e-5
 
 
+@pytest.mark.slow
 def test_text_classifier_from_preset(preset_dir, ours, expected):
   classifier = keras_hub.models.RobertaTextClassifier.from_preset(preset_dir, num_classes=3)
   ids, mask, real = _inputs(expected)
@@ -117,6 +119,7 @@ def test_text_classifier_from_preset(preset_dir, ours, expected):
   assert np.isfinite(history.history["loss"]).all()
 
 
+@pytest.mark.slow
 def test_masked_lm_from_preset_fits(preset_dir):
   masked_lm = keras_hub.models.RobertaMaskedLM.from_preset(preset_dir)
   assert masked_lm.preprocessor.sequence_length == 64
@@ -163,6 +166,7 @@ def _keras_hub_masked_lm(hf_tiny_dir, config):
   return keras_hub.models.RobertaMaskedLM(backbone, preprocessor=preprocessor)
 
 
+@pytest.mark.slow
 def test_keras_hub_written_preset_imports(hf_tiny_dir, ours, expected, tmp_path):
   masked_lm = _keras_hub_masked_lm(hf_tiny_dir, ours[1].config)
   _randomize(masked_lm, 0)
@@ -216,6 +220,7 @@ def test_bad_presets_are_named(ours, tmp_path):
     keras_hub_preset.save_preset(ours[1], *vocab_files.paths(ours[0]), str(tmp_path / "bert"))
 
 
+@pytest.mark.slow
 def test_cli_errors_exit_non_zero(ours, tmp_path):
   result = _run_cli(f"--from_keras_hub_preset={tmp_path / 'absent'}",
                     f"--model_dir={tmp_path / 'out'}")

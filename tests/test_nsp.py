@@ -134,6 +134,7 @@ def test_nsp_head_shapes_and_loss():
     models.RobertaPretrainer(_config())(inputs, with_nsp=True)
 
 
+@pytest.mark.slow
 def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards):
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_config(type_vocab_size=2, next_sentence_head=True))
@@ -154,6 +155,7 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
   assert float(out["applied"]) == 1.0
 
 
+@pytest.mark.slow
 def test_train_binary_on_pairs_logs_nsp_and_evaluates_on_blocks(pair_shards, train_shards,
                                                                 tmp_path):
   model_dir = str(tmp_path / "model")

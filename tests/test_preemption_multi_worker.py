@@ -21,6 +21,8 @@ import pytest
 from tests.harness import free_port, module_env, start_module
 from tests.test_train_resume import _checkpoint
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 STEPS = 30
 FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train_steps={STEPS}",
          "--warmup_steps=2", "--learning_rate=1e-3", "--dropout=0", "--seed=3", "--log_every=1",

@@ -9,6 +9,8 @@ import pytest
 
 from tests.harness import run_module
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")
 HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")

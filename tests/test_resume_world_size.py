@@ -19,6 +19,8 @@ from roberta_tf.training import run
 from roberta_tf.training.train_config import TrainConfig
 from tests.test_train_resume import _checkpoint, _train_loss
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 STEPS = 6
 
 

@@ -96,6 +96,7 @@ def test_small_corpus_parity(tok, hf):
   assert tok(lines).to_list() == hf_ids(hf, lines)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(FULL_CORPUS), reason="shared corpus not present")
 def test_full_corpus_parity(tok, hf):
   lines = corpus_lines(FULL_CORPUS)
@@ -196,6 +197,7 @@ def test_graph_contexts(tok):
   assert [row for batch in ds for row in batch.to_list()] == eager
 
 
+@pytest.mark.slow
 def test_saved_model_in_fresh_process(tok, tmp_path):
   class Holder(tf.Module):
 

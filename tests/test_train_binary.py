@@ -21,6 +21,8 @@ from roberta_tf.training import run
 from roberta_tf.training.train_config import TrainConfig
 from tests.harness import free_port, module_command, module_env, run_module, tiny_config
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
 TRAIN_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy", "optim/learning_rate",

@@ -18,6 +18,8 @@ import tensorflow as tf
 
 from tests.harness import start_module
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 16
 

@@ -25,6 +25,8 @@ import tensorflow as tf
 
 from tests.harness import free_port, module_env, start_module
 
+pytestmark = pytest.mark.slow  # see pyproject.toml's markers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 4
 COMMON_FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train_steps={STEPS}",

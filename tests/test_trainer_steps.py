@@ -47,6 +47,7 @@ def _global_norm(arrays):
   return math.sqrt(sum(float(np.sum(np.square(a.astype(np.float64)))) for a in arrays))
 
 
+@pytest.mark.slow
 def test_clip_norm_clips_the_averaged_gradient(train_shards):
   clip = 0.01
   trainer, next_batch = _trainer(train_shards, clip_norm=clip)
@@ -58,6 +59,7 @@ def test_clip_norm_clips_the_averaged_gradient(train_shards):
   assert _global_norm(_values(momentums)) == pytest.approx(0.1 * clip, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_xla_compiled_accumulating_step_matches_the_plain_one(train_shards):
   """--jit_compile changes the kernels, not the update (2 steps of 2 micro-batches)."""
   weights = []
@@ -107,6 +109,7 @@ def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_pa
   assert float(out["applied"]) == 1.0 and int(trainer.bad_steps_in_row.numpy()) == 0
 
 
+@pytest.mark.slow
 def test_fp16_overflow_is_skipped_counted_and_halves_the_scale(train_shards):
   """A loss scale of 2^60 overflows fp16 gradients: normal under fp16, not a bad step."""
   trainer, next_batch = _trainer(train_shards, precision="mixed_float16",
@@ -146,6 +149,7 @@ def float32_run(train_shards, tmp_path_factory):
 # held-out loss stays this close to float32's (measured: ~0.01 bf16, ~0.001 fp16).
 @pytest.mark.parametrize("precision, tolerance", [("float32", 0.0), ("mixed_bfloat16", 0.05),
                                                   ("mixed_float16", 0.02)])
+@pytest.mark.slow
 def test_every_precision_trains(train_shards, tmp_path, float32_run, precision, tolerance):
   full_run, full_dir = float32_run
   model_dir = full_dir if precision == "float32" else tmp_path
@@ -166,6 +170,7 @@ def test_every_precision_trains(train_shards, tmp_path, float32_run, precision, 
     assert "optim/loss_scale" not in tags
 
 
+@pytest.mark.slow
 def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_path):
   init = tmp_path / "nan_model"
   model = models.RobertaPretrainer(_model_config())
@@ -189,6 +194,7 @@ def test_bad_configs_name_the_flag(train_shards, tmp_path, overrides, message):
     run.train(_config(train_shards, tmp_path, **overrides))
 
 
+@pytest.mark.slow
 def test_resuming_with_another_architecture_is_refused_and_changes_nothing(train_shards, tmp_path):
   run.train(_config(train_shards, tmp_path, train_steps=2, eval_data=""))
   with open(tmp_path / "config.json", encoding="utf-8") as f:
