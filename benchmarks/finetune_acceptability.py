@@ -55,7 +55,7 @@ def write_task(task_dir: str) -> tuple[str, str]:
 def finetune(task_dir, train_file, dev_file, name, init_from, seed) -> dict:
   import dataclasses  # pylint: disable=import-outside-toplevel
 
-  from roberta_tf.finetuning import finetune_loop  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.finetune_config import FinetuneConfig  # pylint: disable=import-outside-toplevel
   # One seed per call where the config sweeps seeds itself (the paper's median-of-5 protocol).
   extra = {"seeds": 1} if "seeds" in {f.name for f in dataclasses.fields(FinetuneConfig)} else {}
@@ -66,7 +66,7 @@ def finetune(task_dir, train_file, dev_file, name, init_from, seed) -> dict:
       max_seq_len=FLAGS.max_seq_len, batch_size=16, epochs=FLAGS.epochs,
       learning_rates=tuple(float(r) for r in FLAGS.learning_rates), seed=seed, overwrite=True,
       **extra)
-  return finetune_loop.finetune(cfg)
+  return sweep_runner.run_sweep(cfg)
 
 
 def main(argv):

@@ -39,12 +39,7 @@ sys.path.insert(0, REPO)
 from benchmarks import glue_text_tasks, hf_finetune  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
-                    "The Python docs JSONL corpus (default: ../shared beside the repository).")
-flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
-                    "vocab.json + merges.txt (the fixture's 8000-id vocab).")
-flags.DEFINE_string("work_dir", "runs/finetune_batching", "Task, model, runs, summary.json.")
+glue_text_tasks.define_data_flags("runs/finetune_batching", "Task, model, runs, summary.json.")
 flags.DEFINE_string("config", "small", "Model size preset.")
 flags.DEFINE_integer("max_seq_len", 512, "The model's and fine-tuning's max_seq_len.")
 flags.DEFINE_integer("examples", 2000, "Training sentences.")

@@ -84,7 +84,7 @@ def pretrain(work_dir: str) -> str:
 
 
 def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) -> dict:
-  from roberta_tf.finetuning import finetune_loop  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.finetune_config import FinetuneConfig  # pylint: disable=import-outside-toplevel
   cfg = FinetuneConfig(
       task="classification", model_dir=os.path.join(FLAGS.work_dir, f"ft_{name}_{seed}_{epochs}"),
@@ -92,7 +92,7 @@ def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) 
       init_from=init_from, config=FLAGS.config, vocab_dir=FLAGS.vocab_dir,
       max_seq_len=FLAGS.max_seq_len, batch_size=16, epochs=epochs,
       learning_rates=tuple(learning_rates), seed=seed, seeds=1, overwrite=True)
-  return finetune_loop.finetune(cfg)
+  return sweep_runner.run_sweep(cfg)
 
 
 def main(argv):

@@ -42,13 +42,8 @@ sys.path.insert(0, REPO)
 from benchmarks import glue_text_tasks, hf_finetune  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
-                    "The Python docs JSONL corpus (default: ../shared beside the repository).")
-flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
-                    "vocab.json + merges.txt (the fixture's 8000-id vocab).")
-flags.DEFINE_string("work_dir", "runs/finetune_vs_hf", "Task, models, runs and "
-                    "<task>_summary.json.")
+glue_text_tasks.define_data_flags("runs/finetune_vs_hf", "Task, models, runs and "
+                                  "<task>_summary.json.")
 flags.DEFINE_enum("task", "section", ["section", "same_document", "word_order"], "The task.")
 flags.DEFINE_string("config", "tiny", "Model size preset for the pretraining.")
 flags.DEFINE_integer("max_seq_len", 64, "Pretraining and fine-tuning sequence length.")

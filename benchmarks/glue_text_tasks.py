@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from benchmarks import word_order_task
 from roberta_tf.finetuning import docs_sections, glue
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = {"intact": "0", "swapped": "1"}
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
@@ -149,3 +150,14 @@ def read_split(glue_task: str, path: str) -> tuple[list[str], list[str] | None, 
   examples, _ = glue.read_file(task, path, task.train)
   b = [e.text_b for e in examples] if len(task.text_fields) == 2 else None
   return [e.text_a for e in examples], b, [task.labels.index(e.label) for e in examples]
+
+
+def define_data_flags(work_dir: str, work_dir_help: str) -> None:
+  """--corpus, --vocab_dir and --work_dir of the fine-tuning benchmarks that use these tasks."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
+                                             "python-docs.jsonl.gz"),
+                      "The Python docs JSONL corpus (default: ../shared beside the repository).")
+  flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
+                      "vocab.json + merges.txt (the fixture's 8000-id vocab).")
+  flags.DEFINE_string("work_dir", work_dir, work_dir_help)

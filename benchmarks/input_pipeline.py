@@ -110,7 +110,8 @@ def main():
           f"{time.perf_counter() - start:.1f}s")
   try:
     vocab = VocabInfo.from_dir(args.vocab_dir)
-    config = InputConfig(batch_size=args.batch_size, max_seq_len=args.max_seq_len, seed=0)
+    config = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                         seed=0)
     masking = MaskingConfig(whole_word=args.whole_word)
     rate, batch = pipeline_rate(data_dir, vocab, config, masking, args.num_batches)
   finally:

@@ -188,8 +188,9 @@ class Corpus:
   def _dataset(self, split, training, seed):
     from roberta_tf.data import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.build_dataset(self.shards, split, training=training,
-                                  batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
-                                  model_config=self.model_config, seed=seed)
+                                  per_replica_batch_size=FLAGS.batch_size,
+                                  max_seq_len=FLAGS.max_seq_len, model_config=self.model_config,
+                                  seed=seed)
 
   def train_batches(self, seed: int) -> dict:
     return _dump(os.path.join(self.dir, "batches", f"train_seed{seed}.npz"),

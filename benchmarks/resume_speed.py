@@ -75,12 +75,12 @@ def main(argv=None):
       build_shards(corpus, args.vocab_dir, data_dir, max_seq_len=args.max_seq_len,
                    num_shards=16, validation_fraction=0.01)
     vocab = VocabInfo.for_dataset(data_dir, dataset_info.read(data_dir))
-    config = InputConfig(batch_size=args.batch_size, max_seq_len=args.max_seq_len)
+    config = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len)
     time_to_first_batch(data_dir, vocab, config)  # warm-up: imports, first graph building
     times = {p: [] for p in positions}
     for _ in range(args.repeats):
       for p in positions:
-        at = InputConfig(batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+        at = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                          start=p * args.batch_size)
         times[p].append(time_to_first_batch(data_dir, vocab, at))
     replay = replay_seconds_per_batch(data_dir, vocab, config)

@@ -116,7 +116,7 @@ def main(argv):
         f"{info['source']['input_bytes'] / 1e6:.1f} MB; {split['num_sequences']} sequences of "
         f"<= {FLAGS.max_seq_len} in {len(per_shard)} shards ({min(per_shard)}-{max(per_shard)} "
         f"each; shuffle window {FLAGS.shuffle_buffer}); order: {info.get('shuffle')}")
-  ds = build_dataset(whole, "train", training=True, batch_size=FLAGS.window,
+  ds = build_dataset(whole, "train", training=True, per_replica_batch_size=FLAGS.window,
                      max_seq_len=FLAGS.max_seq_len, seed=FLAGS.seed,
                      shuffle_buffer=FLAGS.shuffle_buffer)
   windows = split["num_sequences"] // FLAGS.window

@@ -161,7 +161,7 @@ def build_keras_hub(args, data, preset, precision):
     x = {"token_ids": batch["input_ids"], "padding_mask": batch["padding_mask"],
          "mask_positions": batch["mask_positions"]}
     return x, batch["mask_ids"], batch["mask_weights"]
-  ds = pipeline.build_dataset(data, "train", training=True, batch_size=args.batch_size,
+  ds = pipeline.build_dataset(data, "train", training=True, per_replica_batch_size=args.batch_size,
                               max_seq_len=args.max_seq_len, model_config=config,
                               shuffle_buffer=1000).map(to_keras)
   # What fit() runs per step (steps_per_execution=1, jit_compile="auto": no XLA on CPU), minus

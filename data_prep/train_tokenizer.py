@@ -144,9 +144,9 @@ def main(argv):
   return 0
 
 
-def run():
+def console_main():
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

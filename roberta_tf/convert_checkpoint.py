@@ -164,10 +164,10 @@ def main(argv):
   return 0
 
 
-def run():
+def console_main():
   """The console-script entry point (pyproject.toml)."""
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

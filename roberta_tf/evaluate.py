@@ -30,22 +30,22 @@ flags.mark_flags_as_required(["model_dir", "eval_data"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  from roberta_tf.training import evaluation  # pylint: disable=import-outside-toplevel
-  metrics = evaluation.evaluate_checkpoint(
+  from roberta_tf.training import mlm_evaluation  # pylint: disable=import-outside-toplevel
+  metrics = mlm_evaluation.evaluate_checkpoint(
       FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
       batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len, eval_steps=FLAGS.eval_steps,
       seed=FLAGS.seed, unigram=FLAGS.unigram)
   if FLAGS.json:
     print(json.dumps(metrics, indent=2))
   else:
-    print(evaluation.eval_line(metrics["checkpoint"], metrics)
+    print(mlm_evaluation.eval_line(metrics["checkpoint"], metrics)
           + f" | {metrics['masked_tokens']:.0f} masked tokens")
   return 0
 
 
-def run():
+def console_main():
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

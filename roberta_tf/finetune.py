@@ -131,7 +131,7 @@ def main(argv):
   # Logical CPU devices must exist before TensorFlow initializes: split before the imports.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(FLAGS.cpu_replicas)
-  from roberta_tf.finetuning import finetune_loop  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.serving import finetuned_export  # pylint: disable=import-outside-toplevel
   # Errors (FinetuneError, TaskDataError, SquadError, ModelDirError, ...: they name the file or
   # flag) are one line from cli.
@@ -154,7 +154,7 @@ def main(argv):
   except ValueError as e:
     raise ValueError(f"--batch_sizes={FLAGS.batch_sizes}: not a list of integers") from e
   cfg = FinetuneConfig(**{k: ("" if v is None else v) for k, v in values.items()})
-  if finetune_loop.finetune(cfg).get("stopped_by_signal"):
+  if sweep_runner.run_sweep(cfg).get("stopped_by_signal"):
     print(f"stopped by SIGTERM; the same command resumes the sweep in {cfg.model_dir}")
     return 0
   if cfg.export_dir:
@@ -163,10 +163,10 @@ def main(argv):
   return 0
 
 
-def run():
+def console_main():
   """Console-script entry point (pyproject: roberta-finetune)."""
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

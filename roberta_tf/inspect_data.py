@@ -85,7 +85,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
   info = dataset_info.read(data_dir)
   vocab = VocabInfo.for_dataset(data_dir, info, vocab_dir)
   s = max_seq_len or info["max_seq_len"]
-  config = InputConfig(batch_size=batch_size, max_seq_len=s, seed=seed,
+  config = InputConfig(per_replica_batch_size=batch_size, max_seq_len=s, seed=seed,
                        shuffle_buffer=min(10_000, info["splits"].get(split, {}).get(
                            "num_sequences", 10_000)))
   ds = build_pretraining_dataset(data_dir, split, vocab, config, masking)
@@ -200,11 +200,11 @@ def main(argv):
   print(json.dumps(report, indent=2, ensure_ascii=False) if FLAGS.json else format_report(report))
 
 
-def run():
+def console_main():
   """The console-script entry point (pyproject.toml)."""
   define_flags()
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

@@ -23,15 +23,15 @@ def main(argv):
   # Logical CPU devices must exist before TensorFlow initializes, so split before the import.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(cfg.cpu_replicas)
-  from roberta_tf.training import run  # pylint: disable=import-outside-toplevel
-  run.train(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
+  from roberta_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+  pretraining.pretrain(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
   return 0
 
 
-def run():
+def console_main():
   """Console-script entry point (pyproject: roberta-train)."""
   cli.run(main)
 
 
 if __name__ == "__main__":
-  run()
+  console_main()

@@ -62,7 +62,8 @@ def test_every_window_of_the_stream_holds_each_source_in_proportion(two_sources,
   per_shard = [s["num_sequences"] for s in info["splits"]["train"]["shards"]]
   window, shuffle_buffer = 100, 50
   assert min(per_shard) > 10 * window  # shards far larger than the reader's shuffle window
-  config = InputConfig(batch_size=window, max_seq_len=S, seed=1, shuffle_buffer=shuffle_buffer)
+  config = InputConfig(per_replica_batch_size=window, max_seq_len=S, seed=1,
+                       shuffle_buffer=shuffle_buffer)
   ds = build_pretraining_dataset(out, "train", VocabInfo.from_dir(HF_TINY), config)
   batches = sum(per_shard) // window
   shares = [_source_b(restore(b), digit).mean() for _, b in zip(range(batches), ds)]
@@ -86,7 +87,7 @@ def test_old_shards_are_read_with_a_note_on_their_order(two_sources, tmp_path, c
   del info["shuffle"]  # as written before the global shuffle
   dataset_info.write(out, info)
   vocab = VocabInfo.from_dir(HF_TINY)
-  config = InputConfig(batch_size=8, max_seq_len=S)
+  config = InputConfig(per_replica_batch_size=8, max_seq_len=S)
   next(iter(build_pretraining_dataset(out, "train", vocab, config)))
   assert "hold their blocks in corpus order" in capsys.readouterr().err
   next(iter(build_pretraining_dataset(out, "train", vocab, config.for_eval())))

@@ -5,7 +5,7 @@ micro-batches), and the same training and dev metrics as batches padded to max_s
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import bucketing, finetune_loop, finetuned_dir
+from roberta_tf.finetuning import bucketing, finetuned_dir, sweep_runner
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
@@ -84,7 +84,7 @@ def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, 
 def test_padding_to_the_ladder_trains_and_scores_like_padding_to_max_seq_len(data, tmp_path):
   """The same batches padded to their rung (random) or to max_seq_len: the same train losses
   and dev metrics to 1e-5 (dropout 0: a dropout mask's draw depends on the padded shape)."""
-  results = {b: finetune_loop.finetune(_config(data, tmp_path / b, batching=b))
+  results = {b: sweep_runner.run_sweep(_config(data, tmp_path / b, batching=b))
              for b in ("random", "max_seq_len")}
   got, want = (results[b]["runs"][0]["history"] for b in ("random", "max_seq_len"))
   np.testing.assert_allclose([h["train_loss"] for h in got], [h["train_loss"] for h in want],
@@ -96,7 +96,7 @@ def test_padding_to_the_ladder_trains_and_scores_like_padding_to_max_seq_len(dat
 @pytest.mark.slow
 def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, hf_tiny_dir):
   cfg = _config(data, tmp_path / "lb", epochs=1)
-  finetune_loop.finetune(cfg)
+  sweep_runner.run_sweep(cfg)
   model, _, _ = finetuned_dir.load(cfg.model_dir)
   tokenizer = finetuned_dir.load_tokenizer(hf_tiny_dir)
   scores = {}

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from roberta_tf.finetuning import docs_sections, finetune_loop
+from roberta_tf.finetuning import docs_sections, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
@@ -67,9 +67,9 @@ def test_pretrained_beats_random_init_on_docs_sections(pretrained, tmp_path, hf_
   common = dict(task="classification", train_file=os.path.join(TASK, "train.jsonl"),
                 eval_file=os.path.join(TASK, "dev.jsonl"), vocab_dir=hf_tiny_dir,
                 max_seq_len=64, batch_size=16, epochs=2, learning_rate=1e-3, seeds=1)
-  with_pretraining = finetune_loop.finetune(FinetuneConfig(
+  with_pretraining = sweep_runner.run_sweep(FinetuneConfig(
       model_dir=str(tmp_path / "pretrained"), init_from=model_dir, **common))
-  from_scratch = finetune_loop.finetune(FinetuneConfig(
+  from_scratch = sweep_runner.run_sweep(FinetuneConfig(
       model_dir=str(tmp_path / "random"), config=model_json, **common))
   print(f"docs_sections dev accuracy, 2 epochs: pretrained {with_pretraining['accuracy']:.3f}, "
         f"random init {from_scratch['accuracy']:.3f}")

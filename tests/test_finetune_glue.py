@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from roberta_tf import models
-from roberta_tf.finetuning import finetune_loop, finetuned_dir, glue, predictions, warm_start
+from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep_runner, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.task_data import TaskDataError
@@ -133,7 +133,7 @@ def mnli(pretrained, tmp_path_factory):
                        data_dir=os.path.join(GLUE, "MNLI"), init_from=pretrained, max_seq_len=64,
                        batch_size=4, epochs=1, learning_rate=1e-3, seeds=1,
                        glue_diagnostic=os.path.join(GLUE, "diagnostic", "diagnostic.tsv"))
-  return cfg, finetune_loop.finetune(cfg)
+  return cfg, sweep_runner.run_sweep(cfg)
 
 
 def _read_tsv(path):
@@ -217,7 +217,7 @@ def test_stsb_regression_predictions_are_clipped_scores(pretrained, tmp_path):
   cfg = FinetuneConfig(task="", model_dir=str(tmp_path / "stsb"), train_file="", eval_file="",
                        glue_task="stsb", data_dir=os.path.join(GLUE, "STS-B"),
                        init_from=pretrained, max_seq_len=64, batch_size=4, epochs=1, seeds=1)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   assert results["metric"] == "pearson" and {"pearson", "spearman"} <= set(results)
   table = _read_tsv(os.path.join(cfg.model_dir, "STS-B.tsv"))
   scores = [float(r[1]) for r in table[1:]]

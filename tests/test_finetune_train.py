@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import finetune_loop, finetuned_dir, squad_eval
+from roberta_tf.finetuning import finetuned_dir, squad_eval, sweep_runner
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
@@ -57,7 +57,7 @@ def sweep(data, tmp_path_factory):
   """A two-rate sweep on the pair task (no dropout, so the mirrored run can match it)."""
   cfg = _config(data, tmp_path_factory.mktemp("sweep"), "classification",
                 learning_rates=(1e-7, 2e-3), epochs=8, dropout=0.0)
-  return cfg, finetune_loop.finetune(cfg)
+  return cfg, sweep_runner.run_sweep(cfg)
 
 
 @pytest.mark.slow
@@ -87,19 +87,19 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
 def test_early_stopping_and_no_silent_overwrite(data, tmp_path):
   cfg = _config(data, tmp_path, "classification", learning_rate=1e-9, epochs=5,
                 early_stopping_patience=1)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   history = results["runs"][0]["history"]
   # A learning rate of 1e-9 cannot change a prediction: no epoch beats the first, patience 1.
   assert len(history) == 2 and results["epoch"] == 1
   with pytest.raises(ValueError, match="not empty; pass --overwrite"):
-    finetune_loop.finetune(cfg)
+    sweep_runner.run_sweep(cfg)
 
 
 @pytest.mark.slow
 def test_regression_from_csv(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 learning_rate=2e-3, epochs=8)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   assert sorted(results["runs"][0]["metrics"]) == ["mse", "pearson", "spearman"]
   assert results["pearson"] > 0.8 and results["metric"] == "pearson"
 
@@ -107,7 +107,7 @@ def test_regression_from_csv(data, tmp_path):
 @pytest.mark.slow
 def test_multiple_choice(data, tmp_path):
   cfg = _config(data, tmp_path, "multiple_choice", epochs=1)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   assert results["metric"] == "accuracy"
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.num_choices == 4
@@ -127,7 +127,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   """SQuAD v2 with the paper's answerability classifier (default) or BERT's null span score."""
   cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match",
                 squad_v2_null=null)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.answer_classifier == (null == "classifier")
   task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
@@ -156,7 +156,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
 def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
   cfg = _config(data, tmp_path, "classification", precision=precision, epochs=8,
                 learning_rate=2e-3)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   assert all(np.isfinite(h["train_loss"]) for h in results["runs"][0]["history"])
   assert results["accuracy"] >= 0.8
   reader = tf.train.load_checkpoint(cfg.model_dir)
@@ -216,7 +216,7 @@ def test_a_non_finite_step_is_skipped_like_in_pretraining(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 train_file=_nan_labels(data, tmp_path, [5]), learning_rate=2e-3, epochs=2,
                 dropout=0.0)
-  results = finetune_loop.finetune(cfg)
+  results = sweep_runner.run_sweep(cfg)
   history = results["runs"][0]["history"]
   # 96 examples / 16 = 6 updates an epoch; the shuffled NaN row spoils exactly one per epoch.
   assert [h["skipped_steps"] for h in history] == [1, 2]
@@ -227,15 +227,15 @@ def test_a_non_finite_step_is_skipped_like_in_pretraining(data, tmp_path):
 def test_non_finite_steps_in_a_row_stop_the_run(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 train_file=_nan_labels(data, tmp_path, range(96)), epochs=2, max_bad_steps=3)
-  with pytest.raises(finetune_loop.FinetuneError,
+  with pytest.raises(sweep_runner.FinetuneError,
                      match=r"6 updates in a row \(>= --max_bad_steps=3\) had a non-finite"):
-    finetune_loop.finetune(cfg)
+    sweep_runner.run_sweep(cfg)
   assert not os.path.exists(os.path.join(cfg.model_dir, "eval_results.json"))
 
 
 def test_accumulation_equals_the_whole_batch(data, tmp_path):
   """batch 16 as 1 x 16 or 4 x 4 micro-batches: the same updates (dropout 0, float32)."""
-  results = [finetune_loop.finetune(_config(
+  results = [sweep_runner.run_sweep(_config(
       data, tmp_path / f"acc{a}", "regression", text_fields=("sentence",), label_field="score",
       learning_rate=2e-3, epochs=1, dropout=0.0, grad_accum_steps=a)) for a in (1, 4)]
   np.testing.assert_allclose(results[1]["runs"][0]["history"][0]["train_loss"],
@@ -274,7 +274,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
 
   other = dataclasses.replace(cfg, model_dir=str(out), epochs=3)
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
-    finetune_loop.finetune(other)
+    sweep_runner.run_sweep(other)
 
   proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
   assert proc.returncode == 0, proc.stdout + proc.stderr

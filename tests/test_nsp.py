@@ -62,7 +62,7 @@ def test_pair_records_hold_first_length_and_label(pair_shards):
 
 def test_eval_batches_carry_token_types_labels_and_weights(pair_shards):
   rows = _raw(pair_shards, "validation")
-  ds = pipeline.build_dataset(pair_shards, "validation", training=False, batch_size=8,
+  ds = pipeline.build_dataset(pair_shards, "validation", training=False, per_replica_batch_size=8,
                               max_seq_len=S)
   seen = 0
   for batch in ds:
@@ -85,7 +85,8 @@ def test_training_batches_keep_fields_aligned_through_the_shuffle(pair_shards):
   by_ids = {}
   for ids, first, label in _raw(pair_shards, "train"):
     by_ids.setdefault(ids, set()).add((first, label))
-  ds = pipeline.build_dataset(pair_shards, "train", training=True, batch_size=8, max_seq_len=S,
+  ds = pipeline.build_dataset(pair_shards, "train", training=True, per_replica_batch_size=8,
+                              max_seq_len=S,
                               masking=None, shuffle_buffer=50, seed=3,
                               model_config=_config(type_vocab_size=2))
   for batch in ds.take(6):
@@ -142,12 +143,14 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
                                       warmup_steps=0, train_steps=10)
   trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(),
                     objective=MlmObjective(next_sentence=True))
-  batch = next(iter(pipeline.build_dataset(pair_shards, "train", training=True, batch_size=8,
+  batch = next(iter(pipeline.build_dataset(pair_shards, "train", training=True,
+                                           per_replica_batch_size=8,
                                            max_seq_len=S, model_config=model.config)))
   # The sums at the weights the step starts from (dropout 0: the same forward pass).
-  loss_sum, count, _, _, extras = MlmObjective(next_sentence=True)(model, batch)
+  sums = MlmObjective(next_sentence=True)(model, batch)
+  extras = sums.extras
   out, _ = trainer.train_step(lambda: batch)
-  mlm_mean = float(extras["mlm_loss"]) / float(count)
+  mlm_mean = float(extras["mlm_loss"]) / float(sums.count)
   nsp_mean = float(extras["nsp_loss"]) / float(extras["nsp_count"])
   assert float(extras["nsp_count"]) == 8.0
   assert float(out["loss"]) == pytest.approx(mlm_mean + nsp_mean, rel=1e-5)

@@ -62,7 +62,7 @@ def assert_same(a, b):
 
 
 def test_eval_pass_follows_the_batch_contract_and_covers_the_split_once(shards, vocab):
-  config = InputConfig(batch_size=16, max_seq_len=S, seed=3).for_eval()
+  config = InputConfig(per_replica_batch_size=16, max_seq_len=S, seed=3).for_eval()
   ds = build_pretraining_dataset(shards, "train", vocab, config)
   p = MaskingConfig().resolved_max_predictions(S)
   assert p == 16
@@ -95,7 +95,7 @@ def test_eval_pass_follows_the_batch_contract_and_covers_the_split_once(shards, 
 
 def test_training_stream_is_seeded_and_deterministic(shards, vocab):
   def first(seed):
-    config = InputConfig(batch_size=8, max_seq_len=S, seed=seed, shuffle_buffer=50)
+    config = InputConfig(per_replica_batch_size=8, max_seq_len=S, seed=seed, shuffle_buffer=50)
     return take(build_pretraining_dataset(shards, "train", vocab, config), 3)
   assert_same(first(5), first(5))
   a, b = as_numpy(first(5)), as_numpy(first(6))
@@ -104,7 +104,7 @@ def test_training_stream_is_seeded_and_deterministic(shards, vocab):
 
 def test_mask_is_a_function_of_the_sequence_not_of_its_batch(shards, vocab):
   def masked_rows(batch_size, cycle_length):
-    config = InputConfig(batch_size=batch_size, max_seq_len=S, seed=1,
+    config = InputConfig(per_replica_batch_size=batch_size, max_seq_len=S, seed=1,
                          cycle_length=cycle_length).for_eval()
     out = {}
     for b in build_pretraining_dataset(shards, "train", vocab, config):
@@ -119,7 +119,8 @@ def test_mask_is_a_function_of_the_sequence_not_of_its_batch(shards, vocab):
 @pytest.mark.timeout(90)
 def test_resume_from_iterator_checkpoint_equals_uninterrupted_run(shards, vocab, tmp_path):
   # 443 sequences / 16 = 27.7 batches an epoch: the save point (30) lies in the second epoch.
-  config = InputConfig(batch_size=16, max_seq_len=S, seed=2, shuffle_buffer=64, cycle_length=3)
+  config = InputConfig(per_replica_batch_size=16, max_seq_len=S, seed=2, shuffle_buffer=64,
+                       cycle_length=3)
   build = lambda: build_pretraining_dataset(shards, "train", vocab, config)  # noqa: E731
   straight = take(build(), 33)
 
@@ -139,7 +140,7 @@ def _rows(batches):
 @pytest.mark.timeout(90)
 def test_start_positions_the_stream_without_reading_what_precedes_it(shards, vocab):
   # 443 sequences an epoch, windows of 40: starts inside a window of epoch 0 and of epoch 1.
-  config = InputConfig(batch_size=16, max_seq_len=S, seed=4, shuffle_buffer=40)
+  config = InputConfig(per_replica_batch_size=16, max_seq_len=S, seed=4, shuffle_buffer=40)
   straight = _rows(take(build_pretraining_dataset(shards, "train", vocab, config), 40))
   first_epoch = list(map(tuple, straight["input_ids"][:443].tolist()))
   assert sorted(first_epoch) != first_epoch  # shuffled
@@ -152,7 +153,7 @@ def test_start_positions_the_stream_without_reading_what_precedes_it(shards, voc
 
 def test_replica_batches_are_rounds_of_the_global_stream(shards, vocab):
   # 4 replicas on 2 input pipelines (2 each): pipeline p takes batches 4r + 2p, 4r + 2p + 1.
-  config = InputConfig(batch_size=8, max_seq_len=S, seed=1, shuffle_buffer=64)
+  config = InputConfig(per_replica_batch_size=8, max_seq_len=S, seed=1, shuffle_buffer=64)
   single = as_numpy(take(build_pretraining_dataset(shards, "train", vocab, config), 12))
   for p in range(2):
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=p,
@@ -168,7 +169,7 @@ def test_replica_batches_are_rounds_of_the_global_stream(shards, vocab):
 def test_static_masking_cycles_through_dupe_factor_copies(shards, vocab, static):
   n = dataset_info.read(shards)["splits"]["train"]["num_sequences"]
   # One batch = one epoch in a fixed order (no shuffle), so batch e holds epoch e's masks.
-  config = InputConfig(batch_size=n, max_seq_len=S, seed=0, shuffle_buffer=0)
+  config = InputConfig(per_replica_batch_size=n, max_seq_len=S, seed=0, shuffle_buffer=0)
   masking = MaskingConfig(static=static, dupe_factor=2)
   epochs = as_numpy(take(build_pretraining_dataset(shards, "train", vocab, config, masking), 4))
   same = lambda a, b: np.array_equal(epochs[a]["input_ids"], epochs[b]["input_ids"])  # noqa
@@ -180,7 +181,7 @@ def test_static_masking_cycles_through_dupe_factor_copies(shards, vocab, static)
 
 @pytest.mark.parametrize("num_pipelines", [2, 5])  # 4 files: by file, then by record
 def test_input_context_splits_the_data_disjointly(shards, vocab, num_pipelines):
-  config = InputConfig(batch_size=8, max_seq_len=S, seed=0).for_eval()
+  config = InputConfig(per_replica_batch_size=8, max_seq_len=S, seed=0).for_eval()
   parts = []
   for i in range(num_pipelines):
     ctx = tf.distribute.InputContext(num_input_pipelines=num_pipelines, input_pipeline_id=i)
@@ -191,18 +192,19 @@ def test_input_context_splits_the_data_disjointly(shards, vocab, num_pipelines):
 
 
 def test_mismatches_with_vocab_or_model_fail_clearly(shards, vocab, tmp_path):
-  config = InputConfig(batch_size=4, max_seq_len=S)
+  config = InputConfig(per_replica_batch_size=4, max_seq_len=S)
   other = VocabInfo(vocab.vocab_size, vocab.special_ids, vocab.word_start, sha256="0" * 64)
   with pytest.raises(dataset_info.DatasetInfoError, match="sha256 differs"):
     build_pretraining_dataset(shards, "train", other, config)
   with pytest.raises(dataset_info.DatasetInfoError, match="position table has 60 rows"):
     build_pretraining_dataset(shards, "train", vocab, config, max_positions=60)
   with pytest.raises(dataset_info.DatasetInfoError, match="longer than --max_seq_len=32"):
-    build_pretraining_dataset(shards, "train", vocab, InputConfig(batch_size=4, max_seq_len=32))
+    build_pretraining_dataset(shards, "train", vocab, InputConfig(per_replica_batch_size=4,
+                                                                  max_seq_len=32))
   with pytest.raises(dataset_info.DatasetInfoError, match="no 'test' split"):
     build_pretraining_dataset(shards, "test", vocab, config)
   with pytest.raises(dataset_info.DatasetInfoError, match="vocab size 8000 in the shards, 9000"):
-    build_dataset(shards, "train", training=True, batch_size=4, max_seq_len=S,
+    build_dataset(shards, "train", training=True, per_replica_batch_size=4, max_seq_len=S,
                   model_config=preset("tiny", vocab_size=9000, max_positions=S + 2))
   with pytest.raises(dataset_info.DatasetInfoError, match="not found"):
     build_pretraining_dataset(str(tmp_path), "train", vocab, config)
@@ -211,9 +213,10 @@ def test_mismatches_with_vocab_or_model_fail_clearly(shards, vocab, tmp_path):
 def test_build_dataset_for_the_training_loop(shards):
   model_config = preset("tiny", vocab_size=8000, max_positions=S + 2)
   masking = MaskingConfig(whole_word=True)  # needs the vocab_dir recorded by data_prep
-  train = build_dataset(shards, "train", training=True, batch_size=4, max_seq_len=S,
+  train = build_dataset(shards, "train", training=True, per_replica_batch_size=4, max_seq_len=S,
                         masking=masking, model_config=model_config, seed=1)
-  evaluation = build_dataset(shards, "validation", training=False, batch_size=4, max_seq_len=S,
+  evaluation = build_dataset(shards, "validation", training=False, per_replica_batch_size=4,
+                             max_seq_len=S,
                              masking=masking, model_config=model_config)
   assert next(iter(train))["input_ids"].shape == [4, S]
   assert sorted(r for b in evaluation for r in restore(b)) == sorted(records(shards, "validation"))
@@ -250,7 +253,7 @@ def out_of_vocab_record(path):
 @pytest.mark.parametrize("damage", [truncate, flip_a_byte, out_of_vocab_record])
 def test_damaged_shard_raises_an_error_naming_it(shards, vocab, tmp_path, damage):
   data, path = damaged_copy(shards, tmp_path, damage)
-  config = InputConfig(batch_size=16, max_seq_len=S, shuffle_buffer=32)
+  config = InputConfig(per_replica_batch_size=16, max_seq_len=S, shuffle_buffer=32)
   with pytest.raises(tf.errors.InvalidArgumentError, match="train-00001-of-00004.tfrecord"):
     for _ in build_pretraining_dataset(data, "train", vocab, config):
       pass
@@ -261,7 +264,8 @@ def test_damaged_shard_is_skipped_and_counted_on_request(shards, vocab, tmp_path
   data, path = damaged_copy(shards, tmp_path, truncate)
   readable = sum(1 for _ in tf.data.TFRecordDataset(path).ignore_errors())
   counter = tf.Variable(0, dtype=tf.int64)
-  config = InputConfig(batch_size=16, max_seq_len=S, skip_corrupt_shards=True).for_eval()
+  config = InputConfig(per_replica_batch_size=16, max_seq_len=S,
+                       skip_corrupt_shards=True).for_eval()
   seen = [r for b in build_pretraining_dataset(data, "train", vocab, config,
                                                skipped_shards=counter) for r in restore(b)]
   assert int(counter.numpy()) == 1

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.training import run
+from roberta_tf.training import pretraining
 from roberta_tf.training.train_config import TrainConfig
 from tests.test_train_resume import _checkpoint, _train_loss
 
@@ -35,7 +35,7 @@ def _config(train_shards, model_dir, accum):
 @pytest.mark.timeout(240)
 def test_checkpoint_at_accumulation_1_resumes_at_accumulation_2(train_shards, tmp_path):
   a, b = str(tmp_path / "a"), str(tmp_path / "b")
-  run.train(_config(train_shards, a, accum=1))
+  pretraining.pretrain(_config(train_shards, a, accum=1))
   os.makedirs(b)
   for name in os.listdir(a):
     if name.startswith("ckpt-3.") or name in ("config.json", "vocab.json", "merges.txt"):
@@ -45,7 +45,7 @@ def test_checkpoint_at_accumulation_1_resumes_at_accumulation_2(train_shards, tm
   assert tf.train.load_variable(os.path.join(b, "ckpt-3"),
                                 "data_position/.ATTRIBUTES/VARIABLE_VALUE") == 3 * 32
 
-  result = run.train(_config(train_shards, b, accum=2))
+  result = pretraining.pretrain(_config(train_shards, b, accum=2))
   assert result.step == STEPS
   for step in range(4, STEPS + 1):
     assert abs(_train_loss(a, step) - _train_loss(b, step)) <= 1e-5, step

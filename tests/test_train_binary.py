@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.training import run
+from roberta_tf.training import pretraining
 from roberta_tf.training.train_config import TrainConfig
 from tests.harness import free_port, module_command, module_env, run_module, tiny_config
 
@@ -148,7 +148,7 @@ def test_init_from_continues_from_the_trained_weights(trained, tmp_path):
   """A new run --init_from the model dir starts at the trained model's eval (same masks)."""
   model_dir, _, _ = trained
   saved = json.load(open(os.path.join(model_dir, "config.json")))["data"]
-  result = run.train(TrainConfig(
+  result = pretraining.pretrain(TrainConfig(
       model_dir=str(tmp_path), train_data=saved["train"], eval_data=saved["eval"],
       init_from=model_dir, max_seq_len=64, batch_size=8, train_steps=1, warmup_steps=0,
       learning_rate=1e-4, log_every=1))

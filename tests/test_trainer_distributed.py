@@ -43,7 +43,7 @@ strategy_lib.split_cpu(int(sys.argv[1]))
 import tensorflow as tf
 # Grappler spends ~15 s optimizing the 4-replica graph for a 4-step run; the math is the same.
 tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-from roberta_tf.training import run
+from roberta_tf.training import pretraining
 from roberta_tf.training.train_config import TrainConfig
 out, specs, base = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 for name, strategy, accum, resume_from in specs:
@@ -57,7 +57,7 @@ for name, strategy, accum, resume_from in specs:
       f.write('model_checkpoint_path: "ckpt-2"\n')
   strategy = (tf.distribute.MirroredStrategy() if strategy == "mirrored"
               else tf.distribute.get_strategy())
-  result = run.train(TrainConfig(model_dir=model_dir, grad_accum_steps=accum, **base),
+  result = pretraining.pretrain(TrainConfig(model_dir=model_dir, grad_accum_steps=accum, **base),
                      strategy=strategy)
   print("RESULT", name, json.dumps({"loss": result.final_train["last_step_loss"],
                                     "replicas": strategy.num_replicas_in_sync}), flush=True)

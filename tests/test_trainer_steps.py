@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline
-from roberta_tf.training import checkpointing, run
+from roberta_tf.training import checkpointing, pretraining
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.train_config import TrainConfig
 from roberta_tf.training.trainer import StepConfig, Trainer
@@ -33,7 +33,8 @@ def _trainer(train_shards, **step_config):
   opt = optimizer_lib.build_optimizer(variables=model.trainable_variables, learning_rate=1e-3,
                                       warmup_steps=0, train_steps=100)
   trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config))
-  batches = iter(pipeline.build_dataset(train_shards, "train", training=True, batch_size=8,
+  batches = iter(pipeline.build_dataset(train_shards, "train", training=True,
+                                        per_replica_batch_size=8,
                                         max_seq_len=SEQ, model_config=model.config,
                                         shuffle_buffer=0))
   return trainer, lambda: next(batches)
@@ -142,7 +143,7 @@ def _train_tags(model_dir):
 @pytest.fixture(scope="module")
 def float32_run(train_shards, tmp_path_factory):
   model_dir = tmp_path_factory.mktemp("fp32")
-  return run.train(_config(train_shards, model_dir)), model_dir
+  return pretraining.pretrain(_config(train_shards, model_dir)), model_dir
 
 
 # Mixed precision rounds matmul inputs (bf16: 8 mantissa bits, fp16: 11); after 12 updates the
@@ -154,7 +155,7 @@ def test_every_precision_trains(train_shards, tmp_path, float32_run, precision, 
   full_run, full_dir = float32_run
   model_dir = full_dir if precision == "float32" else tmp_path
   result = (full_run if precision == "float32"
-            else run.train(_config(train_shards, tmp_path, precision=precision)))
+            else pretraining.pretrain(_config(train_shards, tmp_path, precision=precision)))
   (first_step, first), (last_step, last) = result.eval_history[0], result.eval_history[-1]
   assert (first_step, last_step) == (0, 12)
   assert math.isfinite(last["loss"]) and last["loss"] < first["loss"] - 0.1, result.eval_history
@@ -178,8 +179,8 @@ def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_pa
   kernel.assign(tf.fill(kernel.shape, float("nan")))
   models.save(str(init), model)
   model_dir = tmp_path / "run"
-  with pytest.raises(run.TrainingError, match=r"3 steps in a row .*--max_bad_steps=3"):
-    run.train(_config(train_shards, model_dir, init_from=str(init), eval_data="",
+  with pytest.raises(pretraining.TrainingError, match=r"3 steps in a row .*--max_bad_steps=3"):
+    pretraining.pretrain(_config(train_shards, model_dir, init_from=str(init), eval_data="",
                       max_bad_steps=3, train_steps=10))
   assert tf.train.latest_checkpoint(str(model_dir)) is None
 
@@ -191,19 +192,21 @@ def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_pa
 ])
 def test_bad_configs_name_the_flag(train_shards, tmp_path, overrides, message):
   with pytest.raises((ValueError, dataset_info.DatasetInfoError), match=message):
-    run.train(_config(train_shards, tmp_path, **overrides))
+    pretraining.pretrain(_config(train_shards, tmp_path, **overrides))
 
 
 @pytest.mark.slow
 def test_resuming_with_another_architecture_is_refused_and_changes_nothing(train_shards, tmp_path):
-  run.train(_config(train_shards, tmp_path, train_steps=2, eval_data=""))
+  pretraining.pretrain(_config(train_shards, tmp_path, train_steps=2, eval_data=""))
   with open(tmp_path / "config.json", encoding="utf-8") as f:
     before = f.read()
   with pytest.raises(ValueError, match=r"holds checkpoints of another model \(.*hidden_size: "
                                        r"128 there, 256 now"):
-    run.train(_config(train_shards, tmp_path, config="small", train_steps=4, eval_data=""))
+    pretraining.pretrain(_config(train_shards, tmp_path, config="small", train_steps=4,
+                                 eval_data=""))
   with open(tmp_path / "config.json", encoding="utf-8") as f:
     assert f.read() == before
   # A changed dropout is not another architecture: the run resumes.
-  result = run.train(_config(train_shards, tmp_path, train_steps=4, eval_data="", dropout=0.0))
+  result = pretraining.pretrain(_config(train_shards, tmp_path, train_steps=4, eval_data="",
+                                        dropout=0.0))
   assert result.step == 4

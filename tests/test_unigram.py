@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.data import dataset_info, unigram
-from roberta_tf.training import evaluation
+from roberta_tf.training import mlm_evaluation
 
 SPECIAL = (0, 1, 2, 3, 7999)
 
@@ -58,7 +58,7 @@ def test_evaluator_scores_the_same_targets_by_their_unigram_probability():
     batch, preds = inputs["mask_positions"].shape
     return tf.zeros([batch, preds, vocab])  # uniform: perplexity == vocab
 
-  evaluator = evaluation.Evaluator(tf.distribute.get_strategy(), model, unigram_log_probs=logp)
+  evaluator = mlm_evaluation.Evaluator(tf.distribute.get_strategy(), model, unigram_log_probs=logp)
   batch = {"input_ids": tf.zeros([2, 4], tf.int32), "padding_mask": tf.ones([2, 4], tf.int32),
            "mask_positions": tf.zeros([2, 2], tf.int32),
            "mask_ids": tf.constant([[2, 3], [4, 5]], tf.int32),
@@ -67,7 +67,7 @@ def test_evaluator_scores_the_same_targets_by_their_unigram_probability():
   assert metrics["perplexity"] == pytest.approx(vocab, rel=1e-5)
   # Targets 2, 3, 4 (the fourth slot is empty): mean NLL = (ln 2 + ln 4 + ln 8) / 3.
   assert metrics["unigram_perplexity"] == pytest.approx(math.exp(math.log(64) / 3), rel=1e-5)
-  line = evaluation.eval_line("eval step 5", metrics)
+  line = mlm_evaluation.eval_line("eval step 5", metrics)
   assert line.endswith("| unigram perplexity 4.00 (1.50x unigram)"), line
 
 
@@ -80,5 +80,5 @@ def test_evaluator_scores_the_same_targets_by_their_unigram_probability():
 ])
 def test_plateau_rule(ppl, step, warmup, expected):
   metrics = {"perplexity": ppl, "unigram_perplexity": 1040.0}
-  assert evaluation.on_unigram_plateau(metrics, step, warmup) is expected
-  assert not evaluation.on_unigram_plateau({"perplexity": ppl}, step, warmup)
+  assert mlm_evaluation.on_unigram_plateau(metrics, step, warmup) is expected
+  assert not mlm_evaluation.on_unigram_plateau({"perplexity": ppl}, step, warmup)

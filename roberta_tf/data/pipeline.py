@@ -44,8 +44,8 @@ class InputConfig:
   """How to read and batch one split.
 
   Attributes:
-    batch_size: sequences per batch of THIS input pipeline, i.e. the per-replica batch; under a
-      tf.distribute strategy the caller passes
+    per_replica_batch_size: sequences per batch of THIS input pipeline (the flags' --batch_size
+      is global); under a tf.distribute strategy the caller passes
       `input_context.get_per_replica_batch_size(global_batch_size)`.
     max_seq_len: S, the padded length; must be >= dataset_info's max_seq_len.
     seed: the data seed: the per-epoch shard order, the shuffle and every mask derive from it.
@@ -64,7 +64,7 @@ class InputConfig:
       naming the shard goes to stderr and `skipped_shards` (if given) is incremented (each
       epoch that reads the shard).
   """
-  batch_size: int
+  per_replica_batch_size: int
   max_seq_len: int
   seed: int = 0
   shuffle_buffer: int = 10_000
@@ -74,9 +74,9 @@ class InputConfig:
   skip_corrupt_shards: bool = False
 
   def __post_init__(self):
-    if self.batch_size < 1 or self.max_seq_len < 2:
-      raise ValueError(f"batch_size={self.batch_size} must be >= 1 and max_seq_len="
-                       f"{self.max_seq_len} >= 2")
+    if self.per_replica_batch_size < 1 or self.max_seq_len < 2:
+      raise ValueError(f"per_replica_batch_size={self.per_replica_batch_size} must be >= 1 and "
+                       f"max_seq_len={self.max_seq_len} >= 2")
     if self.start < 0 or (self.start and not self.repeat):
       raise ValueError(f"start={self.start} must be >= 0, and 0 unless repeat")
     if self.shuffle_buffer < 0 or self.cycle_length < 1:
@@ -225,9 +225,9 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
         block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if not by_file:
       records = records.shard(num_pipelines, pipeline_id)
-    ds = records.batch(config.batch_size)
+    ds = records.batch(config.per_replica_batch_size)
   masker = Masker(vocab, masking, s)
-  b = config.batch_size
+  b = config.per_replica_batch_size
 
   def mask(batch):
     ids, seeds = batch["input_ids"], batch["seed"]
@@ -317,7 +317,7 @@ def _training_stream(read_shard, shard_order, counts: list[int], config: InputCo
   stream = epoch_stream(tf.constant(e0, tf.int64), tf.constant(first, tf.int64)).skip(q0 - first)
   stream = stream.concatenate(tf.data.Dataset.counter(e0 + 1).flat_map(
       lambda e: epoch_stream(e, tf.constant(0, tf.int64))))
-  batches = stream.batch(config.batch_size, drop_remainder=True)
+  batches = stream.batch(config.per_replica_batch_size, drop_remainder=True)
   if input_context is None or input_context.num_replicas_in_sync == 1:
     return batches
   replicas = input_context.num_replicas_in_sync
@@ -327,7 +327,7 @@ def _training_stream(read_shard, shard_order, counts: list[int], config: InputCo
   return mine.map(lambda _, x: x)
 
 
-def build_dataset(data_dir: str, split: str, *, training: bool, batch_size: int,
+def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batch_size: int,
                   max_seq_len: int, masking: MaskingConfig | None = None,
                   model_config=None, seed: int = 0, shuffle_buffer: int = 10_000,
                   skip_corrupt_shards: bool = False, start: int = 0,
@@ -355,7 +355,8 @@ def build_dataset(data_dir: str, split: str, *, training: bool, batch_size: int,
         where=data_dir)
     max_positions = model_config.max_positions
   vocab = vocab or VocabInfo.for_dataset(data_dir, info, vocab_dir)
-  config = InputConfig(batch_size=batch_size, max_seq_len=max_seq_len, seed=seed,
+  config = InputConfig(per_replica_batch_size=per_replica_batch_size, max_seq_len=max_seq_len,
+                       seed=seed,
                        shuffle_buffer=shuffle_buffer, repeat=True, start=start,
                        skip_corrupt_shards=skip_corrupt_shards)
   if not training:

@@ -11,10 +11,16 @@ Modules, in the order data flows through them:
   heads           classification/regression, multiple-choice and span heads on the encoder
   tasks           one class per task type: datasets, loss, dev metrics
   finetune_config the resolved configuration of a run (what --flags become)
-  finetune_run    one run on the training core's Trainer: AdamW, 6% warmup + linear decay,
-                  epochs, early stopping, TensorBoard, SIGTERM; resumable (run_state)
+  glue            GLUE presets: each task's files, fields, labels and official metrics
+  bucketing       length-bucketed batches padded to their longest example
+  warm_start      the encoder (and head) a run starts from: pretrained, fine-tuned or random
+  trial           one run (one batch size, learning rate, seed) on the training core's loop
+                  and Trainer: AdamW, 6% warmup + linear decay, epochs, early stopping,
+                  TensorBoard, SIGTERM; resumable (run_state)
   run_state       a run's saved state (checkpoint + progress.json) for resume
-  finetune_loop   the LR sweep: runs, the best kept, resume of an unfinished sweep
+  sweep           the paper's grid (batch sizes x learning rates x seeds) and its medians
+  sweep_runner    runs the grid's trials, keeps the best configuration's median run, writes
+                  eval_results.json / results.md / GLUE predictions (predictions.py); resume
   finetuned_dir   fine-tuned model directories (config.json + checkpoint + vocab)
   docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
 The SavedModel export with raw-string signatures (classify / choose / answer) is

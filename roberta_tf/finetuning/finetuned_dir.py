@@ -6,7 +6,7 @@ model_dir/
   checkpoint, ckpt-N.* tf.train.Checkpoint(model=FinetuneModel) of the best run's best epoch
   vocab.json merges.txt
   eval_results.json    the kept run's dev metrics; the median and spread over seeds per
-                       configuration and overall; every run's history (finetune_loop.py);
+                       configuration and overall; every run's history (sweep_runner.py);
                        written last, so its presence marks a complete sweep
   results.md           the same statistics as a table
   predictions.json, nbest_predictions.json   extractive QA: the kept run's dev predictions

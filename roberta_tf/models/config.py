@@ -34,7 +34,8 @@ class RobertaConfig:
     attention_dropout: dropout on the attention probabilities.
     layer_norm_eps: LayerNorm epsilon (1e-5 in fairseq/HF RoBERTa, not BERT's 1e-12).
     pad_id, bos_id, eos_id: special ids in the RoBERTa layout (<s>=0, <pad>=1, </s>=2).
-    initializer_range: stddev of the truncated-normal initializer of kernels and embeddings.
+    initializer_range: stddev of the normal N(0, initializer_range) initializer of kernels and
+      embeddings (BERT/fairseq/HF's; models/initializers.py).
     type_vocab_size: rows of a token-type (segment) embedding; 0, RoBERTa's, means none: the
       encoder then takes no token_type_ids. BERT's 2 is for the NSP input-format ablation
       (training sets it from shards of a pair packing, data_prep/pair_packing.py).

@@ -9,11 +9,15 @@
   sigterm            SIGTERM as a flag the loops check between updates
   step_window        step outputs kept on device until a log step
   summaries          TensorBoard scalars/text, console progress lines with ETA
-  evaluation         the fixed-mask held-out MLM evaluator, the unigram-plateau check
+  loop               the one loop controller (pretraining and fine-tuning): when to log, eval,
+                     save; the bad-step stop; SIGTERM and preemption; ETA
+  mlm_evaluation     the fixed-mask held-out MLM evaluator, the unigram-plateau check (the
+                     library of `python -m roberta_tf.evaluate`)
   strategy           tf.distribute strategies (default, mirrored, multi-worker, TPU)
   train_config       TrainConfig: what the pretraining flags become; config.json
   pretraining_task   the pretraining task: model config, datasets, model + AdamW + Trainer
-  run                the pretraining loop (`python -m roberta_tf.train` calls run.train)
+  pretraining        a pretraining run on the loop (`python -m roberta_tf.train` calls
+                     pretraining.pretrain)
   losses, flops      MLM loss sums; FLOPs per step for MFU
-Fine-tuning's loop is roberta_tf/finetuning/finetune_run.py, on the same Trainer.
+Fine-tuning runs on the same loop and Trainer: roberta_tf/finetuning/trial.py.
 """

@@ -1,6 +1,6 @@
 """The one training loop: updates, and what is due every N of them, for every task.
 
-Pretraining (training/run.py) and fine-tuning (finetuning/finetune_run.py) run this loop; each
+Pretraining (training/pretraining.py) and fine-tuning (finetuning/trial.py) run this loop; each
 supplies a `LoopTask` (its data, and what a log, an eval, a save and the end mean for it) and a
 `LoopSchedule` (when). The loop owns the when:
 

@@ -1,15 +1,16 @@
 """What the one train step minimizes: an objective per kind of training.
 
-An objective is a callable `objective(model, batch) -> (loss_sum, count, correct, tokens)`:
-float32 scalars of one replica's micro-batch (the loss SUM, the number of predictions it is
-normalized by, the correct predictions, the real input tokens). The Trainer (trainer.py) sums
-them over replicas and micro-batches and divides the gradient by the global count, so an
-objective never normalizes by its own batch. An objective may return a fifth element, a dict of
-further float32 sums named by its `extra_sums` (reported, summed the same way, not
-differentiated).
+An objective is a callable `objective(model, batch) -> Sums`: float32 scalars of one replica's
+micro-batch (the loss SUM, the number of predictions it is normalized by, the correct
+predictions, the real input tokens). The Trainer (trainer.py) sums them over replicas and
+micro-batches and divides the gradient by the global count, so an objective never normalizes by
+its own batch. `Sums.extras` holds further float32 sums named by the objective's `extra_sums`
+(reported, summed the same way, not differentiated).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -17,6 +18,15 @@ from roberta_tf.training.losses import mlm_sums, nsp_sums
 
 MODEL_INPUTS = ("input_ids", "padding_mask", "mask_positions")
 OPTIONAL_INPUTS = ("token_type_ids",)  # pair-packing batches (the NSP ablation)
+
+
+class Sums(NamedTuple):
+  """What an objective returns for one replica's micro-batch (float32 scalars)."""
+  loss_sum: tf.Tensor  # the loss summed over the predictions (not normalized)
+  count: tf.Tensor     # predictions: masked tokens (MLM) or examples (tasks)
+  correct: tf.Tensor   # correct argmax predictions (0 where a task scores itself on dev)
+  tokens: tf.Tensor    # real (non-pad) input tokens
+  extras: dict | None = None  # {name in the objective's extra_sums: sum}
 
 
 def model_inputs(batch: dict) -> dict:
@@ -44,7 +54,7 @@ class MlmObjective:
     if not self.next_sentence:
       logits = model(inputs, training=True)
       loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
-      return loss_sum, count, correct, tokens
+      return Sums(loss_sum, count, correct, tokens)
     logits, nsp_logits = model(inputs, training=True, with_nsp=True)
     loss_sum, count, correct = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
     nsp_loss, nsp_count, nsp_correct = nsp_sums(nsp_logits, batch["next_sentence_labels"],
@@ -52,7 +62,7 @@ class MlmObjective:
     weight = tf.stop_gradient(count / tf.maximum(nsp_count, 1.0))
     extras = {"mlm_loss": loss_sum, "nsp_loss": nsp_loss, "nsp_correct": nsp_correct,
               "nsp_count": nsp_count}
-    return loss_sum + weight * nsp_loss, count, correct, tokens, extras
+    return Sums(loss_sum + weight * nsp_loss, count, correct, tokens, extras)
 
 
 class TaskObjective:
@@ -68,4 +78,4 @@ class TaskObjective:
     loss_sum = tf.cast(self.task.loss_sum(outputs, labels), tf.float32)
     examples = tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32)
     tokens = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
-    return loss_sum, examples, tf.constant(0.0), tokens
+    return Sums(loss_sum, examples, tf.constant(0.0), tokens)

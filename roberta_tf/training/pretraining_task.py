@@ -20,7 +20,7 @@ from roberta_tf.data import dataset_info, packings, pipeline, unigram, vocab_inf
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization.vocab_files import copy_vocab_files
-from roberta_tf.training import checkpointing, evaluation, flops
+from roberta_tf.training import checkpointing, flops, mlm_evaluation
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.objectives import MlmObjective
@@ -76,7 +76,7 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   does not use, and may change the number of replicas or accumulation steps.
   """
   per_replica = per_replica_batch(cfg, strategy)
-  common = dict(batch_size=per_replica, max_seq_len=cfg.max_seq_len,
+  common = dict(per_replica_batch_size=per_replica, max_seq_len=cfg.max_seq_len,
                 masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
 
@@ -109,7 +109,7 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   """
   if not checkpoint_files.steps_on_disk(cfg.model_dir):
     return
-  before = evaluation.training_config(cfg.model_dir)
+  before = mlm_evaluation.training_config(cfg.model_dir)
   if before is None:
     return
   changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"

@@ -1,9 +1,9 @@
 """The one distributed train step: accumulation, clipping, loss scaling, NaN guard.
 
 Pretraining and every fine-tuning task run through it; what differs is the *objective*, a
-callable `objective(model, batch) -> (loss_sum, count, correct, tokens)` (objectives.py):
-`MlmObjective` for pretraining (count = masked tokens; with NSP it adds a fifth element, the
-extra sums named by its `extra_sums`, which are summed like the others and returned as
+callable `objective(model, batch) -> objectives.Sums` (loss_sum, count, correct, tokens):
+`MlmObjective` for pretraining (count = masked tokens; with NSP it fills `Sums.extras`, the
+sums named by its `extra_sums`, which are summed like the others and returned as
 "sum/<name>" metrics), `TaskObjective` for fine-tuning (count = examples).
 
 One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
@@ -129,9 +129,10 @@ class Trainer:
   def _grads(self, batch):
     """Gradients of this replica's (scaled) micro-batch loss sum, and the batch's sums."""
     with tf.GradientTape() as tape:
-      out = self.objective(self.model, batch)
-      loss_sum, count, correct, tokens = (tf.cast(x, tf.float32) for x in out[:4])
-      extras = [tf.cast(out[4][k], tf.float32) for k in self.extra_sums]
+      out = self.objective(self.model, batch)  # objectives.Sums
+      loss_sum, count, correct, tokens = (tf.cast(x, tf.float32) for x in (
+          out.loss_sum, out.count, out.correct, out.tokens))
+      extras = [tf.cast(out.extras[k], tf.float32) for k in self.extra_sums]
       scaled = loss_sum * (self.loss_scale / self.config.norm_per_micro_batch)
     variables = self.model.trainable_variables
     grads = tape.gradient(scaled, variables)

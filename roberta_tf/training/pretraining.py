@@ -1,6 +1,6 @@
 """The pretraining run: strategy, data, model, resume, the step loop, eval, checkpoints, summaries.
 
-`train(config)` is what `python -m roberta_tf.train` calls:
+`pretrain(config)` is what `python -m roberta_tf.train` calls:
   resume from model_dir's newest complete checkpoint (else --init_from, else random init;
     never start over in a model dir that holds checkpoint files unless --overwrite)
   → the loop (training/loop.py: when logs, evals, saves, the bad-step stop and SIGTERM
@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from roberta_tf.data import dataset_info
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.training import checkpointing, evaluation
+from roberta_tf.training import checkpointing, mlm_evaluation
 from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import pretraining_task as task
 from roberta_tf.training import strategy as strategy_lib
@@ -38,8 +38,8 @@ class TrainingError(RuntimeError):
 
 
 @dataclasses.dataclass
-class RunResult:
-  """What `train` returns.
+class PretrainingResult:
+  """What `pretrain` returns.
 
   Attributes:
     step: the last step run.
@@ -57,7 +57,7 @@ class RunResult:
   stopped_by_signal: bool = False
 
 
-def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> RunResult:
+def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> PretrainingResult:
   """Runs (or resumes) pretraining as configured; returns the final metrics.
 
   Raises:
@@ -96,7 +96,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> R
       ckpt.close()
 
 
-def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
+def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> PretrainingResult:
   """Resume, data, then the loop (training/loop.py) with pretraining's events."""
   model = trainer.model
   resumed = None if cfg.overwrite else ckpt.restore_latest(chief_dir=cfg.model_dir,
@@ -121,7 +121,7 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
   if not resumed and chief:
     with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
       summaries.text("train", 0, "config", "```\n" + f.read() + "```")
-  evaluator = evaluation.Evaluator(strategy, model, unigram_log_probs=(
+  evaluator = mlm_evaluation.Evaluator(strategy, model, unigram_log_probs=(
       task.unigram_table(cfg, model_config, info) if eval_ds is not None else None))
   events = _Pretraining(cfg, trainer, ckpt, chief, iter(train_ds), eval_ds, evaluator,
                         _LogWindow(cfg, trainer, summaries,
@@ -135,7 +135,7 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> RunResult:
       total_steps=cfg.train_steps, log_every=cfg.log_every, eval_every=cfg.eval_every,
       save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps,
       check_every=cfg.max_bad_steps)).run(step)
-  return RunResult(step=result.step, final_train=events.final, eval_history=events.history,
+  return PretrainingResult(step=result.step, final_train=events.final, eval_history=events.history,
                    stopped_by_signal=result.stopped_by_signal)
 
 
@@ -168,8 +168,8 @@ class _Pretraining:
     self.summaries.scalars("eval", step, {k: metrics[k] for k in (
         "loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "nsp_loss",
         "nsp_accuracy") if k in metrics})
-    summaries_lib.log(evaluation.eval_line(f"eval step {step}", metrics))
-    if evaluation.on_unigram_plateau(metrics, step, cfg.warmup_steps):
+    summaries_lib.log(mlm_evaluation.eval_line(f"eval step {step}", metrics))
+    if mlm_evaluation.on_unigram_plateau(metrics, step, cfg.warmup_steps):
       summaries_lib.log(
           f"warning: at step {step} held-out perplexity {metrics['perplexity']:.1f} is within "
           f"5% of the unigram baseline {metrics['unigram_perplexity']:.1f}: the model still "
@@ -211,7 +211,7 @@ class _Pretraining:
 
 class _LogWindow:
   """The updates since the last log line, and what a log step makes of them: the metrics
-  (RunResult.final_train) and the train scalars in TensorBoard."""
+  (PretrainingResult.final_train) and the train scalars in TensorBoard."""
 
   _SCALARS = ("loss", "perplexity", "learning_rate", "grad_norm", "tokens_per_sec",
               "examples_per_sec", "mfu", "input_wait_fraction", "skipped_steps")

@@ -176,7 +176,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   per_replica = max(batch_size // strategy.num_replicas_in_sync, 1)
 
   def eval_fn(ctx):
-    return pipeline.build_dataset(eval_data, split, training=False, batch_size=per_replica,
+    return pipeline.build_dataset(eval_data, split, training=False,
+                                  per_replica_batch_size=per_replica,
                                   max_seq_len=max_seq_len, masking=masking, model_config=config,
                                   seed=seed, shuffle_buffer=0, input_context=ctx)
   dataset = strategy.distribute_datasets_from_function(eval_fn)

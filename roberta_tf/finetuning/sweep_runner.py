@@ -1,5 +1,5 @@
 """The fine-tuning sweep: batch sizes x learning rates x seeds (sweep.py), one run each
-(finetune_run.py), the median statistics, the kept model, and GLUE's test predictions.
+(trial.py), the median statistics, the kept model, and GLUE's test predictions.
 
 The best configuration is the one with the best median dev metric over its seeds; its median
 seed's run is kept (sweep.py says why): its checkpoint, config and vocab go to model_dir, its
@@ -28,13 +28,13 @@ from roberta_tf.common import atomic_write
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.finetune_run import (  # noqa: F401  (FinetuneError: the binary's)
+from roberta_tf.finetuning.trial import (  # noqa: F401  (FinetuneError: the binary's)
     FinetuneError,
     SweepClock,
     finished_run,
     format_metrics,
     log,
-    train_run,
+    run_trial,
 )
 from roberta_tf.training import checkpointing
 from roberta_tf.training import strategy as strategy_lib
@@ -85,7 +85,7 @@ def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
     return json.load(f)
 
 
-def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
+def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
   """Runs (or resumes) the sweep and writes the fine-tuned model dir.
 
   Returns eval_results.json's content, or {"stopped_by_signal": True, "run": ...} when SIGTERM
@@ -135,7 +135,7 @@ def finetune(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None
     for key in keys:
       run_dir = os.path.join(cfg.model_dir, "runs", key.name)
       run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed)
-      run = finished_run(run_dir) or train_run(run_cfg, task, model_config, key.learning_rate,
+      run = finished_run(run_dir) or run_trial(run_cfg, task, model_config, key.learning_rate,
                                                strategy, run_dir, metric, sigterm, clock,
                                                label=key.label(keys))
       if run.checkpoint is None:  # SIGTERM: the state is saved; a rerun resumes

@@ -50,7 +50,7 @@ class FinetuneError(RuntimeError):
 
 
 @dataclasses.dataclass
-class RunResult:
+class TrialResult:
   """A run's outcome; `checkpoint` is the best epoch's prefix (None: stopped by SIGTERM)."""
   learning_rate: float
   best_epoch: int
@@ -81,14 +81,14 @@ def format_metrics(metrics: dict) -> str:
   return " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.endswith("total"))
 
 
-def finished_run(run_dir: str) -> RunResult | None:
+def finished_run(run_dir: str) -> TrialResult | None:
   """A run of an earlier attempt of this sweep that finished, read back; else None."""
   path = os.path.join(run_dir, finetuned_dir.RESULTS_FILE)
   if not os.path.isfile(path):
     return None
   with open(path, encoding="utf-8") as f:
     doc = json.load(f)
-  return RunResult(doc["learning_rate"], doc["epoch"], doc["history"][doc["epoch"] - 1]["dev"],
+  return TrialResult(doc["learning_rate"], doc["epoch"], doc["history"][doc["epoch"] - 1]["dev"],
                    doc["history"], os.path.join(run_dir, doc["checkpoint"]), run_dir)
 
 
@@ -104,9 +104,9 @@ class SweepClock:
     return summaries_lib.format_eta(self.left * self.seconds / self.done)
 
 
-def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
+def run_trial(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.RobertaConfig,
               learning_rate: float, strategy: tf.distribute.Strategy, run_dir: str,
-              metric: str, sigterm, clock: SweepClock, label: str = "") -> RunResult:
+              metric: str, sigterm, clock: SweepClock, label: str = "") -> TrialResult:
   """Fine-tunes (or resumes) one model at one learning rate, cfg.batch_size and cfg.seed (see
   the module docstring). `label` names the run in log lines (default "lr <rate>").
 
@@ -142,7 +142,7 @@ def train_run(cfg: FinetuneConfig, task: tasks_lib.Task, model_config: models.Ro
       save_every=steps_per_epoch, max_bad_steps=cfg.max_bad_steps, period=steps_per_epoch,
       eval_last_step=True)).run(update, sigterm)
   if result.stopped_by_signal:
-    return RunResult(learning_rate, 0, {}, progress["history"], None, run_dir)
+    return TrialResult(learning_rate, 0, {}, progress["history"], None, run_dir)
   return events.result
 
 
@@ -250,7 +250,7 @@ class _FineTuning:
     del step
     progress, history = self.progress, self.progress["history"]
     best_epoch = progress["best_epoch"]
-    self.result = RunResult(
+    self.result = TrialResult(
         self.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
         os.path.join(self.run_dir, os.path.basename(progress["best_prefix"])), self.run_dir)
     if self.chief:
