@@ -34,8 +34,8 @@ COMMON_FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train
                 "--seed=3", "--log_every=1", "--checkpoint_every=2", "--keep_checkpoints=5",
                 "--max_bad_steps=4"]
 
-# Runs library code in a fresh process: split the CPU, then run.train for each (name, strategy,
-# grad_accum_steps, resume_from) given as JSON in argv[3]; model dirs go under argv[2].
+# Runs library code in a fresh process: split the CPU, then pretraining.pretrain for each (name,
+# strategy, grad_accum_steps, resume_from) given as JSON in argv[3]; model dirs go under argv[2].
 _RUNS_SCRIPT = r"""
 import json, os, shutil, sys
 from roberta_tf.training import strategy as strategy_lib

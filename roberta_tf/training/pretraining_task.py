@@ -1,4 +1,5 @@
-"""The pretraining task: what `run.train` builds before its loop (TF Model Garden's *task*).
+"""The pretraining task: what `pretraining.pretrain` builds before its loop (Model Garden's
+*task*).
 
 From a TrainConfig and the shards' dataset_info.json: the model config, the distributed
 datasets (positioned at the checkpoint's data position), the model + AdamW + Trainer, the
@@ -122,9 +123,10 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
 def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig, info: dict):
   """The train split's unigram log-probabilities [V] (the plateau baseline), or None.
 
-  `info` is the train data's dataset_info.json, as `run.train` already read it. A damaged train
-  shard is an error here, before the first step reaches it (unigram.DamagedShardError names
-  it); with --skip_corrupt_shards it is reported and left out of the count, as training skips it.
+  `info` is the train data's dataset_info.json, as `pretraining.pretrain` already read it. A
+  damaged train shard is an error here, before the first step reaches it
+  (unigram.DamagedShardError names it); with --skip_corrupt_shards it is reported and left out
+  of the count, as training skips it.
   """
   on_damaged = None
   if cfg.skip_corrupt_shards:
