@@ -155,7 +155,8 @@ def main(argv):
     raise ValueError(f"--batch_sizes={FLAGS.batch_sizes}: not a list of integers") from e
   cfg = FinetuneConfig(**{k: ("" if v is None else v) for k, v in values.items()})
   if sweep_runner.run_sweep(cfg).get("stopped_by_signal"):
-    print(f"stopped by SIGTERM; the same command resumes the sweep in {cfg.model_dir}")
+    print(f"stopped by a signal (SIGTERM or Ctrl-C); the same command resumes the sweep in "
+          f"{cfg.model_dir}")
     return 0
   if cfg.export_dir:
     path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)
