@@ -28,6 +28,8 @@ import os
 import random
 from collections.abc import Iterator
 
+from absl import flags
+
 from benchmarks import word_order_task
 from roberta_tf.finetuning import docs_sections, glue
 
@@ -154,7 +156,6 @@ def read_split(glue_task: str, path: str) -> tuple[list[str], list[str] | None, 
 
 def define_data_flags(work_dir: str, work_dir_help: str) -> None:
   """--corpus, --vocab_dir and --work_dir of the fine-tuning benchmarks that use these tasks."""
-  from absl import flags  # pylint: disable=import-outside-toplevel
   flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
                                              "python-docs.jsonl.gz"),
                       "The Python docs JSONL corpus (default: ../shared beside the repository).")

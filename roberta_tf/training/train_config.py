@@ -45,7 +45,7 @@ class TrainConfig:
       False, "Select whole words (all their byte-level pieces) for masking instead of single "
       "pieces (needs the shards' vocab.json).")
   masking: str = option(
-      "dynamic", "<dynamic|static>: dynamic: a fresh mask each time a sequence is read (RoBERTa); "
+      "dynamic", "dynamic: a fresh mask each time a sequence is read (RoBERTa); "
       "static: BERT's fixed masks, --dupe_factor copies.", choices=("dynamic", "static"))
   dupe_factor: int = option(
       10, "Static masking: copies with different fixed masks (the paper's static baseline used "
@@ -83,13 +83,12 @@ class TrainConfig:
   dropout: float = option(
       -1.0, "Override the model's dropout (and attention dropout); < 0 keeps the config's.")
   precision: str = option(
-      "float32", "<float32|mixed_bfloat16|mixed_float16>: Compute precision; variables stay "
-      "float32. fp16 uses dynamic loss scaling.",
+      "float32", "Compute precision; variables stay float32. fp16 uses dynamic loss scaling.",
       choices=("float32", "mixed_bfloat16", "mixed_float16"))
   # Distribution.
   strategy: str = option(
-      "auto", "<auto|default|mirrored|multi_worker|tpu>: auto: mirrored with more than one GPU, "
-      "else default; multi_worker reads TF_CONFIG.",
+      "auto", "auto: mirrored with more than one GPU, else default; multi_worker reads "
+      "TF_CONFIG.",
       choices=("auto", "default", "mirrored", "multi_worker", "tpu"))
   tpu: str = option(
       "", "TPU name or grpc:// address for --strategy=tpu (empty: the local TPU).")
