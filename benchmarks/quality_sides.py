@@ -76,6 +76,36 @@ def _eval_steps(spec: RunSpec) -> set:
 
 
 # ---- building each side's model (and each from the other's weights: the swap test) --------
+# The four arms of the shared-vector question (issue 35): each library as it is, and each with
+# the one difference that moved with the weights in the swap test, HF's token-type row (one
+# N(0, 0.02) vector added to every token), added to ours or removed from HF's.
+ARMS = {
+    "ours": ("ours", "roberta_tf's default: the shared row (type_vocab_size=1)"),
+    "hf": ("hf", "transformers' RobertaForMaskedLM as it is"),
+    "ours_fairseq": ("ours", "roberta_tf without the row (type_vocab_size=0, fairseq's shape)"),
+    "hf_no_shared": ("hf", "transformers' with the row zeroed and frozen"),
+}
+
+
+def side_of(arm: str) -> str:
+  """"ours" or "hf": which library trains the arm."""
+  return ARMS[arm][0]
+
+
+def build_arm(arm: str, model_config, seed: int):
+  """The arm's model at step 0 under `seed` (each library's own init)."""
+  if arm == "ours":
+    return build_ours(model_config.replace(type_vocab_size=1), seed)
+  if arm == "ours_fairseq":
+    return build_ours(model_config.replace(type_vocab_size=0), seed)
+  model = build_hf(model_config, seed)
+  if arm == "hf_no_shared":
+    row = model.roberta.embeddings.token_type_embeddings.weight
+    row.data.zero_()
+    row.requires_grad_(False)  # no gradient, so AdamW neither updates nor decays it
+  return model
+
+
 def build_ours(model_config, seed: int):
   import keras  # pylint: disable=import-outside-toplevel
 
@@ -106,7 +136,7 @@ def build_hf(model_config, seed: int):
 
 
 def hf_from_ours(ours, model_config):
-  """An HF model holding our model's weights (token-type row 0: ours has none)."""
+  """An HF model holding our model's weights (its token-type row: ours', or 0 without one)."""
   import torch  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.models import hf_weights  # pylint: disable=import-outside-toplevel
@@ -120,10 +150,9 @@ def hf_from_ours(ours, model_config):
 
 
 def ours_from_hf(hf_model, model_config):
-  """Our model holding the HF model's weights (its token-type row folded into the positions,
-  exact for every real token; hf_weights.set_from_hf_tensors)."""
+  """Our model (with the shared row) holding the HF model's weights, row included."""
   from roberta_tf.models import hf_weights  # pylint: disable=import-outside-toplevel
-  ours = build_ours(model_config, 0)
+  ours = build_ours(model_config.replace(type_vocab_size=1), 0)
   tensors = {k: v.detach().numpy().copy() for k, v in hf_model.state_dict().items()}
   hf_weights.set_from_hf_tensors(ours, tensors, "HF model")
   return ours
@@ -164,7 +193,7 @@ def train_hf(model, train: dict, val: dict, spec: RunSpec, log: Callable) -> dic
   """
   import torch  # pylint: disable=import-outside-toplevel
   torch.set_num_threads(spec.threads)
-  params = list(model.parameters())  # the tied decoder appears once
+  params = [p for p in model.parameters() if p.requires_grad]  # the tied decoder appears once
   opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
                            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
                           lr=spec.peak_lr, betas=(0.9, 0.98), eps=1e-6)

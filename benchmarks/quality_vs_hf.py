@@ -3,40 +3,47 @@ r"""Benchmark: does our pretraining learn as well as the reference, as a rate ov
     pip install -r requirements-bench.txt      # torch (CPU) + transformers, pinned
     apt-get install bible-kjv                  # the `kjv` corpus (benchmarks/kjv_corpus.py)
     nice -n 10 python -m benchmarks.quality_vs_hf [--work_dir=runs/quality_vs_hf] \
-        [--corpora=stdlib,kjv] [--seeds=5] [--learning_rates=1e-3,5e-4:3,2e-3:1]
+        [--corpora=stdlib,kjv] [--seeds=5] [--learning_rates=1e-3,5e-4:3] \
+        [--arms=ours,hf,ours_fairseq:3,hf_no_shared:3]
 
-Protocol (issue 27), per corpus:
+Protocol (issues 27 and 35), per corpus:
 1. Data: an 8K byte-level BPE trained on the corpus, FULL-SENTENCES shards of 128 tokens, 5% of
    the documents held out. A corpus is `stdlib` (data_prep's embedded Python docs), `kjv` (the
    King James Bible from Debian's bible-kjv, written by benchmarks/kjv_corpus.py), or
    NAME=INPUT for any data_prep input spec (files, globs, directories).
-2. Batches, dumped once and fed to both sides: per seed, --train_steps dynamically masked
+2. Batches, dumped once and fed to every arm: per seed, --train_steps dynamically masked
    training batches from our input pipeline (the seed sets order and masks), and one
-   fixed-mask pass over the validation split (the same for every seed and side).
-3. Per peak LR and seed, both models start from their own library's random init under that
+   fixed-mask pass over the validation split (the same for every seed and arm).
+3. Per peak LR, seed and arm, the model starts from its own library's random init under that
    seed (ours: roberta_tf's; HF: `RobertaForMaskedLM(config)`, transformers' `_init_weights`),
    `small` sizes, dropout 0, float32, AdamW (beta 0.9/0.98, eps 1e-6, weight decay 0.01 on
    matrices only), warmup --warmup_steps then linear decay to 0 at --train_steps, same batches
-   in the same order (benchmarks/quality_sides.py).
-4. One evaluator (NumPy) scores both sides on the same masked validation targets every
+   in the same order (benchmarks/quality_sides.py). The arms (quality_sides.ARMS): `ours`
+   (roberta_tf's default, with HF's shared token-type row), `hf` (HF as it is), `ours_fairseq`
+   (ours without the row) and `hf_no_shared` (HF with the row zeroed and frozen). An arm given
+   as ARM:K runs K seeds, at the first peak LR only.
+4. One evaluator (NumPy) scores every arm on the same masked validation targets every
    --eval_every steps, beside the unigram baseline (train-split frequencies). A run *left the
    plateau* when its last held-out ppl is <= 0.9x the unigram's (benchmarks/quality_report.py).
 
-Resumable: each (corpus, LR, seed, side) run writes work_dir/<corpus>/runs/<init>/*.json and is
-skipped when that file exists; results count as one benchmark run only when every record has
-the same `code` hash (the files that decide a trajectory), which the report checks. Printed:
-progress with an ETA, the table of rates (work_dir/results.md, results.json) and the plot
-(work_dir/quality_vs_hf.png).
+Records: every finished run appends one JSON line to --records (default
+benchmarks/records/learning_parity.jsonl, committed; benchmarks/parity_records.py) with its key,
+code hash, batch hashes, curve and final figures; a run whose key is there is skipped, so an
+interrupted series continues where it stopped, on this machine or another (the work dir's
+vocab, shards and batches are rebuilt from the corpus). Order: the deciding pair (`ours`, `hf`)
+over all seeds at the first LR, then the other arms, then the other LRs. Printed: progress with
+an ETA and the tables, which also replace the generated section of --docs
+(docs/learning_parity.md), with the plot beside it (docs/learning_parity.png).
 
 --init=swap is the swap test: our model trains from HF's step-0 weights of the seed and HF's
 from ours, so a difference that follows the weights is the init's, one that stays with the side
-is the training code's. --stop_after runs only the first steps of the schedule (diagnosis).
+is the training code's. --stop_after runs only the first steps of the schedule; it is part of a
+record's key.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import statistics
 import subprocess
@@ -49,16 +56,23 @@ from absl import app, flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks import quality_report, quality_sides  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks import parity_records, quality_report, quality_sides  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quality_vs_hf", "Vocabs, shards, batches, run records.")
 flags.DEFINE_list("corpora", ["stdlib", "kjv"], "Corpora: stdlib, kjv, or NAME=INPUT (a data_prep "
                   "input spec); each gets its own vocab and shards.")
 flags.DEFINE_integer("seeds", 5, "Seeds 0..N-1 per peak LR (fewer where --learning_rates says).")
-flags.DEFINE_list("learning_rates", ["1e-3", "5e-4:3", "2e-3:1"], "Peak LRs, each optionally "
+flags.DEFINE_list("learning_rates", ["1e-3", "5e-4:3"], "Peak LRs, each optionally "
                   "LR:K to run only min(K, --seeds) seeds at it.")
-flags.DEFINE_list("sides", ["ours", "hf"], "Which sides to train.")
+flags.DEFINE_list("arms", ["ours", "hf", "ours_fairseq:3", "hf_no_shared:3"],
+                  f"Arms ({', '.join(quality_sides.ARMS)}); ARM:K runs min(K, --seeds) seeds "
+                  "at the first peak LR only.")
+flags.DEFINE_string("records", parity_records.DEFAULT_PATH, "JSON-lines file of finished runs "
+                    "(appended; runs already there are skipped).")
+flags.DEFINE_string("docs", os.path.join(REPO, "docs", "learning_parity.md"), "Markdown file "
+                    "whose generated section gets the tables (the plot goes beside it); empty: "
+                    "none.")
 flags.DEFINE_enum("init", "own", ["own", "swap"], "own: each side its library's init; swap: "
                   "ours from HF's init of the seed, HF from ours.")
 flags.DEFINE_string("config", "small", "Model size preset (both sides).")
@@ -72,12 +86,14 @@ flags.DEFINE_integer("warmup_steps", 60, "Linear warmup steps.")
 flags.DEFINE_integer("stop_after", 0, "Run only the first N steps of the schedule (0: all).")
 flags.DEFINE_integer("eval_every", 50, "Score both models every N steps.")
 flags.DEFINE_integer("threads", 2, "CPU threads for each side.")
+flags.DEFINE_string("shard", "0/1", "I/N: run only every N-th pending run from the I-th, so that N "
+                    "processes (e.g. --threads=1 each) share one series and one records file.")
 flags.DEFINE_bool("report_only", False, "Print the table and plot from the records; train nothing.")
 
 # What decides a run's trajectory besides the dumped batches (whose own hashes each record also
 # holds): hashed into every record.
-CODE_FILES = ("benchmarks/quality_sides.py",
-              "roberta_tf/models/config.py", "roberta_tf/models/initializers.py",
+CODE_FILES = ("benchmarks/quality_sides.py", "roberta_tf/models/initializers.py",
+              "roberta_tf/models/config.py",
               "roberta_tf/models/embeddings.py", "roberta_tf/models/transformer_layer.py",
               "roberta_tf/models/encoder.py", "roberta_tf/models/mlm_head.py",
               "roberta_tf/models/pretrainer.py", "roberta_tf/training/optimizer.py",
@@ -125,6 +141,40 @@ def parse_learning_rates(specs, max_seeds: int) -> dict:
   return rates
 
 
+def parse_arms(specs, max_seeds: int) -> dict:
+  """{arm: seeds or None (every LR's own count)} from ARM or ARM:K entries."""
+  arms = {}
+  for spec in specs:
+    arm, _, k = spec.partition(":")
+    if arm not in quality_sides.ARMS:
+      sys.exit(f"--arms: unknown arm {arm!r}; choose from {', '.join(quality_sides.ARMS)}")
+    try:
+      arms[arm] = min(int(k), max_seeds) if k else None
+    except ValueError:
+      sys.exit(f"--arms: bad entry {spec!r} (use ARM or ARM:SEEDS, e.g. ours_fairseq:3)")
+  return arms
+
+
+def plan(corpora, rates: dict, arms: dict) -> list[tuple]:
+  """(corpus, lr, seed, arm) in run order: the full arms at the first LR over all seeds (seed
+  by seed, every corpus), then the limited arms there, then the other LRs' full arms."""
+  jobs = []
+  first = next(iter(rates))
+  for tier, lrs, chosen in ((0, [first], [a for a, k in arms.items() if k is None]),
+                            (1, [first], [a for a, k in arms.items() if k is not None]),
+                            (2, list(rates)[1:], [a for a, k in arms.items() if k is None])):
+    del tier
+    for lr in lrs:
+      seeds = max([rates[lr] if arms[a] is None else min(arms[a], rates[lr]) for a in chosen],
+                  default=0)
+      for seed in range(seeds):
+        for name in corpora:
+          for arm in chosen:
+            if seed < (rates[lr] if arms[arm] is None else min(arms[arm], rates[lr])):
+              jobs.append((name, lr, seed, arm))
+  return jobs
+
+
 # ---- data ------------------------------------------------------------------------------------
 def _prep(args: list[str]) -> None:
   print("$ python -m " + " ".join(args), flush=True)
@@ -159,7 +209,7 @@ def _dump(path: str, make_dataset, take: int) -> dict:
       return {k: z[k] for k in z.files}
   batches = [{k: v.numpy() for k, v in b.items()} for b in make_dataset().take(take)]
   stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-  tmp = path + ".tmp.npz"
+  tmp = f"{path}.tmp{os.getpid()}.npz"  # processes sharing a series may dump the same seed
   np.savez_compressed(tmp, **stacked)
   os.replace(tmp, path)
   return stacked
@@ -207,51 +257,57 @@ class Corpus:
 
 
 # ---- runs ------------------------------------------------------------------------------------
-def record_path(work_dir, corpus, lr, seed, side) -> str:
-  tag = FLAGS.init + (f"_stop{FLAGS.stop_after}" if FLAGS.stop_after else "")
-  return os.path.join(work_dir, corpus, "runs", tag, f"lr{lr}_seed{seed}_{side}.json")
+def run_key(corpus: str, lr: str, seed: int, arm: str) -> tuple:
+  return parity_records.key_of({
+      "corpus": corpus, "lr": lr, "seed": seed, "arm": arm, "init": FLAGS.init,
+      "train_steps": FLAGS.train_steps, "warmup_steps": FLAGS.warmup_steps,
+      "stop_after": FLAGS.stop_after or FLAGS.train_steps})
 
 
-def run_one(corpus: Corpus, lr: str, seed: int, side: str, train: dict, log) -> dict:
+def run_one(corpus: Corpus, lr: str, seed: int, arm: str, train: dict, log) -> dict:
   spec = quality_sides.RunSpec(
       peak_lr=float(lr), seed=seed, train_steps=FLAGS.train_steps,
       warmup_steps=FLAGS.warmup_steps, stop_after=FLAGS.stop_after or FLAGS.train_steps,
       eval_every=FLAGS.eval_every, threads=FLAGS.threads)
   config = corpus.model_config
-  if side == "ours":
-    model = (quality_sides.build_ours(config, seed) if FLAGS.init == "own" else
-             quality_sides.ours_from_hf(quality_sides.build_hf(config, seed), config))
-    return quality_sides.train_ours(model, train, corpus.val, spec, log)
-  model = (quality_sides.build_hf(config, seed) if FLAGS.init == "own" else
-           quality_sides.hf_from_ours(quality_sides.build_ours(config, seed), config))
-  return quality_sides.train_hf(model, train, corpus.val, spec, log)
+  side = quality_sides.side_of(arm)
+  if FLAGS.init == "swap":
+    if arm not in ("ours", "hf"):
+      sys.exit(f"--init=swap trains the arms ours and hf only, not {arm!r}")
+    model = (quality_sides.ours_from_hf(quality_sides.build_hf(config, seed), config)
+             if side == "ours" else
+             quality_sides.hf_from_ours(quality_sides.build_ours(config, seed), config))
+  else:
+    model = quality_sides.build_arm(arm, config, seed)
+  train_fn = quality_sides.train_ours if side == "ours" else quality_sides.train_hf
+  return train_fn(model, train, corpus.val, spec, log)
 
 
-def load_records(work_dir: str, corpora) -> dict:
-  records = {}
-  for name in corpora:
-    for lr, seeds in parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds).items():
-      for seed in range(seeds):
-        for side in FLAGS.sides:
-          path = record_path(work_dir, name, lr, seed, side)
-          if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-              records[(name, lr, seed, side)] = json.load(f)
-  return records
+def git_revision() -> str:
+  try:
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                           check=True, capture_output=True, text=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+  return head + ("+dirty" if dirty else "")
 
 
-def report(work_dir: str, records: dict, unigram: dict) -> None:
-  rows = quality_report.summarize(records, unigram)
-  codes = sorted({r["code"] for r in records.values()})
-  text = (quality_report.table(rows) + "\n\nPer seed:\n\n" + quality_report.per_seed_table(rows)
-          + f"\n\ncode versions among the records: {len(codes)} ({', '.join(codes)})\n")
+def report(records: list[dict]) -> None:
+  rows = quality_report.summarize(records)
+  text = ("### Every arm, per corpus and peak LR\n\n" + quality_report.arms_table(rows)
+          + "\n\n### Per seed (final held-out ppl, x the unigram's)\n\n"
+          + quality_report.per_seed_table(records) + "\n\n" + quality_report.provenance(records)
+          + "\n")
   print("\n" + text, flush=True)
-  with open(os.path.join(work_dir, "results.md"), "w", encoding="utf-8") as f:
-    f.write(text)
-  with open(os.path.join(work_dir, "results.json"), "w", encoding="utf-8") as f:
-    json.dump({"unigram": unigram, "rows": rows, "code_versions": codes}, f, indent=2)
-  path = quality_report.plot(records, unigram, os.path.join(work_dir, "quality_vs_hf.png"))
-  print(f"plot: {path}" if path else "(matplotlib not installed: no plot)")
+  if FLAGS.docs:
+    plot_path = os.path.splitext(FLAGS.docs)[0] + ".png"
+    plotted = quality_report.plot(records, plot_path)
+    if plotted:
+      text += f"\n![held-out ppl against steps]({os.path.basename(plot_path)})\n"
+    quality_report.write_docs_section(FLAGS.docs, text)
+    print(f"tables written into {FLAGS.docs}" + (f"; plot: {plotted}" if plotted else ""))
 
 
 def main(argv):
@@ -260,58 +316,67 @@ def main(argv):
   # torch's OpenMP threads spin while they wait; beside other jobs (the benchmark runs niced)
   # that burns their time slices: a `small` HF step took 1.7x as long as with passive waiting.
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+  records_path = os.path.abspath(FLAGS.records)
+  done = {parity_records.key_of(r) for r in parity_records.read(records_path)}
+  if FLAGS.report_only:
+    report(parity_records.read(records_path))
+    return 0
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   work_dir = os.path.abspath(FLAGS.work_dir)
   corpora = parse_corpora(FLAGS.corpora)
   rates = parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds)
-  loaded = {name: Corpus(name, source, work_dir) for name, source in corpora.items()}
-  unigram = {name: c.unigram for name, c in loaded.items()}
+  arms = parse_arms(FLAGS.arms, FLAGS.seeds)
+  jobs = plan(corpora, rates, arms)
+  todo = [j for j in jobs if run_key(*j) not in done]
+  try:
+    index, count = (int(x) for x in FLAGS.shard.split("/"))
+    assert 0 <= index < count
+  except (ValueError, AssertionError):
+    sys.exit(f"--shard={FLAGS.shard!r}: use I/N with 0 <= I < N, e.g. 1/2")
+  todo = todo[index::count]
+  needed = {j[0] for j in todo}
+  loaded = {name: Corpus(name, source, work_dir) for name, source in corpora.items()
+            if name in needed}
   for c in loaded.values():
     print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
   code = code_hash()
   stop = FLAGS.stop_after or FLAGS.train_steps
-  # Each LR's seeds spread evenly over the run (LR:K with few seeds, the record's, near the
-  # end), so that a partial run already covers every corpus and the main LRs.
-  order = list(rates)
-  jobs = sorted(((name, lr, seed, side) for lr in order for seed in range(rates[lr])
-                 for name in loaded for side in FLAGS.sides),
-                key=lambda j: ((j[2] + 1) / rates[j[1]], order.index(j[1]), j[2]))
-  todo = [j for j in jobs if not os.path.exists(record_path(work_dir, *j))]
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
-        f"{len(jobs) - len(todo)} done before, {len(todo)} to go", flush=True)
-  if FLAGS.report_only:
-    todo = []
+        f"{len(jobs) - len(todo)} in {records_path} already, {len(todo)} to go", flush=True)
   seconds_per_step = []
-  for i, (name, lr, seed, side) in enumerate(todo):
+  for i, (name, lr, seed, arm) in enumerate(todo):
     corpus = loaded[name]
     train = corpus.train_batches(seed)
-    label = f"[{i + 1}/{len(todo)}] {name} lr {lr} seed {seed} {side}"
+    label = f"[{i + 1}/{len(todo)}] {name} lr {lr} seed {seed} {arm}"
 
     def log(step, s, loss, label=label):
       print(f"  {label} step {step}: held-out ppl {s['ppl']:,.1f} acc {s['acc']:.3f}, "
             f"train loss {loss:.3f} ({time.strftime('%H:%M:%S')})", flush=True)
-    record = run_one(corpus, lr, seed, side, train, log)
-    batches = {"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
-               "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))}
-    record.update(code=code, batches=batches, corpus=name, lr=lr, seed=seed, side=side,
-                  init=FLAGS.init, unigram_ppl=corpus.unigram["ppl"], train_steps=FLAGS.train_steps,
-                  warmup_steps=FLAGS.warmup_steps)
-    path = record_path(work_dir, name, lr, seed, side)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      json.dump(record, f)
-    os.replace(path + ".tmp", path)
+    result = run_one(corpus, lr, seed, arm, train, log)
+    losses = result.pop("train_loss")
+    result.pop("grad_norm")
+    record = dict(zip(parity_records.KEY_FIELDS, run_key(name, lr, seed, arm), strict=True))
+    record.update(
+        result, code=code, git=git_revision(), host={"cpus": os.cpu_count()},
+        finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        batches={"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
+                 "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))},
+        unigram_ppl=corpus.unigram["ppl"], final=result["curve"][-1][1],
+        train_loss_every_10=[round(float(np.mean(losses[k:k + 10])), 4)
+                             for k in range(0, len(losses), 10)])
+    record["escaped"] = quality_report.escaped(record)
+    parity_records.append(records_path, record)
     seconds_per_step.append(record["seconds"] / stop)
     eta = statistics.median(seconds_per_step) * stop * (len(todo) - i - 1)
-    final = record["curve"][-1][1]["ppl"]
+    final = record["final"]["ppl"]
     print(f"{label}: ppl {final:,.1f} ({final / corpus.unigram['ppl']:.2f}x unigram) in "
           f"{record['seconds'] / 60:.1f} min; ETA {eta / 3600:.1f} h "
           f"({time.strftime('%H:%M', time.localtime(time.time() + eta))})", flush=True)
-  report(work_dir, load_records(work_dir, loaded), unigram)
+  report(parity_records.read(records_path))
   return 0
 
 

@@ -67,14 +67,8 @@ def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
       k: (v.shape, v.dtype) for k, v in fixture_tensors.items()}
   with safe_open(exported_path, "np") as f:
     assert f.metadata() == {"format": "pt"}  # transformers refuses files without it.
-  for key, value in fixture_tensors.items():
-    if key == hf_weights.POSITION_KEY:  # The token-type row is folded into the positions.
-      np.testing.assert_array_equal(
-          exported[key], value + fixture_tensors[hf_weights.TOKEN_TYPE_KEY][0])
-    elif key == hf_weights.TOKEN_TYPE_KEY:
-      np.testing.assert_array_equal(exported[key], np.zeros_like(value))
-    else:
-      np.testing.assert_array_equal(exported[key], value, err_msg=key)
+  for key, value in fixture_tensors.items():  # the token-type row included: ours holds it
+    np.testing.assert_array_equal(exported[key], value, err_msg=key)
   with open(os.path.join(hf_out, "config.json")) as f:
     exported_config = json.load(f)
   with open(os.path.join(hf_tiny_dir, "config.json")) as f:
@@ -85,6 +79,42 @@ def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
   # Re-import gives identical weights.
   original, reimported = models.load(model_dir), hf_weights.load_hf(hf_out)
   for a, b in zip(original.weights, reimported.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def _logits(pretrainer, expected):
+  ids = expected["input_ids"].astype(np.int32)
+  mask = expected["attention_mask"].astype(np.int32)
+  return pretrainer.full_logits(ids, mask).numpy()[mask.astype(bool)]
+
+
+def test_token_type_row_with_and_without_the_table(hf_tiny_dir, expected, fixture_tensors):
+  """The HF row held as our own 1-row table (default) or folded into the positions
+  (--notype_embedding, fairseq's shape): same logits, and exact weights back either way."""
+  row = fixture_tensors[hf_weights.TOKEN_TYPE_KEY]
+  assert np.abs(row).max() > 0  # a real, non-zero shared row
+  with_table = hf_weights.load_hf(hf_tiny_dir)
+  assert with_table.config.type_vocab_size == 1
+  table = with_table.encoder.get_layer("embeddings").token_type_embedding.embeddings
+  np.testing.assert_array_equal(table.numpy(), row)
+  exported = hf_weights.to_hf_tensors(with_table)
+  for key, value in fixture_tensors.items():
+    np.testing.assert_array_equal(exported[key], value, err_msg=key)
+
+  fairseq = models.RobertaPretrainer(with_table.config.replace(type_vocab_size=0))
+  hf_weights.set_from_hf_tensors(fairseq, fixture_tensors)
+  reference = _logits(with_table, expected)
+  assert np.abs(_logits(fairseq, expected) - reference).max() < 1e-5
+  folded = hf_weights.to_hf_tensors(fairseq)  # type row 0, the row inside every position
+  np.testing.assert_array_equal(folded[hf_weights.TOKEN_TYPE_KEY], np.zeros_like(row))
+  np.testing.assert_array_equal(folded[hf_weights.POSITION_KEY],
+                                fixture_tensors[hf_weights.POSITION_KEY] + row[0])
+  again = models.RobertaPretrainer(with_table.config)
+  hf_weights.set_from_hf_tensors(again, folded)
+  assert np.abs(_logits(again, expected) - reference).max() < 1e-5
+  back = models.RobertaPretrainer(fairseq.config)
+  hf_weights.set_from_hf_tensors(back, folded)
+  for a, b in zip(fairseq.weights, back.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 

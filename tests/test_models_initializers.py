@@ -27,8 +27,11 @@ def _random(weights):
 def test_every_kernel_and_table_is_normal_with_std_0_02(weights):
   _, values = weights
   random = _random(values)
-  # 4 layers x 6 kernels + the head's dense + 2 tables.
-  assert len(random) == 4 * 6 + 1 + 2
+  # 4 layers x 6 kernels + the head's dense + 3 tables (token, position, the 1-row type table).
+  assert len(random) == 4 * 6 + 1 + 3
+  row = random.pop("embeddings/token_type_embedding/embeddings")
+  assert row.shape == (1, 256)  # 256 draws: std within ~5 standard errors (0.02 / sqrt(512))
+  assert abs(row.std() - 0.02) < 4.5e-3 and abs(row.mean()) < 6e-3
   for path, v in random.items():
     drawn = v[np.arange(len(v)) != CONFIG.pad_id] if path.endswith("embeddings") else v
     # A truncated normal(0.02) has std 0.0176: the tolerance is ~6 standard errors at 65K draws.
@@ -36,6 +39,26 @@ def test_every_kernel_and_table_is_normal_with_std_0_02(weights):
     assert abs(drawn.mean()) < 4e-4, path
     # Not truncated at 2 sigma: a normal puts ~1.2% of its draws beyond 2.5 sigma.
     assert (np.abs(drawn) > 0.05).mean() > 0.005, path
+
+
+def _mean_pairwise_cosine(config, seed=3):
+  keras.utils.set_random_seed(seed)
+  model = RobertaPretrainer(config)
+  ids = np.random.default_rng(seed).integers(4, config.vocab_size, size=(1, 64)).astype(np.int32)
+  x = model.encoder.get_layer("embeddings")(ids, np.ones_like(ids)).numpy()[0]
+  x /= np.linalg.norm(x, axis=-1, keepdims=True)
+  cos = x @ x.T
+  return cos[~np.eye(len(cos), dtype=bool)].mean()
+
+
+def test_shared_row_gives_every_token_one_common_component():
+  # HF's init: token + position + one shared N(0, 0.02) row -> after the LayerNorm every pair
+  # of token vectors has cosine ~ 1/3 (var 0.02^2 shared of 3 x 0.02^2); fairseq's: ~ 0.
+  with_row = _mean_pairwise_cosine(CONFIG)
+  without = _mean_pairwise_cosine(CONFIG.replace(type_vocab_size=0))
+  print(f"mean pairwise cosine after the embedding LayerNorm: {with_row:.3f} with the shared "
+        f"row, {without:.3f} without")
+  assert 0.2 < with_row < 0.5 and abs(without) < 0.05
 
 
 def test_padding_rows_of_both_tables_are_zero(weights):

@@ -36,8 +36,10 @@ def _assert_same_outputs(encoder, backbone):
   assert err < 1e-5, err
 
 
-def test_ours_to_keras_hub():
-  encoder = build_encoder(CONFIG)
+@pytest.mark.parametrize("type_vocab_size", [1, 0], ids=["shared_row", "fairseq_shape"])
+def test_ours_to_keras_hub(type_vocab_size):
+  # The shared token-type row (randomized, non-zero) travels inside keras-hub's positions.
+  encoder = build_encoder(CONFIG.replace(type_vocab_size=type_vocab_size))
   _randomize(encoder, 0)
   backbone = keras_hub_weights.build_backbone(CONFIG)
   keras_hub_weights.copy_to_backbone(encoder, backbone)
@@ -48,10 +50,15 @@ def test_keras_hub_to_ours():
   backbone = keras_hub_weights.build_backbone(CONFIG)
   _randomize(backbone, 1)
   config = keras_hub_weights.config_from_backbone(backbone)
-  assert config == CONFIG
+  assert config == CONFIG.replace(type_vocab_size=0)  # keras-hub has no token-type table
   encoder = build_encoder(config)
   keras_hub_weights.copy_from_backbone(backbone, encoder)
   _assert_same_outputs(encoder, backbone)
+  # Into an encoder with the shared row: the row is zeroed, the outputs are the same.
+  with_row = build_encoder(CONFIG)
+  _randomize(with_row, 2)
+  keras_hub_weights.copy_from_backbone(backbone, with_row)
+  _assert_same_outputs(with_row, backbone)
   # Back again: the backbone's weights survive the round trip exactly.
   other = keras_hub_weights.build_backbone(CONFIG)
   keras_hub_weights.copy_to_backbone(encoder, other)

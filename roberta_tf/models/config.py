@@ -36,9 +36,12 @@ class RobertaConfig:
     pad_id, bos_id, eos_id: special ids in the RoBERTa layout (<s>=0, <pad>=1, </s>=2).
     initializer_range: stddev of the normal N(0, initializer_range) initializer of kernels and
       embeddings (BERT/fairseq/HF's; models/initializers.py).
-    type_vocab_size: rows of a token-type (segment) embedding; 0, RoBERTa's, means none: the
-      encoder then takes no token_type_ids. BERT's 2 is for the NSP input-format ablation
-      (training sets it from shards of a pair packing, data_prep/pair_packing.py).
+    type_vocab_size: rows of the token-type (segment) embedding. 1 (HF's RobertaModel, the
+      default): one learned vector added to every token, no token_type_ids input. 0:
+      fairseq's exact shape, no such vector. 2: BERT's segments for the NSP input-format
+      ablation, with a token_type_ids input (training sets it from shards of a pair packing,
+      data_prep/pair_packing.py). A config dict or config.json without the field means 0:
+      every writer before the default became 1 omitted it exactly when it was 0.
     next_sentence_head: the pretrainer carries BERT's NSP head (pooler + 2-way classifier on
       `<s>`); set together with type_vocab_size for the pair packings.
   """
@@ -55,7 +58,7 @@ class RobertaConfig:
   bos_id: int = 0
   eos_id: int = 2
   initializer_range: float = 0.02
-  type_vocab_size: int = 0
+  type_vocab_size: int = 1
   next_sentence_head: bool = False
 
   def __post_init__(self):
@@ -102,8 +105,8 @@ class RobertaConfig:
 
   def to_dict(self) -> dict[str, Any]:
     values = dataclasses.asdict(self)
-    # The ablation-only fields are written only when set, so a RoBERTa config.json stays
-    # readable by releases that predate them.
+    # Written only when set (0 / false), so a fairseq-shaped config.json stays readable by
+    # releases that predate the fields; from_dict reads a missing field back as 0 / false.
     for name in ("type_vocab_size", "next_sentence_head"):
       if not values[name]:
         del values[name]
@@ -111,8 +114,13 @@ class RobertaConfig:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> RobertaConfig:
-    """Builds a config from a dict; unknown keys are an error (they would be silently lost)."""
+    """Builds a config from a dict; unknown keys are an error (they would be silently lost).
+
+    A missing type_vocab_size is 0 (no token-type table), not the dataclass default 1:
+    config.json files omit it exactly when it is 0, and older ones never wrote it.
+    """
     values = dict(values)
+    values.setdefault("type_vocab_size", 0)
     if "max_seq_len" in values:
       max_seq_len = values.pop("max_seq_len")
       pad_id = values.get("pad_id", cls.pad_id)
@@ -177,20 +185,21 @@ def preset(name: str, **overrides) -> RobertaConfig:
   """
   if name not in _PRESETS:
     raise ConfigError(f"unknown model preset {name!r}; choose one of {list(PRESET_NAMES)}")
-  return RobertaConfig.from_dict({**_PRESETS[name], **overrides})
+  return RobertaConfig.from_dict({**_PRESETS[name], "type_vocab_size": 1, **overrides})
 
 
 def count_parameters(config: RobertaConfig, include_head: bool = True) -> int:
   """The number of weights `RobertaPretrainer(config)` has (the encoder only if not include_head).
 
-  Counted: token table V·H (once: the decoder is tied), position table max_positions·H,
-  embedding LayerNorm, per layer Q/K/V/output dense, the FFN and two LayerNorms, and the MLM
-  head's dense H·H + H, LayerNorm 2H and output bias V. Not counted, because this model has
-  none: HF's pooler (dense H·H + H, trained only by fine-tuning heads) and HF's 1-row
-  token-type table (H). So roberta-base's HF RobertaForMaskedLM count is ours + H.
+  Counted: token table V·H (once: the decoder is tied), position table max_positions·H, the
+  token-type table type_vocab_size·H, embedding LayerNorm, per layer Q/K/V/output dense, the
+  FFN and two LayerNorms, and the MLM head's dense H·H + H, LayerNorm 2H and output bias V.
+  Not counted, because this model has none: HF's pooler (dense H·H + H, trained only by
+  fine-tuning heads), nor the NSP head of the input-format ablation. So roberta-base's HF
+  RobertaForMaskedLM count equals ours with type_vocab_size=1.
   """
   h, f, layers = config.hidden_size, config.intermediate_size, config.num_layers
-  embeddings = (config.vocab_size + config.max_positions) * h + 2 * h
+  embeddings = (config.vocab_size + config.max_positions + config.type_vocab_size) * h + 2 * h
   per_layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * (2 * h)
   head = (h * h + h) + 2 * h + config.vocab_size
   return embeddings + layers * per_layer + (head if include_head else 0)

@@ -30,15 +30,20 @@ def roberta_position_ids(padding_mask: tf.Tensor, pad_id: int) -> tf.Tensor:
 class RobertaEmbeddings(keras.layers.Layer):
   """(input_ids, padding_mask) [B, S] -> LayerNorm(token + position [+ type]) [B, S, H] float32.
 
-  There is no token-type embedding: RoBERTa uses a single segment. (HF checkpoints carry a 1-row
-  token-type table; the importer folds it into the position table, which every token also adds.)
-  Only with ``type_vocab_size > 0`` (BERT's segments, for the NSP input-format ablation) is
-  there a `token_type_embedding` [T, H], added to the sum; `call` then takes token_type_ids.
+  RoBERTa has a single segment, so its token-type table is one row added to every token:
+  - ``type_vocab_size=1`` (the default presets; HF's `RobertaModel` shape): a learned vector
+    `token_type_embedding` [1, H], drawn from N(0, initializer_range) like HF's, added to every
+    token. It gives all tokens one shared component at init (cosine ≈ 0.35 between any two
+    token vectors after the LayerNorm at H 256), which measurably decides whether a small
+    post-LN model leaves the unigram plateau (docs/learning_parity.md).
+  - ``type_vocab_size=0``: fairseq's exact shape, token + position only.
+  - ``type_vocab_size >= 2`` (BERT's segments, the NSP input-format ablation): a table [T, H]
+    looked up by token_type_ids, which `call` then takes.
 
   Sublayers (their names are checkpoint keys): `token_embedding` (a keras-hub
   ReversibleEmbedding, [V, H], which the MLM head calls in reverse as its tied decoder),
   `position_embedding` ([max_positions, H]), `token_type_embedding` ([T, H], only with
-  type_vocab_size > 0), `layer_norm`, `dropout`.
+  type_vocab_size >= 1), `layer_norm`, `dropout`.
 
   Precision: the tables and their sum stay float32 whatever the policy (as under PyTorch
   autocast), because the LayerNorm right after them runs in float32; only the tied decoder's
@@ -83,8 +88,8 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.built = True
 
   def call(self, input_ids, padding_mask, token_type_ids=None, training=None):
-    """input_ids, padding_mask (and token_type_ids, with a type table; None: all 0): int
-    [B, S]. Returns float32 [B, S, H].
+    """input_ids, padding_mask (and token_type_ids, with a table of >= 2 types; None: all 0):
+    int [B, S]. Returns float32 [B, S, H].
 
     Raises:
       ValueError: S (when static) exceeds max_positions - pad_id - 1. A dynamic S is not
@@ -98,7 +103,10 @@ class RobertaEmbeddings(keras.layers.Layer):
                        f"{self.max_positions}, positions start at pad_id + 1)")
     positions = roberta_position_ids(padding_mask, self.pad_id)
     x = self.token_embedding(input_ids) + self.position_embedding(positions)
-    if self.token_type_embedding is not None:
+    if self.type_vocab_size == 1:
+      # One segment: every token adds row 0 (HF's lookup of all-zero token_type_ids).
+      x = x + self.token_type_embedding.embeddings[0]
+    elif self.token_type_embedding is not None:
       if token_type_ids is None:
         token_type_ids = tf.zeros_like(input_ids)
       x = x + self.token_type_embedding(token_type_ids)

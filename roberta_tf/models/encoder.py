@@ -31,7 +31,7 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
   Returns:
     A functional keras.Model named "roberta_encoder" with
       inputs  {"input_ids": int32 [B, S], "padding_mask": int32 [B, S] (1 real, 0 pad)}, and
-              "token_type_ids" int32 [B, S] only when config.type_vocab_size > 0 (callers
+              "token_type_ids" int32 [B, S] only when config.type_vocab_size > 1 (callers
               build the dict with `encoder_inputs`, which fills it),
       outputs {"sequence_output": float32 [B, S, H],
                "pooled_output": float32 [B, H] = sequence_output[:, 0], the <s> vector}.
@@ -43,7 +43,7 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
   input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
   padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
   inputs = {"input_ids": input_ids, "padding_mask": padding_mask}
-  if config.type_vocab_size:
+  if config.type_vocab_size > 1:  # one type (RoBERTa's) needs no input: every token adds it
     inputs["token_type_ids"] = keras.Input(shape=(None,), dtype="int32", name="token_type_ids")
   x = RobertaEmbeddings(
       vocab_size=config.vocab_size, hidden_size=config.hidden_size,
@@ -63,7 +63,7 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
 
 def encoder_inputs(encoder: keras.Model, input_ids, padding_mask, token_type_ids=None) -> dict:
   """``encoder``'s input dict: token_type_ids (default all 0, one segment) only when it takes
-  them (a type table), so RoBERTa and NSP-ablation encoders are called the same way."""
+  them (a table of >= 2 types), so RoBERTa and NSP-ablation encoders are called the same way."""
   inputs = {"input_ids": input_ids, "padding_mask": padding_mask}
   if "token_type_ids" in encoder.input:
     inputs["token_type_ids"] = (tf.zeros_like(input_ids) if token_type_ids is None

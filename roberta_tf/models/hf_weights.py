@@ -6,7 +6,7 @@ Read and written with the `safetensors` numpy API: no torch, no pickle. The mapp
 |-------------------------------------------------|-----------------------------------------------|
 | roberta.embeddings.word_embeddings.weight [V,H] | embeddings/token_embedding (also the decoder) |
 | roberta.embeddings.position_embeddings.weight   | embeddings/position_embedding (+ type row 0)  |
-| roberta.embeddings.token_type_embeddings [1,H]  | folded into every position row; written as 0  |
+| roberta.embeddings.token_type_embeddings [1,H]  | embeddings/token_type_embedding [1,H]; see * |
 | roberta.embeddings.LayerNorm.{weight,bias}      | embeddings/layer_norm.{gamma,beta}            |
 | ...layer.i.attention.self.{query,key,value}     | transformer_layer_i/{query,key,value}         |
 | ...layer.i.attention.output.dense               | transformer_layer_i/attention_output          |
@@ -18,8 +18,12 @@ Read and written with the `safetensors` numpy API: no torch, no pickle. The mapp
 | lm_head.bias [V]                                | mlm_head/output_bias                          |
 
 HF Linear weights are [out, in]; Keras Dense kernels are [in, out] (transposed on the way).
-RoBERTa always feeds token type 0, so adding that row to every position row is exact; on
-export the type row is zero, so a re-import gives back identical weights. Keys that the MLM
+* The token-type row: a model with type_vocab_size=1 (the default, and what an HF import
+builds) holds HF's row 0 as its own [1, H] table, both ways. A fairseq-shaped model
+(type_vocab_size=0) has no table: on import the row is added to every position row (RoBERTa
+always feeds token type 0 and every token adds exactly one position row, so the sum is the
+same), and on export the row is written as zeros; either way a re-import gives back identical
+weights and the same logits. Keys that the MLM
 model does not use are skipped on import: `roberta.pooler.*` (RobertaModel's pooler, untrained
 by MLM), `roberta.embeddings.position_ids` (an old buffer), `lm_head.decoder.weight` (must equal
 the word embeddings: the decoder is tied) and `lm_head.decoder.bias` (an alias of lm_head.bias).
@@ -80,7 +84,9 @@ def config_from_hf(hf: dict, source: str = CONFIG_FILE) -> RobertaConfig:
       attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
       layer_norm_eps=hf.get("layer_norm_eps", 1e-5), pad_id=hf.get("pad_token_id", 1),
       bos_id=hf.get("bos_token_id", 0), eos_id=hf.get("eos_token_id", 2),
-      initializer_range=hf.get("initializer_range", 0.02))
+      initializer_range=hf.get("initializer_range", 0.02),
+      # RoBERTa feeds only token type 0: one row is all an MLM model uses (load_hf keeps row 0).
+      type_vocab_size=1 if hf.get("type_vocab_size", 1) else 0)
 
 
 def config_to_hf(config: RobertaConfig) -> dict:
@@ -114,9 +120,10 @@ def config_to_hf(config: RobertaConfig) -> dict:
 
 def _weight_map(pretrainer: RobertaPretrainer):
   """[(hf_key, variable, transpose)] for every variable of `pretrainer`, in a fixed order."""
-  if pretrainer.config.type_vocab_size or pretrainer.config.next_sentence_head:
-    raise HFCheckpointError("this model has token types / an NSP head (the input-format "
-                            "ablation's); RobertaForMaskedLM has neither, so it is not exported")
+  if pretrainer.config.type_vocab_size > 1 or pretrainer.config.next_sentence_head:
+    raise HFCheckpointError("this model has segment token types / an NSP head (the "
+                            "input-format ablation's); RobertaForMaskedLM has neither, so it is "
+                            "not exported")
   embeddings = pretrainer.encoder.get_layer(EMBEDDINGS_NAME)
   entries = [
       (WORD_KEY, embeddings.token_embedding.embeddings, False),
@@ -124,6 +131,8 @@ def _weight_map(pretrainer: RobertaPretrainer):
       ("roberta.embeddings.LayerNorm.weight", embeddings.layer_norm.gamma, False),
       ("roberta.embeddings.LayerNorm.bias", embeddings.layer_norm.beta, False),
   ]
+  if embeddings.token_type_embedding is not None:
+    entries.append((TOKEN_TYPE_KEY, embeddings.token_type_embedding.embeddings, False))
 
   def dense(hf_prefix, layer):
     return [(f"{hf_prefix}.weight", layer.kernel, True), (f"{hf_prefix}.bias", layer.bias, False)]
@@ -155,7 +164,8 @@ def to_hf_tensors(pretrainer: RobertaPretrainer) -> dict[str, np.ndarray]:
   for key, variable, transpose in _weight_map(pretrainer):
     value = np.asarray(variable.numpy(), np.float32)
     tensors[key] = np.ascontiguousarray(value.T if transpose else value)
-  tensors[TOKEN_TYPE_KEY] = np.zeros((1, pretrainer.config.hidden_size), np.float32)
+  if TOKEN_TYPE_KEY not in tensors:  # fairseq-shaped: the sum is already in the positions
+    tensors[TOKEN_TYPE_KEY] = np.zeros((1, pretrainer.config.hidden_size), np.float32)
   return tensors
 
 
@@ -187,10 +197,16 @@ def set_from_hf_tensors(pretrainer: RobertaPretrainer, tensors: dict[str, np.nda
   tensors = _drop_unused(dict(tensors), source)
   hidden = pretrainer.config.hidden_size
   token_type = tensors.pop(TOKEN_TYPE_KEY, None)
-  if token_type is not None and (token_type.ndim != 2 or token_type.shape[1] != hidden):
+  if token_type is not None and (token_type.ndim != 2 or token_type.shape[1] != hidden
+                                 or not token_type.shape[0]):
     raise HFCheckpointError(f"{source}: {TOKEN_TYPE_KEY} has shape {token_type.shape}, "
                             f"expected [type_vocab_size, {hidden}]")
   entries = _weight_map(pretrainer)
+  has_table = any(key == TOKEN_TYPE_KEY for key, _, _ in entries)
+  if has_table:  # ours holds row 0 itself (the only type RoBERTa feeds); none in HF: zeros
+    tensors[TOKEN_TYPE_KEY] = (token_type[:1] if token_type is not None
+                               else np.zeros((1, hidden), np.float32))
+    token_type = None
   for key, _, _ in entries:
     if key not in tensors:
       raise HFCheckpointError(f"{source}: missing key {key!r} (a RobertaForMaskedLM checkpoint "

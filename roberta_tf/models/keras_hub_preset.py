@@ -105,9 +105,9 @@ def save_preset(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str
       vocabulary's special ids are not the model's.
     KerasHubWeightsError: the architecture has no keras-hub equivalent (e.g. eps != 1e-5).
   """
-  if pretrainer.config.type_vocab_size or pretrainer.config.next_sentence_head:
-    raise KerasHubPresetError("this model has token types / an NSP head (the input-format "
-                              "ablation's); keras-hub's RobertaBackbone has neither")
+  if pretrainer.config.type_vocab_size > 1 or pretrainer.config.next_sentence_head:
+    raise KerasHubPresetError("this model has segment token types / an NSP head (the "
+                              "input-format ablation's); keras-hub's RobertaBackbone has neither")
   preset_dir = os.path.normpath(preset_dir)
   if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
     raise KerasHubPresetError(f"{preset_dir!r} exists and is not a directory")

@@ -19,6 +19,11 @@ pad_id + 1 = 2, so keras-hub's row j is our row j + 2 (keras-hub's own HF conver
 same two rows). Outputs agree at real tokens for right-padded inputs (the usual layout); with
 left padding keras-hub's positions shift and they do not. Rows 0 and 1, which no real token
 reads, are zeroed on import. keras-hub has a single dropout rate and a fixed eps of 1e-5.
+
+keras-hub has no token-type table (fairseq's shape). Our one-row table (type_vocab_size=1, the
+default), which every token adds, is added to every position row on export (the same sum);
+an import builds a model without the table (config_from_backbone: type_vocab_size=0), or
+zeroes the table of an encoder that has one.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ def config_from_backbone(backbone: keras_hub.models.RobertaBackbone) -> RobertaC
       num_layers=backbone.num_layers, num_heads=backbone.num_heads,
       intermediate_size=backbone.intermediate_dim,
       max_positions=backbone.max_sequence_length + RobertaConfig.pad_id + 1,
-      dropout=backbone.dropout, attention_dropout=backbone.dropout)
+      dropout=backbone.dropout, attention_dropout=backbone.dropout, type_vocab_size=0)
 
 
 def _pairs(backbone, encoder):
@@ -95,6 +100,15 @@ def _pairs(backbone, encoder):
   return pairs
 
 
+def _type_table(encoder):
+  """Our one-row token-type table, or None; a segment table (>= 2 types) has no equivalent."""
+  table = encoder.get_layer(EMBEDDINGS_NAME).token_type_embedding
+  if table is not None and table.embeddings.shape[0] != 1:
+    raise KerasHubWeightsError(f"the encoder has {table.embeddings.shape[0]} token types "
+                               "(segments); keras-hub's RobertaBackbone has none")
+  return None if table is None else table.embeddings
+
+
 def _positions(backbone, encoder):
   ours = encoder.get_layer(EMBEDDINGS_NAME)
   theirs = backbone.get_layer("embeddings").position_embedding.position_embeddings
@@ -123,18 +137,23 @@ def copy_to_backbone(encoder: keras.Model, backbone: keras_hub.models.RobertaBac
   """Copies our encoder's weights into a keras-hub RobertaBackbone of the same dimensions."""
   pairs = _pairs(backbone, encoder)
   ours, theirs, offset = _positions(backbone, encoder)
+  type_table = _type_table(encoder)
   _copy(pairs, to_backbone=True)
-  theirs.assign(ours.numpy()[offset:])
+  shared = 0.0 if type_table is None else type_table.numpy()[0]  # every token adds it
+  theirs.assign(ours.numpy()[offset:] + shared)
 
 
 def copy_from_backbone(backbone: keras_hub.models.RobertaBackbone, encoder: keras.Model) -> None:
   """Copies a keras-hub RobertaBackbone's weights into our encoder of the same dimensions."""
   pairs = _pairs(backbone, encoder)
   ours, theirs, offset = _positions(backbone, encoder)
+  type_table = _type_table(encoder)
   _copy(pairs, to_backbone=False)
   table = np.zeros(ours.shape, np.float32)
   table[offset:] = theirs.numpy()
   ours.assign(table)
+  if type_table is not None:  # keras-hub's positions already hold the whole sum
+    type_table.assign(np.zeros(type_table.shape, np.float32))
 
 
 def _head_pairs(head: MaskedLMHead, masked_lm_head):

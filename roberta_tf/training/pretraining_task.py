@@ -56,7 +56,8 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
                                  max_positions=cfg.max_seq_len + 2,
                                  pad_id=info["special_ids"]["pad"],
                                  bos_id=info["special_ids"]["bos"],
-                                 eos_id=info["special_ids"]["eos"])
+                                 eos_id=info["special_ids"]["eos"],
+                                 type_vocab_size=1 if cfg.type_embedding else 0)
   if pairs and not cfg.init_from:
     model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
   elif model_config.next_sentence_head and not pairs:
@@ -200,10 +201,12 @@ def check_resumable(model_dir: str, model_config) -> None:
   new_d, old_d = dataclasses.asdict(model_config), dataclasses.asdict(old)
   diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
   if diff:
+    hint = ("--config/--init_from it was trained with" if diff != ["type_vocab_size"] else
+            "--type_embedding setting it was trained with (--notype_embedding for 0)")
     raise ValueError(
         f"--model_dir={model_dir!r} holds checkpoints of another model ("
         + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
-        + "): use a new --model_dir, or the --config/--init_from it was trained with")
+        + f"): use a new --model_dir, or the {hint}")
 
 
 # What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json

@@ -82,6 +82,11 @@ class TrainConfig:
       0.0, "Global gradient-norm clipping; 0 disables.")
   dropout: float = option(
       -1.0, "Override the model's dropout (and attention dropout); < 0 keeps the config's.")
+  type_embedding: bool = option(
+      True, "A preset model adds one learned vector to every token: a 1-row token-type table, "
+      "HF RobertaModel's shape, whose random init helps a small model off the unigram plateau "
+      "(docs/learning_parity.md). --notype_embedding: fairseq's exact shape, without it. A JSON "
+      "--config and --init_from keep their own.")
   precision: str = option(
       "float32", "Compute precision; variables stay float32. fp16 uses dynamic loss scaling.",
       choices=("float32", "mixed_bfloat16", "mixed_float16"))
