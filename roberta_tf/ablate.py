@@ -16,7 +16,7 @@ import os
 
 from absl import app, flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, directory_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
@@ -96,8 +96,11 @@ def main(argv):
           "task_text_field": FLAGS.task_text_field,
           "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
           "task_learning_rate": FLAGS.task_learning_rate}
-  runner.run_study(FLAGS.study, study, FLAGS.corpus, os.path.abspath(FLAGS.work_dir), seeds,
-                   opts, overwrite=FLAGS.overwrite)
+  work_dir = os.path.abspath(FLAGS.work_dir)
+  # One study a work dir: a second command there is refused (the first is unaffected).
+  with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):
+    runner.run_study(FLAGS.study, study, FLAGS.corpus, work_dir, seeds, opts,
+                     overwrite=FLAGS.overwrite)
   return 0
 
 

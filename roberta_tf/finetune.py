@@ -72,8 +72,9 @@ flags.DEFINE_float("null_score_threshold", _D.null_score_threshold, "SQuAD v2: p
 flags.DEFINE_enum("squad_v2_null", _D.squad_v2_null, list(SQUAD_V2_NULL), "SQuAD v2: what "
                   "decides 'no answer': the paper's answerability classifier on <s>, trained "
                   "jointly (losses summed), or BERT's null span score.")
-flags.DEFINE_bool("skip_bad_examples", _D.skip_bad_examples, "QA: skip (and count) answers "
-                  "whose text is not at their answer_start, instead of refusing the file.")
+flags.DEFINE_bool("skip_bad_examples", _D.skip_bad_examples, "Skip (and count) bad examples "
+                  "instead of refusing the file: QA answers whose text is not at their "
+                  "answer_start; GLUE rows whose column count differs from the header's.")
 flags.DEFINE_integer("epochs", _D.epochs, "Epochs (the paper: at most 10, early stopping on dev).")
 flags.DEFINE_integer("batch_size", _D.batch_size, "Global examples per update (paper: 16 or 32).")
 flags.DEFINE_list("batch_sizes", [], "A sweep over batch sizes, e.g. 16,32 (the paper's GLUE "
@@ -109,6 +110,9 @@ flags.DEFINE_integer("seed", _D.seed, "The first seed (head init, shuffling, dro
                      "--seeds.")
 flags.DEFINE_enum("strategy", _D.strategy, ["auto", "default", "mirrored", "multi_worker", "tpu"],
                   "tf.distribute strategy (as in pretraining).")
+flags.DEFINE_integer("peer_timeout", _D.peer_timeout, "--strategy=multi_worker: seconds to "
+                     "wait for every TF_CONFIG worker to start before giving up with an error "
+                     "naming the missing ones (SIGTERM/Ctrl-C stop the wait).")
 flags.DEFINE_integer("cpu_replicas", _D.cpu_replicas, "Split the CPU into this many logical "
                      "devices (to run --strategy=mirrored without GPUs, for testing).")
 flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16", "mixed_float16"],

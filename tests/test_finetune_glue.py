@@ -88,7 +88,8 @@ def test_bad_rows_are_named(tmp_path):
   rte = glue.get("rte")
   short = _write(str(tmp_path / "RTE" / "train.tsv"),
                  "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\n")
-  with pytest.raises(TaskDataError, match=r"train.tsv:3: 2 tab-separated columns, but the text 2"):
+  with pytest.raises(TaskDataError, match=r"train.tsv:3: 2 tab-separated columns where the "
+                                          r"header's 4 are expected"):
     glue.read_file(rte, short, rte.train)
   bad = _write(str(tmp_path / "RTE" / "dev.tsv"),
                "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tneutral\n")
@@ -96,11 +97,12 @@ def test_bad_rows_are_named(tmp_path):
     glue.read_file(rte, bad, rte.train)
   stsb = glue.get("stsb")
   score = _write(str(tmp_path / "STS-B" / "train.tsv"),
-                 "h\n" + "\t".join(["0"] * 7 + ["a", "b", "five"]) + "\n")
+                 "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
+                 "sentence2\tscore\n" + "\t".join(["0"] * 7 + ["a", "b", "five"]) + "\n")
   with pytest.raises(TaskDataError, match=r"train.tsv:2: score 'five' is not a number"):
     glue.read_file(stsb, score, stsb.train)
-  with pytest.raises(TaskDataError, match=r"RTE/train.tsv:2: 4 tab-separated columns, but the "
-                     r"text 1 is in column 8 .* is --glue_task the right task for this folder"):
+  with pytest.raises(TaskDataError, match=r"RTE/train.tsv:1: the header has no column "
+                     r"'gold_label' .* is --glue_task=mnli the right task for this folder"):
     glue.read_data(glue.get("mnli"), os.path.join(GLUE, "RTE"))
   with open(os.path.join(GLUE, "MNLI", "train.tsv"), encoding="utf-8") as f:
     _write(str(tmp_path / "MNLI" / "train.tsv"), f.read())

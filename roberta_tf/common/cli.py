@@ -3,26 +3,111 @@
 Every binary (roberta_tf/*.py, data_prep's) calls `cli.run` on its `main` instead of absl's
 `app.run` and imports this module before anything that imports TensorFlow:
 
-- TensorFlow's C++ start-up chatter is off (TF_CPP_MIN_LOG_LEVEL=2 unless already set: it is
-  read when TF loads) and absl's Python logging shows warnings and errors (unless --verbosity).
+- TensorFlow's C++ start-up chatter is off: TF_CPP_MIN_LOG_LEVEL=3 unless already set (read
+  when TF loads; it silences what TF logs once running, the cuInit error on machines without a
+  GPU included), and the lines TF prints while it is imported, before its logging reads that
+  variable (absl's "All log messages before absl::InitializeLog()", the oneDNN notice, "Could
+  not find cuda drivers"), are filtered out of stderr during `import tensorflow` (any other
+  line printed then is passed on). absl's Python logging shows warnings and errors (unless
+  --verbosity). TF_CPP_MIN_LOG_LEVEL=0 (or 1) shows everything again.
 - A flag error (an unknown flag, a missing required one, an unreadable --flagfile) and an
   `app.UsageError` are one line: `error: ...`, exit code 1.
 - Any exception out of `main` is one line, `error: <error_text.one_line(e)>`, exit code 1
   (Ctrl-C: 130). The project's errors name the flag or file and what to do; the traceback is
   printed only with `--verbose` or ROBERTA_TF_VERBOSE=1.
 
-So a test (or a script) can rely on: rc != 0 and exactly one stderr line starting `error:` (TF
-may still print its unsuppressible `cuInit`/absl-init lines on machines without a GPU).
+So a test (or a script) can rely on: rc != 0 and exactly one stderr line starting `error:`, and
+a binary's output is its own lines only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
 import os
+import re
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# What TensorFlow 2.21 prints on stderr while it is imported, whatever TF_CPP_MIN_LOG_LEVEL says
+# (its C++ logging is not initialized yet): known lines only, anything else is passed on.
+_IMPORT_CHATTER = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called|oneDNN custom operations are on"
+    r"|cudart_stub\.cc|Could not find cuda drivers|failed call to cuInit|Unable to register "
+    r"cu(DNN|FFT|BLAS) factory|TF-TRT Warning|This TensorFlow binary is optimized to use"
+    r"|To enable the following instructions|computation placer already registered")
+
+
+@contextlib.contextmanager
+def _import_chatter_filtered():
+  """stderr (fd 2, where C++ writes) goes to a temp file; afterwards the lines that are not
+  known import chatter are written to the real stderr."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      kept = [line for line in captured.read().decode("utf-8", "replace").splitlines()
+              if line.strip() and not _IMPORT_CHATTER.search(line)]
+      if kept:
+        sys.stderr.write("\n".join(kept) + "\n")
+        sys.stderr.flush()
+
+
+class _QuietLoader(importlib.abc.Loader):
+  """The real loader of `tensorflow`, executing it inside _import_chatter_filtered."""
+
+  def __init__(self, loader):
+    self._loader = loader
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module):
+    with _import_chatter_filtered():
+      self._loader.exec_module(module)
+
+  def __getattr__(self, name):  # resource readers etc. come from the real loader
+    return getattr(self._loader, name)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+  """Finds `tensorflow` with the other finders and wraps its loader (first import only)."""
+
+  def find_spec(self, fullname, path, target=None):
+    if fullname != "tensorflow":
+      return None
+    sys.meta_path.remove(self)
+    for finder in sys.meta_path:
+      spec = getattr(finder, "find_spec", lambda *a: None)(fullname, path, target)
+      if spec is not None:
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+          spec.loader = _QuietLoader(spec.loader)
+        return spec
+    return None
+
+
+def _tf_logs_wanted() -> bool:
+  try:
+    level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+  except ValueError:
+    level = 3
+  return level < 2 or os.environ.get("ROBERTA_TF_VERBOSE", "").strip().lower() not in (
+      "", "0", "false", "no")
+
+
+if "tensorflow" not in sys.modules and not _tf_logs_wanted():
+  sys.meta_path.insert(0, _QuietTensorFlowImport())
 
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402

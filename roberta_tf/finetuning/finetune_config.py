@@ -43,7 +43,8 @@ class FinetuneConfig:
   n_best_size: int = 20
   null_score_threshold: float = 0.0
   squad_v2_null: str = "classifier"  # v2 "no answer": the paper's classifier, or BERT's span score
-  skip_bad_examples: bool = False    # QA: skip answers not at their answer_start (else an error)
+  skip_bad_examples: bool = False    # skip QA answers not at answer_start, GLUE rows with the
+  #                                    wrong column count (else an error naming file:line)
   # Optimization.
   epochs: int = 10
   batch_size: int = 32               # global examples per update
@@ -67,6 +68,7 @@ class FinetuneConfig:
   max_bad_steps: int = 5             # non-finite steps in a row before the run stops
   # Execution.
   strategy: str = "auto"
+  peer_timeout: int = 600            # multi_worker: seconds to wait for every worker to start
   cpu_replicas: int = 1
   precision: str = "float32"
   export_dir: str = ""

@@ -4,23 +4,26 @@
 (`download_glue_data.py`) lays it out: train.tsv, dev.tsv (MNLI: dev_matched.tsv and
 dev_mismatched.tsv) and test.tsv (MNLI: test_matched.tsv and test_mismatched.tsv). Every file is
 tab-separated and NOT CSV-quoted: a `"` is an ordinary character (SST-2 and CoLA sentences start
-with unbalanced quotes), so a row is one line split at tabs. Only "\\n" ends a row (MNLI's text
-holds U+0085 and U+2028, which `str.splitlines` would split at). Columns are read by position,
-as GLUE's baselines and HF's processors read them:
+with unbalanced quotes), so a row is one line split at tabs. Only "\n" ends a row (MNLI's text
+holds U+0085 and U+2028, which `str.splitlines` would split at). Columns are read by their
+header name (CoLA's train and dev files have no header: 4 columns by position), and every row
+must have as many columns as its file's header: a row that lost or gained a tab (an MNLI dev row
+without `gold_label` would otherwise be scored against `label5`) is refused naming file:line,
+or skipped and counted with --skip_bad_examples (HF's QQP processor also skips such rows).
 
-task   folder  train.tsv / dev.tsv (header unless said)             test.tsv (index at 0)
-cola   CoLA    no header, 4 columns: source, label, mark, sentence   sentence at 1
-sst2   SST-2   sentence, label                                       sentence at 1
-mrpc   MRPC    Quality, #1 ID, #2 ID, #1 String, #2 String           strings at 3, 4
-stsb   STS-B   ... sentence1 (7), sentence2 (8), ..., score (last)   sentences at 7, 8
-qqp    QQP     id, qid1, qid2, question1, question2, is_duplicate    questions at 1, 2
-mnli   MNLI    ... sentence1 (8), sentence2 (9), ..., gold_label     sentences at 8, 9
-qnli   QNLI    index, question, sentence, label                      question, sentence
-rte    RTE     index, sentence1, sentence2, label                    sentences at 1, 2
-wnli   WNLI    index, sentence1, sentence2, label                    sentences at 1, 2
+task   folder  train.tsv / dev.tsv: text columns, label         test.tsv: index, texts
+cola   CoLA    no header, 4 columns: sentence (3), label (1)     index, sentence
+sst2   SST-2   sentence, label                                   index, sentence
+mrpc   MRPC    #1 String, #2 String, Quality                     index, #1 String, #2 String
+stsb   STS-B   sentence1, sentence2, score                       index, sentence1, sentence2
+qqp    QQP     question1, question2, is_duplicate                id, question1, question2
+mnli   MNLI    sentence1, sentence2, gold_label                  index, sentence1, sentence2
+qnli   QNLI    question, sentence, label                         index, question, sentence
+rte    RTE     sentence1, sentence2, label                       index, sentence1, sentence2
+wnli   WNLI    sentence1, sentence2, label                       index, sentence1, sentence2
 
-(MNLI's train.tsv has 12 columns and its dev files 16: label1..label5 then gold_label, so the
-label is the LAST column.) Metrics are GLUE's: CoLA Matthews correlation, STS-B Pearson and
+(MNLI's train.tsv has 12 columns and its dev files 16, label1..label5 before gold_label.)
+Metrics are GLUE's: CoLA Matthews correlation, STS-B Pearson and
 Spearman, MRPC and QQP F1 and accuracy, MNLI matched and mismatched accuracy, the others
 accuracy. The GLUE diagnostic (AX: index, sentence1, sentence2) is predicted by an MNLI model.
 
@@ -38,11 +41,16 @@ from roberta_tf.finetuning.task_data import TaskDataError, TextExample
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-  """Where a file's fields are. Columns are 0-based; -1 is the last column."""
-  header: bool
-  text_columns: tuple[int, ...]
-  label_column: int | None = None   # None: unlabeled (test files)
-  index_column: int | None = None   # test files: the leaderboard's row index
+  """Where a file's fields are: header names, or 0-based positions in a headerless file of
+  exactly `columns` columns (CoLA's train and dev files)."""
+  text: tuple[str | int, ...]
+  label: str | int | None = None    # None: unlabeled (test files)
+  index: str | None = None          # test files: the leaderboard's row index
+  columns: int | None = None        # headerless files: the column count; None: a header row
+
+  @property
+  def header(self) -> bool:
+    return self.columns is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,43 +69,49 @@ class GlueTask:
   score_range: tuple[float, float] | None = None                  # regression: clip test scores
 
 
-def _pair(a: int, b: int, label: int | None = -1) -> Layout:
-  return Layout(header=True, text_columns=(a, b), label_column=label)
+def _labeled(label: str, *texts: str) -> Layout:
+  return Layout(text=texts, label=label)
 
 
-def _test(*columns: int) -> Layout:
-  return Layout(header=True, text_columns=columns, index_column=0)
+def _test(*texts: str, index: str = "index") -> Layout:
+  return Layout(text=texts, index=index)
 
 
 _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
 TASKS: dict[str, GlueTask] = {t.name: t for t in (
     GlueTask("cola", "CoLA", task_types.CLASSIFICATION, _BINARY, ("sentence",), "mcc",
-             Layout(header=False, text_columns=(3,), label_column=1), _test(1),
+             Layout(text=(3,), label=1, columns=4), _test("sentence"),
              test_files=(("CoLA.tsv", "test.tsv"),)),
     GlueTask("sst2", "SST-2", task_types.CLASSIFICATION, _BINARY, ("sentence",), "accuracy",
-             Layout(header=True, text_columns=(0,), label_column=1), _test(1),
+             _labeled("label", "sentence"), _test("sentence"),
              test_files=(("SST-2.tsv", "test.tsv"),)),
     GlueTask("mrpc", "MRPC", task_types.CLASSIFICATION, _BINARY, ("#1 String", "#2 String"),
-             "accuracy", _pair(3, 4, 0), _test(3, 4), test_files=(("MRPC.tsv", "test.tsv"),)),
+             "accuracy", _labeled("Quality", "#1 String", "#2 String"),
+             _test("#1 String", "#2 String"), test_files=(("MRPC.tsv", "test.tsv"),)),
     GlueTask("stsb", "STS-B", task_types.REGRESSION, (), ("sentence1", "sentence2"), "pearson",
-             _pair(7, 8), _test(7, 8), test_files=(("STS-B.tsv", "test.tsv"),),
-             score_range=(0.0, 5.0)),
+             _labeled("score", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
+             test_files=(("STS-B.tsv", "test.tsv"),), score_range=(0.0, 5.0)),
     GlueTask("qqp", "QQP", task_types.CLASSIFICATION, _BINARY, ("question1", "question2"),
-             "accuracy", _pair(3, 4, 5), _test(1, 2), test_files=(("QQP.tsv", "test.tsv"),)),
+             "accuracy", _labeled("is_duplicate", "question1", "question2"),
+             _test("question1", "question2", index="id"), test_files=(("QQP.tsv", "test.tsv"),)),
     GlueTask("mnli", "MNLI", task_types.CLASSIFICATION, ("contradiction", "entailment", "neutral"),
-             ("sentence1", "sentence2"), "accuracy", _pair(8, 9), _test(8, 9),
+             ("sentence1", "sentence2"), "accuracy",
+             _labeled("gold_label", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
              dev_files=(("", "dev_matched.tsv"), ("mismatched_", "dev_mismatched.tsv")),
              test_files=(("MNLI-m.tsv", "test_matched.tsv"), ("MNLI-mm.tsv",
                                                                "test_mismatched.tsv"))),
     GlueTask("qnli", "QNLI", task_types.CLASSIFICATION, _ENTAILMENT, ("question", "sentence"),
-             "accuracy", _pair(1, 2), _test(1, 2), test_files=(("QNLI.tsv", "test.tsv"),)),
+             "accuracy", _labeled("label", "question", "sentence"), _test("question", "sentence"),
+             test_files=(("QNLI.tsv", "test.tsv"),)),
     GlueTask("rte", "RTE", task_types.CLASSIFICATION, _ENTAILMENT, ("sentence1", "sentence2"),
-             "accuracy", _pair(1, 2), _test(1, 2), test_files=(("RTE.tsv", "test.tsv"),)),
+             "accuracy", _labeled("label", "sentence1", "sentence2"),
+             _test("sentence1", "sentence2"), test_files=(("RTE.tsv", "test.tsv"),)),
     GlueTask("wnli", "WNLI", task_types.CLASSIFICATION, _BINARY, ("sentence1", "sentence2"),
-             "accuracy", _pair(1, 2), _test(1, 2), test_files=(("WNLI.tsv", "test.tsv"),)),
+             "accuracy", _labeled("label", "sentence1", "sentence2"),
+             _test("sentence1", "sentence2"), test_files=(("WNLI.tsv", "test.tsv"),)),
 )}
-DIAGNOSTIC = _test(1, 2)       # GLUE's diagnostic/diagnostic.tsv: index, sentence1, sentence2
+DIAGNOSTIC = _test("sentence1", "sentence2")  # GLUE's diagnostic.tsv: index, sentence1, sentence2
 DIAGNOSTIC_FILE = "AX.tsv"     # its leaderboard file (an MNLI model's predictions)
 # Flags a preset sets; giving them too is an error (the preset would silently win).
 PRESET_FLAGS = ("task", "train_file", "eval_file", "text_fields", "label_field", "labels")
@@ -140,28 +154,58 @@ def read_rows(path: str) -> list[tuple[int, list[str]]]:
           for n, line in enumerate(text.split("\n"), 1) if line.rstrip("\r")]
 
 
-def _column(row: list[str], column: int, path: str, lineno: int, what: str) -> str:
-  need = column + 1 if column >= 0 else -column
-  if len(row) < need:
-    raise TaskDataError(f"{path}:{lineno}: {len(row)} tab-separated columns, but the {what} is "
-                        f"in column {column if column >= 0 else len(row) + column} (0-based) of "
-                        "GLUE's layout; is --glue_task the right task for this folder?")
-  return row[column]
+def _positions(task: GlueTask, path: str, layout: Layout, header: list[str] | None) -> dict:
+  """{"text": [column...], "label": column or None, "index": column or None} of a file."""
+  if header is None:
+    return {"text": list(layout.text), "label": layout.label, "index": layout.index}
+
+  def find(name):
+    if name is None:
+      return None
+    if name not in header:
+      raise TaskDataError(f"{path}:1: the header has no column {name!r} (it has {header}); is "
+                          f"--glue_task={task.name} the right task for this folder?")
+    return header.index(name)
+  return {"text": [find(n) for n in layout.text], "label": find(layout.label),
+          "index": find(layout.index)}
 
 
-def read_file(task: GlueTask, path: str, layout: Layout) -> tuple[list[TextExample], list[str]]:
+def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
+              log=print) -> tuple[list[TextExample], list[str]]:
   """A GLUE file's examples (label None in unlabeled files) and their leaderboard indices
-  (test files; else the 0-based row numbers)."""
+  (test files; else the 0-based row numbers).
+
+  Every row must have the header's column count (a headerless file: layout.columns); a row that
+  does not is an error naming file:line, or with `skip_bad` is skipped and counted (`log` gets
+  one line per file that had such rows).
+
+  Raises:
+    TaskDataError: naming file:line.
+  """
   rows = read_rows(path)
+  header = None
   if layout.header:
+    if not rows:
+      raise TaskDataError(f"{path}: empty file (GLUE files start with a header row)")
+    header = [name.strip() for name in rows[0][1]]
     rows = rows[1:]
-  examples, indices = [], []
+  where = _positions(task, path, layout, header)
+  expected = len(header) if header is not None else layout.columns
+  examples, indices, skipped = [], [], []
   for lineno, row in rows:
-    texts = [_column(row, c, path, lineno, f"text {k + 1}")
-             for k, c in enumerate(layout.text_columns)]
+    if len(row) != expected:
+      if skip_bad:
+        skipped.append(lineno)
+        continue
+      what = "the header's" if header is not None else f"GLUE {task.folder}'s layout's"
+      raise TaskDataError(
+          f"{path}:{lineno}: {len(row)} tab-separated columns where {what} {expected} are "
+          "expected (a lost or extra tab?); fix the row, or pass --skip_bad_examples to skip "
+          f"such rows{'' if header is not None else '; is --glue_task the right task?'}")
+    texts = [row[c] for c in where["text"]]
     label = None
-    if layout.label_column is not None:
-      value = _column(row, layout.label_column, path, lineno, "label").strip()
+    if where["label"] is not None:
+      value = row[where["label"]].strip()
       if task.task_type == task_types.REGRESSION:
         try:
           label = float(value)
@@ -173,8 +217,12 @@ def read_file(task: GlueTask, path: str, layout: Layout) -> tuple[list[TextExamp
       else:
         label = value
     examples.append(TextExample(texts[0], texts[1] if len(texts) == 2 else None, label))
-    indices.append(row[layout.index_column].strip() if layout.index_column is not None
+    indices.append(row[where["index"]].strip() if where["index"] is not None
                    else str(len(indices)))
+  if skipped:
+    log(f"warning: --skip_bad_examples: skipped {len(skipped)} rows of {path} whose column "
+        f"count is not {expected} (lines {', '.join(map(str, skipped[:5]))}"
+        f"{', ...' if len(skipped) > 5 else ''})")
   if not examples:
     raise TaskDataError(f"{path}: no examples")
   return examples, indices
@@ -190,19 +238,23 @@ class GlueData:
   test: list[tuple[str, list[TextExample], list[str]]]
 
 
-def read_data(task: GlueTask, data_dir: str, diagnostic: str = "") -> GlueData:
-  """Reads train, dev (required) and test (those present) files, and the AX diagnostic file."""
-  train, _ = read_file(task, os.path.join(data_dir, "train.tsv"), task.train)
-  dev = [(prefix, read_file(task, os.path.join(data_dir, name), task.train)[0])
+def read_data(task: GlueTask, data_dir: str, diagnostic: str = "", skip_bad: bool = False,
+              log=print) -> GlueData:
+  """Reads train, dev (required) and test (those present) files, and the AX diagnostic file;
+  `skip_bad`: rows with the wrong column count are skipped and counted (read_file)."""
+  def read(path, layout):
+    return read_file(task, path, layout, skip_bad, log)
+  train, _ = read(os.path.join(data_dir, "train.tsv"), task.train)
+  dev = [(prefix, read(os.path.join(data_dir, name), task.train)[0])
          for prefix, name in task.dev_files]
   test = []
   for out_name, name in task.test_files:
     path = os.path.join(data_dir, name)
     if os.path.isfile(path):
-      test.append((out_name, *read_file(task, path, task.test)))
+      test.append((out_name, *read(path, task.test)))
   if diagnostic:
     if task.name != "mnli":
       raise TaskDataError(f"--glue_diagnostic is predicted by an MNLI model; --glue_task is "
                           f"{task.name}")
-    test.append((DIAGNOSTIC_FILE, *read_file(task, diagnostic, DIAGNOSTIC)))
+    test.append((DIAGNOSTIC_FILE, *read(diagnostic, DIAGNOSTIC)))
   return GlueData(train, dev, test)

@@ -7,6 +7,9 @@ metrics and every run's and configuration's statistics to model_dir/eval_results
 to model_dir/results.md, and with a GLUE preset its test-set predictions to the leaderboard's
 TSV files (predictions.py) in --predictions_dir (default model_dir).
 
+One process at a time: the chief holds model_dir's lock (common/directory_lock.py) for the whole
+sweep; a second command on the same model_dir is refused with one line and changes nothing.
+
 Resume: the sweep records its settings in model_dir/runs/sweep.json. Rerunning the same
 command on a model_dir whose sweep did not finish (a SIGTERM, a crash, a preempted machine)
 continues it: finished runs are read back, the unfinished one resumes from its saved state
@@ -16,6 +19,7 @@ model_dir are refused unless --overwrite, which starts over.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,7 +28,7 @@ import shutil
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, directory_lock
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -37,6 +41,7 @@ from roberta_tf.finetuning.trial import (  # noqa: F401  (FinetuneError: the bin
     run_trial,
 )
 from roberta_tf.training import checkpointing
+from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training.sigterm import SigtermFlag
 
@@ -44,7 +49,7 @@ DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
 SWEEP_FILE = os.path.join("runs", "sweep.json")
 MARKDOWN_FILE = "results.md"
 # Settings that do not change the sweep's runs (predictions are made after the last run).
-_NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic")
+_NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic", "peer_timeout")
 
 
 def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
@@ -93,7 +98,20 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
   """
   cfg = glue.apply_preset(cfg)
   cfg.validate()
-  strategy = strategy or strategy_lib.make_strategy(cfg.strategy)
+  strategy = strategy or strategy_lib.make_strategy(cfg.strategy,
+                                                    peer_timeout_s=cfg.peer_timeout, log=log)
+  # One fine-tuning process a model dir (the chief's lock, as train's): a second command on a
+  # running directory is refused before it reads the sweep's state, so the first is unaffected.
+  with (directory_lock.DirectoryLock(cfg.model_dir, holder="fine-tuning")
+        if strategy_lib.is_chief(strategy) else contextlib.nullcontext()):
+    # A peer lost mid-run: one line naming it (each run of the sweep resumes on a restart).
+    with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
+                                    lambda: None):
+      return _run_sweep(cfg, strategy)
+
+
+def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
+  """run_sweep's body, holding the model dir's lock on the chief."""
   vocab_dir = cfg.vocab_dir or cfg.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
   model_config = resolve_model_config(cfg, tokenizer.vocab_size)

@@ -341,7 +341,7 @@ def _glue_task(cfg, tokenizer) -> SequenceTask:
   """A GLUE preset's task (glue.py); its test sets ride along as `test_sets` (leaderboard file,
   examples, indices) for the predictions of the kept model."""
   preset = glue.get(cfg.glue_task)
-  data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic)
+  data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
   info = TaskInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
                   text_fields=preset.text_fields)
   (_, dev), *extra = data.dev

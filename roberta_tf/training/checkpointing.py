@@ -16,9 +16,6 @@ checkpoint and the newest complete one.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import shutil
@@ -26,7 +23,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import error_text
+from roberta_tf.common import directory_lock, error_text
 from roberta_tf.models import checkpoint_files
 
 
@@ -38,38 +35,9 @@ class CheckpointError(RuntimeError):
   """A model dir's checkpoints cannot be resumed or written (the message names the files)."""
 
 
-class DirectoryLock:
-  """An exclusive lock on a directory (flock on the directory itself: no file is created) for
-  the life of a training run; a second process gets CheckpointError instead of two runs
-  writing (and garbage-collecting) the same checkpoints. Where the file system has no flock
-  (some network mounts) it locks nothing."""
-
-  def __init__(self, directory: str, what: str = "--model_dir"):
-    self.directory, self.what, self._fd, self._created = directory, what, None, False
-
-  def __enter__(self) -> DirectoryLock:
-    self._created = not os.path.isdir(self.directory)
-    os.makedirs(self.directory, exist_ok=True)
-    self._fd = os.open(self.directory, os.O_RDONLY)
-    try:
-      fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-      if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-        os.close(self._fd)
-        self._fd = None
-        raise CheckpointError(f"{self.what}={self.directory} is in use by another training "
-                              "process (it holds the directory's lock); wait for it to finish, "
-                              f"or use another {self.what}") from e
-      # ENOLCK / EINVAL: no flock here; go on unlocked.
-    return self
-
-  def __exit__(self, *exc) -> None:
-    if self._fd is not None:
-      os.close(self._fd)  # releases the lock
-      self._fd = None
-    if self._created:  # a run that failed before writing anything leaves no empty model dir
-      with contextlib.suppress(OSError):
-        os.rmdir(self.directory)  # only if empty
+# The training lock (a second trainer on a model dir is refused); shared with every binary that
+# writes a run directory.
+DirectoryLock = directory_lock.DirectoryLock
 
 
 def weights_finite(model) -> bool:

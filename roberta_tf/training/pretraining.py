@@ -23,8 +23,10 @@ import keras
 import tensorflow as tf
 
 from roberta_tf.data import dataset_info
+from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.training import checkpointing, mlm_evaluation
+from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import pretraining_task as task
 from roberta_tf.training import strategy as strategy_lib
@@ -69,7 +71,8 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
   """
   cfg.validate()
   # The strategy first: multi-worker must configure collectives before TF initializes.
-  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu)
+  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu, cfg.peer_timeout,
+                                                    summaries_lib.log)
   if cfg.deterministic:
     tf.config.experimental.enable_op_determinism()
   keras.utils.set_random_seed(cfg.seed)
@@ -81,6 +84,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint
       task.clean_model_dir(cfg, summaries_lib.log)
     task.check_resumable(cfg.model_dir, model_config)
+    task.check_schedule_change(cfg, summaries_lib.log if chief else None)
     if chief:
       task.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
 
@@ -91,7 +95,11 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
                                       keep=cfg.keep_checkpoints, is_chief=chief,
                                       task_id=strategy_lib.task_id(strategy))
     try:
-      return _run(cfg, strategy, chief, info, model_config, trainer, ckpt)
+      # A peer lost mid-run: one line naming it and the checkpoint a restart resumes from.
+      with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
+                                      lambda: max(checkpoint_files.steps_on_disk(cfg.model_dir),
+                                                  default=None)):
+        return _run(cfg, strategy, chief, info, model_config, trainer, ckpt)
     finally:
       ckpt.close()
 

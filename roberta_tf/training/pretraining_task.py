@@ -246,6 +246,51 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
         f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
 
 
+# Settings that shape the update at a step besides the data: a resume that changes them goes on
+# from the checkpoint's step under the new values (see check_schedule_change).
+_SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "weight_decay",
+                      "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
+
+
+def _lr_at(step: int, peak: float, warmup: int, total: int) -> float:
+  """schedule.WarmupLinearDecay at `step`, in Python."""
+  if step < warmup:
+    return peak * step / max(warmup, 1)
+  return peak * max(0.0, (total - step) / max(total - warmup, 1))
+
+
+def check_schedule_change(cfg: TrainConfig, log=None) -> None:
+  """On a resume whose schedule or optimizer flags differ from the checkpoint's run: one line
+  naming the old and new values and what happens (the run continues on the new schedule from
+  the checkpoint's step, with the learning rate there under both). A --train_steps below the
+  checkpoint's step leaves nothing to train and is refused.
+
+  Raises:
+    ValueError: --train_steps < the newest checkpoint's step, naming both.
+  """
+  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
+  if not steps or cfg.overwrite:
+    return
+  before = mlm_evaluation.training_config(cfg.model_dir)
+  if before is None:
+    return
+  step = max(steps)
+  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
+             for k in _SCHEDULE_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  if cfg.train_steps < step:
+    raise ValueError(
+        f"--model_dir={cfg.model_dir!r} holds a checkpoint at step {step}, past --train_steps="
+        f"{cfg.train_steps} (the run was started with {before.train_steps}): nothing to train; "
+        f"pass a --train_steps above {step} to continue it, or --overwrite to start over")
+  if not changed or log is None:
+    return
+  old = _lr_at(step, before.learning_rate, before.warmup_steps, before.train_steps)
+  new = _lr_at(step, cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
+  log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
+      f"continuing on the new schedule from step {step}, where the learning rate is {new:.3g} "
+      f"(the old schedule's: {old:.3g}); the optimizer's moments are kept")
+
+
 def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
                       replicas: int) -> None:
   """On the chief, before the first step: warn about changed data settings on resume, write

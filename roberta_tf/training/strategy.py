@@ -1,9 +1,8 @@
 """Choosing the tf.distribute strategy (--strategy)."""
 
-import json
-import os
-
 import tensorflow as tf
+
+from roberta_tf.training import cluster as cluster_lib
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
@@ -19,24 +18,27 @@ def split_cpu(num_devices: int) -> None:
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
 
 
-def make_strategy(name: str, tpu_address: str = "") -> tf.distribute.Strategy:
+def make_strategy(name: str, tpu_address: str = "",
+                  peer_timeout_s: float = cluster_lib.DEFAULT_PEER_TIMEOUT_S,
+                  log=print) -> tf.distribute.Strategy:
   """Builds the strategy. ``auto``: mirrored when there is more than one GPU, else default.
 
   ``mirrored`` uses every GPU, or every logical CPU device when there is no GPU;
-  ``multi_worker`` reads the cluster from the TF_CONFIG environment variable.
+  ``multi_worker`` reads the cluster from the TF_CONFIG environment variable and first waits
+  (at most `peer_timeout_s`, logging whom it waits for; SIGTERM and Ctrl-C stop it) until every
+  peer answers: training/cluster.py says why.
+
+  Raises:
+    ValueError: an unknown name, or TF_CONFIG missing or malformed.
+    cluster.ClusterError: peers unreached after `peer_timeout_s`, SIGTERM while waiting, or
+      this worker's address in use.
   """
   if name not in STRATEGIES:
     raise ValueError(f"--strategy={name!r}: expected one of {', '.join(STRATEGIES)}")
   if name == "multi_worker":
     # Before anything that initializes TensorFlow's devices (list_logical_devices below):
     # collective ops can only be configured at startup.
-    if "TF_CONFIG" not in os.environ:
-      raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable "
-                       "(cluster spec and this worker's task), see README")
-    try:
-      json.loads(os.environ["TF_CONFIG"])
-    except json.JSONDecodeError as e:
-      raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from e
+    cluster_lib.wait_for_peers(cluster_lib.read_tf_config(), peer_timeout_s, log)
     return tf.distribute.MultiWorkerMirroredStrategy()
   gpus = tf.config.list_logical_devices("GPU")
   if name == "auto":
@@ -50,6 +52,16 @@ def make_strategy(name: str, tpu_address: str = "") -> tf.distribute.Strategy:
   tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)
   return tf.distribute.TPUStrategy(resolver)
+
+
+def cluster_of(strategy: tf.distribute.Strategy) -> cluster_lib.Cluster | None:
+  """TF_CONFIG's cluster for a multi-worker strategy (None otherwise)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return None
+  try:
+    return cluster_lib.read_tf_config()
+  except ValueError:
+    return None
 
 
 def task_id(strategy: tf.distribute.Strategy) -> int:

@@ -95,6 +95,9 @@ class TrainConfig:
       "auto", "auto: mirrored with more than one GPU, else default; multi_worker reads "
       "TF_CONFIG.",
       choices=("auto", "default", "mirrored", "multi_worker", "tpu"))
+  peer_timeout: int = option(
+      600, "--strategy=multi_worker: seconds to wait for every TF_CONFIG worker to start before "
+      "giving up with an error naming the missing ones (SIGTERM/Ctrl-C stop the wait).")
   tpu: str = option(
       "", "TPU name or grpc:// address for --strategy=tpu (empty: the local TPU).")
   cpu_replicas: int = option(
@@ -153,6 +156,7 @@ class TrainConfig:
          f"--eval_every ({self.eval_every}) and --eval_steps ({self.eval_steps}) must be >= 0"),
         (self.shuffle_buffer >= 0, f"--shuffle_buffer must be >= 0, got {self.shuffle_buffer}"),
         (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
+        (self.peer_timeout > 0, f"--peer_timeout must be > 0, got {self.peer_timeout}"),
         (bool(self.model_dir), "--model_dir is required"),
         (not os.path.exists(self.model_dir) or os.path.isdir(self.model_dir),
          f"--model_dir={self.model_dir} exists and is not a directory"),
