@@ -92,11 +92,12 @@ def test_get_config_from_config_rebuilds_the_same_model(encoder):
 
 def test_weight_names_are_stable(encoder):
   paths = [w.path for w in encoder.weights]
-  assert paths[:4] == ["embeddings/token_embedding/embeddings",
+  assert paths[:5] == ["embeddings/token_embedding/embeddings",
                        "embeddings/position_embedding/embeddings",
-                       "embeddings/layer_norm/gamma", "embeddings/layer_norm/beta"]
+                       "embeddings/layer_norm/gamma", "embeddings/layer_norm/beta",
+                       "embeddings/token_type_embedding/embeddings"]  # the shared row, last
   assert "transformer_layer_1/intermediate_dense/kernel" in paths
-  assert len(paths) == len(set(paths)) == 4 + 16 * CONFIG.num_layers
+  assert len(paths) == len(set(paths)) == 5 + 16 * CONFIG.num_layers
 
 
 @pytest.mark.parametrize("policy,atol", [("mixed_bfloat16", 2e-3), ("mixed_float16", 3e-4)])

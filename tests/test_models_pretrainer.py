@@ -63,7 +63,8 @@ def test_decoder_is_tied_and_counted_once(pretrainer):
   assert shapes.count((CONFIG.vocab_size, CONFIG.hidden_size)) == 1
   h, f, v, layers = CONFIG.hidden_size, CONFIG.intermediate_size, CONFIG.vocab_size, 2
   per_layer = 4 * (h * h + h) + 2 * h * f + f + h + 4 * h
-  expected = (v + CONFIG.max_positions) * h + 2 * h + layers * per_layer + (h * h + h + 2 * h + v)
+  expected = ((v + CONFIG.max_positions + CONFIG.type_vocab_size) * h + 2 * h + layers * per_layer
+              + (h * h + h + 2 * h + v))
   assert pretrainer.count_params() == expected
   # A gradient step on the embedding moves the decoder too: the logits at a masked slot change.
   batch = _batch()

@@ -61,12 +61,6 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.layer_norm_eps = layer_norm_eps
     self.initializer_range = initializer_range
     self.type_vocab_size = type_vocab_size
-    self.token_type_embedding = None
-    if type_vocab_size:
-      self.token_type_embedding = keras.layers.Embedding(
-          type_vocab_size, hidden_size,
-          embeddings_initializer=NormalWithZeroRow(initializer_range),
-          dtype="float32", name="token_type_embedding")
     self.token_embedding = keras_hub.layers.ReversibleEmbedding(
         vocab_size, hidden_size, tie_weights=True,
         embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
@@ -78,6 +72,13 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_eps, dtype="float32", name="layer_norm")
     self.dropout = keras.layers.Dropout(dropout, dtype="float32", name="dropout")
+    # Created last so the other weights keep their order (and their draws under a seed).
+    self.token_type_embedding = None
+    if type_vocab_size:
+      self.token_type_embedding = keras.layers.Embedding(
+          type_vocab_size, hidden_size,
+          embeddings_initializer=NormalWithZeroRow(initializer_range),
+          dtype="float32", name="token_type_embedding")
 
   def build(self, input_ids_shape, padding_mask_shape=None):
     self.token_embedding.build(input_ids_shape)
@@ -104,8 +105,10 @@ class RobertaEmbeddings(keras.layers.Layer):
     positions = roberta_position_ids(padding_mask, self.pad_id)
     x = self.token_embedding(input_ids) + self.position_embedding(positions)
     if self.type_vocab_size == 1:
-      # One segment: every token adds row 0 (HF's lookup of all-zero token_type_ids).
-      x = x + self.token_type_embedding.embeddings[0]
+      # One segment: every token adds row 0 (HF's lookup of all-zero token_type_ids), looked up
+      # through the float32 sublayer (a direct variable read would be autocast under mixed
+      # precision) for one position and broadcast over the others.
+      x = x + self.token_type_embedding(tf.zeros_like(input_ids[:, :1]))
     elif self.token_type_embedding is not None:
       if token_type_ids is None:
         token_type_ids = tf.zeros_like(input_ids)
