@@ -1,6 +1,11 @@
-"""Evaluates a checkpoint's masked-LM loss, perplexity and accuracy on held-out shards.
+"""Evaluates a checkpoint: masked-LM loss, perplexity and accuracy on held-out shards, and/or
+linguistic knowledge on minimal pairs (BLiMP, scored by pseudo-log-likelihood).
 
   python -m roberta_tf.evaluate --model_dir=DIR --eval_data=DIR [--checkpoint=PATH] [--json]
+  python -m roberta_tf.evaluate --model_dir=DIR --minimal_pairs=blimp/data   # or FILE.jsonl[.gz]
+
+With --minimal_pairs the last stdout line is one JSON object: {"accuracy", "pairs",
+"by_phenomenon", "by_paradigm", "checkpoint"} (also written to TensorBoard: eval/blimp/*).
 """
 
 import json
@@ -12,6 +17,10 @@ from roberta_tf.common import cli
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.")
 flags.DEFINE_string("eval_data", None, "Shard directory (data_prep.build_shards output).")
+flags.DEFINE_string("minimal_pairs", None, "BLiMP-format minimal pairs: a .jsonl[.gz] file (one "
+                    "{sentence_good, sentence_bad, UID, linguistics_term} object a line) or a "
+                    "directory of them (BLiMP's data/); each pair is right when the good "
+                    "sentence has the higher pseudo-log-likelihood.")
 flags.DEFINE_string("split", "validation", "Split of --eval_data to evaluate.")
 flags.DEFINE_string("checkpoint", None, "Checkpoint prefix instead of the latest.")
 flags.DEFINE_integer("batch_size", 32, "Sequences per eval batch.")
@@ -24,12 +33,32 @@ flags.DEFINE_bool("json", False, "Print the metrics as JSON.")
 flags.DEFINE_bool("unigram", True, "Also score the unigram baseline, counted from the train "
                   "split beside --eval_data (else the run's recorded train data); a damaged "
                   "train shard is an error (--nounigram: evaluate without the baseline).")
-flags.mark_flags_as_required(["model_dir", "eval_data"])
+flags.mark_flags_as_required(["model_dir"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if not FLAGS.eval_data and not FLAGS.minimal_pairs:
+    raise app.UsageError("give --eval_data (held-out shards), --minimal_pairs (BLiMP pairs), "
+                         "or both")
+  if FLAGS.eval_data:
+    _held_out()
+  if FLAGS.minimal_pairs:
+    from roberta_tf.training import minimal_pair_evaluation  # pylint: disable=import-outside-toplevel
+    result = minimal_pair_evaluation.evaluate_minimal_pairs(
+        FLAGS.model_dir, FLAGS.minimal_pairs, checkpoint=FLAGS.checkpoint,
+        batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
+        log=lambda line: print(line, flush=True))
+    if not FLAGS.json:
+      worst = sorted(result["by_phenomenon"].items(), key=lambda kv: kv[1])[:3]
+      print(f"minimal pairs: accuracy {result['accuracy']:.4f} on {result['pairs']:,} pairs; "
+            "lowest: " + ", ".join(f"{k} {v:.3f}" for k, v in worst))
+    print(json.dumps(result, sort_keys=True))
+  return 0
+
+
+def _held_out():
   from roberta_tf.training import mlm_evaluation  # pylint: disable=import-outside-toplevel
   metrics = mlm_evaluation.evaluate_checkpoint(
       FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
@@ -40,7 +69,6 @@ def main(argv):
   else:
     print(mlm_evaluation.eval_line(metrics["checkpoint"], metrics)
           + f" | {metrics['masked_tokens']:.0f} masked tokens")
-  return 0
 
 
 def console_main():

@@ -7,6 +7,9 @@ Signatures (B texts; S = the batch's longest tokenized text, at most max_seq_len
 - ``encode(text: string [B])`` → ``sequence_output`` float32 [B,S,H], ``pooled_output``
   float32 [B,H] (the ``<s>`` vector), ``padding_mask`` int32 [B,S].
 - ``mlm_logits(input_ids: int32 [B,S], padding_mask: int32 [B,S])`` → ``logits`` float32 [B,S,V].
+- ``score(text: string [B])`` → ``pll`` float32 [B], the pseudo-log-likelihood (Salazar et al.
+  2020: each token masked in turn, its log-probability summed; models/pseudo_log_likelihood.py),
+  and ``num_tokens`` int32 [B] it sums over (one forward pass per token: cost grows as S^2).
 - ``fill_mask(text: string [B])`` → for each ``<mask>`` (M = the most masks in one text, at
   least 1): ``mask_positions`` int32 [B,M] (token positions, -1 for an empty slot),
   ``top_ids`` int32 [B,M,k], ``top_probs`` float32 [B,M,k], ``top_tokens`` string [B,M,k] (the
@@ -24,6 +27,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization import vocab_files
@@ -50,18 +54,10 @@ class ServingModule(tf.Module):
     self.tokenizer = tokenizer
     self.max_seq_len = int(max_seq_len)
     self.top_k = int(top_k)
-    self._bos, self._eos = tokenizer.bos_id, tokenizer.eos_id
-    self._pad, self._mask = tokenizer.pad_id, tokenizer.mask_id
+    self._mask = tokenizer.mask_id
 
   def _ids(self, text):
-    ids = self.tokenizer.tokenize(text)[:, : self.max_seq_len - 2]
-    batch = ids.nrows()
-    bos = tf.fill([batch, 1], self._bos)
-    eos = tf.fill([batch, 1], self._eos)
-    ids = tf.concat([bos, ids, eos], axis=1)
-    input_ids = ids.to_tensor(default_value=self._pad)
-    padding_mask = tf.ones_like(ids).to_tensor(default_value=0)
-    return input_ids, padding_mask
+    return self.tokenizer.model_inputs(text, self.max_seq_len)
 
   @tf.function(input_signature=[_TEXT])
   def tokenize(self, text):
@@ -105,9 +101,16 @@ class ServingModule(tf.Module):
     return {"mask_positions": slots, "top_ids": top_ids, "top_probs": top_probs,
             "top_tokens": tokens, "num_masks": counts}
 
+  @tf.function(input_signature=[_TEXT])
+  def score(self, text):
+    input_ids, padding_mask = self._ids(text)
+    pll, num_tokens = pseudo_log_likelihood.pll_scores(self.pretrainer, input_ids, padding_mask,
+                                                       self._mask)
+    return {"pll": pll, "num_tokens": num_tokens}
+
   def signatures(self) -> dict:
     return {"fill_mask": self.fill_mask, "encode": self.encode, "mlm_logits": self.mlm_logits,
-            "tokenize": self.tokenize, "serving_default": self.fill_mask}
+            "tokenize": self.tokenize, "score": self.score, "serving_default": self.fill_mask}
 
 
 class ExportError(ValueError):

@@ -263,6 +263,15 @@ class BytePairTokenizer(tf.Module):
       return self.tokenize(texts[None]).flat_values
     return self.tokenize(texts)
 
+  def model_inputs(self, texts: tf.Tensor, max_seq_len: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """tf.string [B] -> (input_ids, padding_mask) int32 [B, S]: each text's first
+    max_seq_len - 2 tokens between <s> and </s>, right-padded with <pad> (S: the longest)."""
+    ids = self.tokenize(texts)[:, : max_seq_len - 2]
+    batch = ids.nrows()
+    ids = tf.concat([tf.fill([batch, 1], self.bos_id), ids, tf.fill([batch, 1], self.eos_id)],
+                    axis=1)
+    return ids.to_tensor(default_value=self.pad_id), tf.ones_like(ids).to_tensor(default_value=0)
+
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """tf.string [B] -> int32 tf.RaggedTensor [B, None]; see `__call__`."""

@@ -1,0 +1,92 @@
+"""Minimal pairs in BLiMP's JSON-lines format (Warstadt et al. 2020), and their accuracy.
+
+One JSON object a line (the file may be gzipped): `sentence_good`, `sentence_bad` (required),
+`UID` (the paradigm, e.g. "adjunct_island"), `linguistics_term` (the phenomenon, e.g.
+"island_effects") and `field` ("syntax", "semantics", ...), as in BLiMP's data/*.jsonl; a
+directory means every .jsonl(.gz) file in it. A pair is right when the model gives the good
+sentence the higher score (pseudo-log-likelihood: training/minimal_pair_evaluation.py); ties
+count as wrong. TensorFlow-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+from collections import defaultdict
+
+
+class MinimalPairsError(ValueError):
+  """The minimal-pairs file is missing or malformed; names the file (and line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MinimalPair:
+  good: str
+  bad: str
+  paradigm: str       # BLiMP's UID
+  phenomenon: str     # BLiMP's linguistics_term (else field, else the paradigm)
+
+
+def _files(path: str) -> list[str]:
+  if os.path.isdir(path):
+    files = sorted(os.path.join(path, n) for n in os.listdir(path)
+                   if n.endswith((".jsonl", ".jsonl.gz")))
+    if not files:
+      raise MinimalPairsError(f"{path}: directory holds no .jsonl or .jsonl.gz files")
+    return files
+  if not os.path.isfile(path):
+    raise MinimalPairsError(f"{path}: no such file (--minimal_pairs)")
+  return [path]
+
+
+def read(path: str) -> list[MinimalPair]:
+  """Every pair of a BLiMP-format file or directory, in file order.
+
+  Raises:
+    MinimalPairsError: naming file:line for invalid JSON, a missing or non-text sentence field,
+      or an empty file.
+  """
+  pairs = []
+  for name in _files(path):
+    opener = gzip.open if name.endswith(".gz") else open
+    try:
+      with opener(name, "rt", encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+      raise MinimalPairsError(f"{name}: cannot read: {e}") from e
+    for number, line in enumerate(lines, 1):
+      if not line.strip():
+        continue
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise MinimalPairsError(f"{name}:{number}: invalid JSON: {e}") from e
+      if not isinstance(row, dict):
+        raise MinimalPairsError(f"{name}:{number}: expected a JSON object")
+      for key in ("sentence_good", "sentence_bad"):
+        if not isinstance(row.get(key), str) or not row[key].strip():
+          raise MinimalPairsError(f"{name}:{number}: no text in {key!r} (BLiMP's format: "
+                                  "sentence_good, sentence_bad, UID, linguistics_term, field)")
+      paradigm = str(row.get("UID") or os.path.basename(name).split(".")[0])
+      phenomenon = str(row.get("linguistics_term") or row.get("field") or paradigm)
+      pairs.append(MinimalPair(row["sentence_good"], row["sentence_bad"], paradigm, phenomenon))
+  if not pairs:
+    raise MinimalPairsError(f"{path}: no minimal pairs")
+  return pairs
+
+
+def summarize(pairs: list[MinimalPair], good_scores, bad_scores) -> dict:
+  """{"accuracy", "pairs", "by_phenomenon": {name: accuracy}, "by_paradigm": {UID: accuracy}}:
+  the share of pairs whose good sentence scored strictly higher (overall, and per group)."""
+  if not len(pairs) == len(good_scores) == len(bad_scores):
+    raise ValueError("one good and one bad score per pair")
+  right = [float(g) > float(b) for g, b in zip(good_scores, bad_scores, strict=True)]
+  groups = {"by_phenomenon": defaultdict(list), "by_paradigm": defaultdict(list)}
+  for pair, ok in zip(pairs, right, strict=True):
+    groups["by_phenomenon"][pair.phenomenon].append(ok)
+    groups["by_paradigm"][pair.paradigm].append(ok)
+  return {"accuracy": sum(right) / len(right), "pairs": len(right),
+          **{k: {name: sum(v) / len(v) for name, v in sorted(g.items())}
+             for k, g in groups.items()}}
