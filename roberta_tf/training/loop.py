@@ -53,6 +53,10 @@ class LoopSchedule:
     period: the data restarts every `period` updates (an epoch); 0: one stream.
     eval_last_step: the eval schedule also fires at the last update (fine-tuning: the last
       epoch's dev metrics); False: `finish` evaluates (pretraining: after the final save).
+    budget_s: a time budget (train --train_minutes): the run also ends at the first update
+      that brings the loop's wall-clock seconds, summed over resumes (trainer.train_seconds),
+      to this; before every update the budget's elapsed share goes to `budget_fraction` (the
+      BudgetSchedule's). 0: no budget.
   """
   total_steps: int
   log_every: int = 0
@@ -62,6 +66,7 @@ class LoopSchedule:
   check_every: int = 0
   period: int = 0
   eval_last_step: bool = False
+  budget_s: float = 0.0
 
   def due(self, every: int, step: int) -> bool:
     return bool(every) and step % every == 0
@@ -103,8 +108,9 @@ class Loop:
   """Runs `task` on `trainer` under `strategy` by `schedule` (see the module docstring)."""
 
   def __init__(self, strategy: tf.distribute.Strategy, trainer, task: LoopTask,
-               schedule: LoopSchedule):
+               schedule: LoopSchedule, budget_fraction: tf.Variable | None = None):
     self.strategy, self.trainer, self.task, self.schedule = strategy, trainer, task, schedule
+    self.budget_fraction = budget_fraction
 
   def run(self, step: int, sigterm: SigtermFlag | None = None) -> LoopResult:
     """From update `step` to the end, an early stop or a signal. `sigterm`: a flag the caller
@@ -118,13 +124,23 @@ class Loop:
     s, task = self.schedule, self.task
     stop = preemption.PreemptionSync(self.strategy, sigterm)
     start_time, start_step = time.perf_counter(), step
+    seconds_before = float(self.trainer.train_seconds.numpy())
+
+    def seconds():  # the loop's wall clock, summed over resumes
+      return seconds_before + time.perf_counter() - start_time
+
     window, next_batch = StepWindow(), task.batches(step)
+    if s.budget_s and seconds() >= s.budget_s:
+      task.finish(step)  # a resume of a spent budget: nothing to train
+      return LoopResult(step)
     while step < s.total_steps:
       if s.period and step % s.period == 0 and step > start_step:
         next_batch = task.batches(step)
+      if s.budget_s and self.budget_fraction is not None:
+        self.budget_fraction.assign(min(seconds() / s.budget_s, 1.0))
       window.add(*self.trainer.train_step(next_batch))
       step += 1
-      last = step == s.total_steps
+      last = step == s.total_steps or bool(s.budget_s and seconds() >= s.budget_s)
       log_now = s.due(s.log_every, step) or last
       eval_now = s.due(s.eval_every, step) and (s.eval_last_step or not last)
       stop_now = stop.stop_now()  # read once: a signal arriving later is handled next update
@@ -135,16 +151,22 @@ class Loop:
           raise task.too_many_bad_steps(step, bad)
       if log_now:
         eta = (time.perf_counter() - start_time) / (step - start_step) * (s.total_steps - step)
+        if s.budget_s:
+          eta = min(eta, max(s.budget_s - seconds(), 0.0))
         task.log(step, window, eta)
         window = StepWindow()
       if eval_now and task.evaluate(step):
         task.finish(step)
         return LoopResult(step, stopped_early=True)
       if save_now:
+        self.trainer.train_seconds.assign(seconds())
         task.save(step, window if len(window) else None)
       if stop_now:
         where = "" if stop.signalled_here else " (to another worker)"
         task.stopped(step, f"{sigterm.name or 'SIGTERM'}{where}")
         return LoopResult(step, stopped_by_signal=True)
+      if last:
+        break
+    self.trainer.train_seconds.assign(seconds())
     task.finish(step)
     return LoopResult(step)

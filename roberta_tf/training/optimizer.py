@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from roberta_tf.training.schedule import WarmupLinearDecay
+from roberta_tf.training.schedule import BudgetSchedule, WarmupLinearDecay
 
 
 def decays(variable) -> bool:
@@ -42,7 +42,7 @@ class PreReducedAdamW(keras.optimizers.AdamW):
   1.2x at the 60th with b2 = 0.98. That is not negligible here: at init the query/key kernels'
   gradients are ~3e-6..7e-6 (attention is near uniform), on the scale of eps = 1e-6, so the
   Keras form slowed exactly the weights that take a post-LN model off the unigram plateau
-  (measured: README, "Learning as well as the reference"). Decoupled weight decay is Keras'
+  (measured: docs/learning_parity.md). Decoupled weight decay is Keras'
   (``w -= lr * wd * w`` before the Adam step), the same as torch's ``w *= 1 - lr * wd``.
 
   Keras' TF optimizer also SUM-all-reduces gradients inside ``apply`` in a replica context.
@@ -73,11 +73,23 @@ class PreReducedAdamW(keras.optimizers.AdamW):
 
 def build_optimizer(*, variables: Sequence, learning_rate: float, warmup_steps: int,
                     train_steps: int, weight_decay: float = 0.01, beta_1: float = 0.9,
-                    beta_2: float = 0.98, epsilon: float = 1e-6) -> keras.optimizers.Optimizer:
+                    beta_2: float = 0.98, epsilon: float = 1e-6,
+                    time_budget: bool = False) -> keras.optimizers.Optimizer:
   """AdamW with the warmup + linear-decay schedule for `variables` (the model's trainable
-  variables); weight decay excluded from LayerNorm parameters and biases (`decays`)."""
-  schedule = WarmupLinearDecay(learning_rate, warmup_steps, train_steps)
+  variables); weight decay excluded from LayerNorm parameters and biases (`decays`).
+
+  time_budget: the schedule follows the elapsed share of a time budget (`BudgetSchedule`, its
+  warmup share warmup_steps / train_steps; the loop sets `opt.learning_rate`'s fraction) instead
+  of the update count."""
+  schedule = (BudgetSchedule(learning_rate, warmup_steps / train_steps) if time_budget else
+              WarmupLinearDecay(learning_rate, warmup_steps, train_steps))
   opt = PreReducedAdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1,
                         beta_2=beta_2, epsilon=epsilon)
   exclude_from_decay(opt, variables)
   return opt
+
+
+def budget_schedule(opt) -> BudgetSchedule | None:
+  """The optimizer's BudgetSchedule (build_optimizer(time_budget=True)), else None."""
+  schedule = getattr(opt, "_learning_rate", None)
+  return schedule if isinstance(schedule, BudgetSchedule) else None

@@ -28,6 +28,7 @@ from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.training import checkpointing, mlm_evaluation
 from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import loop as loop_lib
+from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import pretraining_task as task
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
@@ -140,9 +141,12 @@ def _run(cfg, strategy, chief, info, model_config, trainer, ckpt) -> Pretraining
   if step == 0:
     events.evaluate(0)
   result = loop_lib.Loop(strategy, trainer, events, loop_lib.LoopSchedule(
-      total_steps=cfg.train_steps, log_every=cfg.log_every, eval_every=cfg.eval_every,
+      # A time budget ends the run, not the step count (the loop's bound is then nominal).
+      total_steps=cfg.train_steps if not cfg.train_minutes else 2**62,
+      budget_s=cfg.train_minutes * 60, log_every=cfg.log_every, eval_every=cfg.eval_every,
       save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps,
-      check_every=cfg.max_bad_steps)).run(step)
+      check_every=cfg.max_bad_steps), budget_fraction=getattr(
+          optimizer_lib.budget_schedule(trainer.optimizer), "fraction", None)).run(step)
   return PretrainingResult(step=result.step, final_train=events.final, eval_history=events.history,
                    stopped_by_signal=result.stopped_by_signal)
 
@@ -164,7 +168,8 @@ class _Pretraining:
 
   def log(self, step, window, eta_s):
     self.final = self.log_window.flush(step, window)
-    summaries_lib.log(summaries_lib.progress_line(step, self.cfg.train_steps, self.final,
+    summaries_lib.log(summaries_lib.progress_line(step, None if self.cfg.train_minutes else
+                                                  self.cfg.train_steps, self.final,
                                                   eta_s))
 
   def evaluate(self, step):

@@ -161,6 +161,7 @@ def build_trainer(cfg: TrainConfig, strategy: tf.distribute.Strategy,
     opt = optimizer_lib.build_optimizer(
         variables=model.trainable_variables, learning_rate=cfg.learning_rate,
         warmup_steps=cfg.warmup_steps, train_steps=cfg.train_steps,
+        time_budget=cfg.train_minutes > 0,
         weight_decay=cfg.weight_decay, beta_1=cfg.adam_beta1, beta_2=cfg.adam_beta2,
         epsilon=cfg.adam_epsilon)
   predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
@@ -248,7 +249,8 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
 
 # Settings that shape the update at a step besides the data: a resume that changes them goes on
 # from the checkpoint's step under the new values (see check_schedule_change).
-_SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "weight_decay",
+_SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
+                      "weight_decay",
                       "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
 
 
@@ -277,18 +279,21 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   step = max(steps)
   changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
              for k in _SCHEDULE_SETTINGS if getattr(before, k) != getattr(cfg, k)]
-  if cfg.train_steps < step:
+  if cfg.train_steps < step and not cfg.train_minutes:
     raise ValueError(
         f"--model_dir={cfg.model_dir!r} holds a checkpoint at step {step}, past --train_steps="
         f"{cfg.train_steps} (the run was started with {before.train_steps}): nothing to train; "
         f"pass a --train_steps above {step} to continue it, or --overwrite to start over")
   if not changed or log is None:
     return
-  old = _lr_at(step, before.learning_rate, before.warmup_steps, before.train_steps)
-  new = _lr_at(step, cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
+  where = ""
+  if not (cfg.train_minutes or before.train_minutes):  # a budget's rate depends on the clock
+    old = _lr_at(step, before.learning_rate, before.warmup_steps, before.train_steps)
+    new = _lr_at(step, cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
+    where = f", where the learning rate is {new:.3g} (the old schedule's: {old:.3g})"
   log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
-      f"continuing on the new schedule from step {step}, where the learning rate is {new:.3g} "
-      f"(the old schedule's: {old:.3g}); the optimizer's moments are kept")
+      f"continuing on the new schedule from step {step}{where}; the optimizer's moments are "
+      "kept")
 
 
 def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,

@@ -1,4 +1,6 @@
-"""RoBERTa's learning-rate schedule: linear warmup to the peak, then linear decay to zero."""
+"""RoBERTa's learning-rate schedule: linear warmup to the peak, then linear decay to zero; by
+update count (`WarmupLinearDecay`) or by the elapsed share of a time budget (`BudgetSchedule`,
+`train --train_minutes`)."""
 
 import keras
 import tensorflow as tf
@@ -34,3 +36,33 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
   def get_config(self):
     return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps,
             "total_steps": self.total_steps}
+
+
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """The same warmup + linear decay over the elapsed fraction of a time budget.
+
+  lr = peak * f / w while f < w, then peak * (1 - f) / (1 - w), where f in [0, 1] is the share of
+  the budget spent (the training loop sets `fraction` before every update) and w the warmup's
+  share (a flagfile's warmup_steps / train_steps). The optimizer's step count is ignored.
+  Create it under the distribution strategy's scope (it holds the `fraction` variable).
+  """
+
+  def __init__(self, peak_learning_rate: float, warmup_fraction: float):
+    if not 0 <= warmup_fraction < 1:
+      raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+    self.peak_learning_rate = float(peak_learning_rate)
+    self.warmup_fraction = float(warmup_fraction)
+    self.fraction = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="budget_fraction",
+                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+  def __call__(self, step):
+    del step
+    f = tf.clip_by_value(self.fraction, 0.0, 1.0)
+    peak, w = self.peak_learning_rate, self.warmup_fraction
+    warm = peak * f / max(w, 1e-12)
+    decay = peak * (1.0 - f) / (1.0 - w)
+    return tf.where(f < w, warm, decay)
+
+  def get_config(self):
+    return {"peak_learning_rate": self.peak_learning_rate,
+            "warmup_fraction": self.warmup_fraction}

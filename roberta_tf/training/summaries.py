@@ -13,7 +13,7 @@ The unigram baseline is written as `mlm/perplexity` of a third run, `eval/unigra
 (model_dir/eval/unigram), so it is drawn on the held-out perplexity's chart. Fine-tuning writes
 `task/loss` (train), `task/<metric>` (the dev metrics: accuracy, f1, ...) and `optim/...`.
 Before these tables, tags were the bare metric names (`loss`, `perplexity`,
-`unigram_perplexity`, ...); the README lists where each one moved.
+`unigram_perplexity`, ...); docs/design.md lists where each one moved.
 """
 
 from __future__ import annotations
@@ -131,9 +131,9 @@ def format_eta(seconds: float) -> str:
   return str(datetime.timedelta(seconds=int(max(seconds, 0))))
 
 
-def progress_line(step: int, total: int, metrics: dict, eta_s: float) -> str:
-  """One console line: step, loss, lr, tokens/s, ETA."""
-  parts = [f"step {step}/{total}", f"loss {metrics['loss']:.4f}",
+def progress_line(step: int, total: int | None, metrics: dict, eta_s: float) -> str:
+  """One console line: step (of total, unless None: a time budget), loss, lr, tokens/s, ETA."""
+  parts = [f"step {step}/{total}" if total else f"step {step}", f"loss {metrics['loss']:.4f}",
            f"lr {metrics['learning_rate']:.3e}", f"{metrics['tokens_per_sec']:,.0f} tok/s",
            f"grad_norm {metrics['grad_norm']:.3f}", f"ETA {format_eta(eta_s)}"]
   if "nsp_loss" in metrics:

@@ -98,6 +98,9 @@ class Trainer:
       self.loss_scale = var(config.loss_scale_initial if self.fp16 else 1.0, tf.float32,
                             "loss_scale")
       self.good_steps = var(0, tf.int64, "good_steps_since_scale_change")
+      # Wall-clock seconds of the training loop, summed over resumes (the --train_minutes
+      # budget's accounting: training/loop.py keeps it).
+      self.train_seconds = var(0.0, tf.float64, "train_seconds")
       self.optimizer.build(self.model.trainable_variables)
       self.accumulators = []
       if config.grad_accum_steps > 1:
@@ -123,7 +126,8 @@ class Trainer:
             "data_rounds": self.data_rounds,
             "bad_steps_in_row": self.bad_steps_in_row, "skipped_steps": self.skipped_steps,
             "overflow_steps": self.overflow_steps, "loss_scale": self.loss_scale,
-            "good_steps": self.good_steps, "dropout_rng": dropout_rng_states(self.model)}
+            "good_steps": self.good_steps, "train_seconds": self.train_seconds,
+            "dropout_rng": dropout_rng_states(self.model)}
 
   # ---- replica functions -------------------------------------------------------------------
   def _grads(self, batch):
