@@ -5,7 +5,7 @@
 
 A start resumes from model_dir's newest complete checkpoint (model, optimizer, step, data
 position); a model dir with checkpoint files is never started over without --overwrite.
-SIGTERM (and a first Ctrl-C) saves a checkpoint and exits cleanly. See README and docs/reliability.md.
+SIGTERM (and a first Ctrl-C) saves a checkpoint and exits cleanly (docs/reliability.md).
 """
 
 from absl import app

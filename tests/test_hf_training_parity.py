@@ -173,3 +173,28 @@ def test_schedule_is_transformers_linear_schedule_with_warmup():
     assert float(ours(tf.constant(step))) == pytest.approx(opt.param_groups[0]["lr"], abs=1e-9)
     opt.step()
     sched.step()
+
+
+@pytest.mark.parametrize("recipe", [{"pre_layer_norm": True}, {"use_bias": False},
+                                    {"pre_layer_norm": True, "use_bias": False}], ids=str)
+def test_transformers_loads_the_recipe_options_with_the_same_logits(recipe, tmp_path):
+  """--to_hf of a pre-LN model is a RobertaPreLayerNormForMaskedLM for transformers, a
+  bias-free one a RobertaForMaskedLM with zero biases: same logits as ours."""
+  keras.utils.set_random_seed(0)
+  config = tiny_config(vocab_size=300, max_seq_len=30, **recipe)
+  ours = RobertaPretrainer(config, dtype="float32")
+  rng = np.random.default_rng(0)
+  for w in ours.weights:  # non-trivial LayerNorms and biases
+    w.assign(rng.normal(0, 0.05, w.shape).astype(np.float32) + (1.0 if "gamma" in w.path else 0))
+  hf_weights.save_hf(str(tmp_path), ours)
+  hf = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path))
+  expected = ("RobertaPreLayerNormForMaskedLM" if recipe.get("pre_layer_norm")
+              else "RobertaForMaskedLM")
+  assert type(hf).__name__ == expected
+  ids = np.array([[0, 5, 6, 7, 8, 2, 1, 1], [0, 9, 10, 2, 1, 1, 1, 1]], np.int32)
+  mask = (ids != 1).astype(np.int32)
+  with torch.no_grad():
+    theirs = hf(input_ids=torch.from_numpy(ids.astype(np.int64)),
+                attention_mask=torch.from_numpy(mask.astype(np.int64))).logits.numpy()
+  real = mask.astype(bool)
+  assert np.abs(ours.full_logits(ids, mask).numpy() - theirs)[real].max() < 1e-5

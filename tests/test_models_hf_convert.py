@@ -13,8 +13,6 @@ from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
 from tests.harness import run_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 @pytest.fixture(scope="module")
 def expected(hf_tiny_dir):
@@ -178,3 +176,47 @@ def test_config_checks(hf_tiny_dir):
     hf_weights.config_from_hf({**hf_config, "hidden_act": "gelu_new"})
   with pytest.raises(HFCheckpointError, match="missing field 'hidden_size'"):
     hf_weights.config_from_hf({k: v for k, v in hf_config.items() if k != "hidden_size"})
+
+
+@pytest.mark.parametrize("recipe", [{"pre_layer_norm": True}, {"use_bias": False},
+                                    {"pre_layer_norm": True, "use_bias": False}], ids=str)
+def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
+  """Pre-LN is written as HF's roberta-prelayernorm (its keys and config), a bias-free model
+  with zero biases; reading the files back gives the same logits (transformers' own reading:
+  tests/test_hf_training_parity.py)."""
+  import keras  # pylint: disable=import-outside-toplevel
+  keras.utils.set_random_seed(0)
+  config = models.preset("tiny", vocab_size=300, max_seq_len=30, **recipe)
+  ours = models.RobertaPretrainer(config, dtype="float32")
+  hf_weights.save_hf(str(tmp_path), ours)
+  with open(tmp_path / "config.json") as f:
+    written = json.load(f)
+  pre = recipe.get("pre_layer_norm", False)
+  assert written["model_type"] == ("roberta-prelayernorm" if pre else "roberta")
+  tensors = load_file(str(tmp_path / "model.safetensors"))
+  root = "roberta_prelayernorm" if pre else "roberta"
+  assert all(k.startswith((root + ".", "lm_head.")) for k in tensors)
+  if pre:
+    assert f"{root}.LayerNorm.weight" in tensors
+    assert f"{root}.encoder.layer.0.intermediate.LayerNorm.weight" in tensors
+  if not recipe.get("use_bias", True):
+    assert not np.any(tensors[f"{root}.encoder.layer.1.output.dense.bias"])
+  back = hf_weights.load_hf(str(tmp_path))
+  assert back.config.pre_layer_norm == pre
+  ids = np.array([[0, 5, 6, 7, 2, 1], [0, 9, 2, 1, 1, 1]], np.int32)
+  mask = (ids != 1).astype(np.int32)
+  np.testing.assert_allclose(back.full_logits(ids, mask), ours.full_logits(ids, mask), atol=1e-5)
+
+
+def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
+  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=300, max_seq_len=30,
+                                                 gated_ffn=True))
+  with pytest.raises(HFCheckpointError, match=r"gated_ffn \(--gated_ffn, a GEGLU"):
+    hf_weights.save_hf(str(tmp_path / "hf"), model)
+  assert not os.path.exists(tmp_path / "hf")
+  from roberta_tf.models import keras_hub_weights  # pylint: disable=import-outside-toplevel
+  for recipe, name in (({"gated_ffn": True}, "gated_ffn"), ({"pre_layer_norm": True},
+                                                             "pre_layer_norm")):
+    with pytest.raises(keras_hub_weights.KerasHubWeightsError, match=rf"^{name} \(--{name}\)"):
+      keras_hub_weights.build_backbone(models.preset("tiny", vocab_size=300, max_seq_len=30,
+                                                     **recipe))

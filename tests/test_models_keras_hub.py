@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 
 from roberta_tf.models import keras_hub_weights
-from roberta_tf.models.config import preset
 from roberta_tf.models.encoder import build_encoder
 from roberta_tf.models.keras_hub_weights import KerasHubWeightsError
+from tests.harness import tiny_config
 
-CONFIG = preset("tiny", vocab_size=150, max_seq_len=12, hidden_size=32, intermediate_size=64,
-                num_heads=4)
+# Smaller than the tests' model, 4 heads; dropout 0.1 (keras-hub's one rate must come back
+# as both of ours).
+CONFIG = tiny_config(vocab_size=150, max_seq_len=12, hidden_size=32, intermediate_size=64,
+                     num_heads=4, dropout=0.1, attention_dropout=0.1)
 
 
 def _right_padded_batch():
@@ -36,10 +38,12 @@ def _assert_same_outputs(encoder, backbone):
   assert err < 1e-5, err
 
 
-@pytest.mark.parametrize("type_vocab_size", [1, 0], ids=["shared_row", "fairseq_shape"])
-def test_ours_to_keras_hub(type_vocab_size):
-  # The shared token-type row (randomized, non-zero) travels inside keras-hub's positions.
-  encoder = build_encoder(CONFIG.replace(type_vocab_size=type_vocab_size))
+@pytest.mark.parametrize("overrides", [{}, {"type_vocab_size": 0}, {"use_bias": False}],
+                         ids=["shared_row", "fairseq_shape", "no_linear_biases"])
+def test_ours_to_keras_hub(overrides):
+  # The shared token-type row (randomized, non-zero) travels inside keras-hub's positions; a
+  # bias-free encoder becomes zero biases.
+  encoder = build_encoder(CONFIG.replace(**overrides))
   _randomize(encoder, 0)
   backbone = keras_hub_weights.build_backbone(CONFIG)
   keras_hub_weights.copy_to_backbone(encoder, backbone)

@@ -9,6 +9,7 @@ from safetensors.numpy import load_file
 from roberta_tf.models import hf_weights
 from roberta_tf.models.config import count_parameters, preset
 from roberta_tf.models.pretrainer import RobertaPretrainer
+from tests.harness import tiny_config
 
 
 def test_hf_count_is_ours_with_the_token_type_row(hf_tiny_dir):
@@ -23,7 +24,7 @@ def test_hf_count_is_ours_with_the_token_type_row(hf_tiny_dir):
 
 
 def test_tiny_built_count_matches_formula():
-  config = preset("tiny", vocab_size=500, max_seq_len=30)
+  config = tiny_config(vocab_size=500, max_seq_len=30)
   model = RobertaPretrainer(config)
   assert model.count_params() == count_parameters(config)
   assert model.encoder.count_params() == count_parameters(config, include_head=False)
@@ -50,3 +51,14 @@ def test_large_is_roberta_large():
 @pytest.mark.parametrize("name,millions", [("tiny", 6.96), ("small", 16.28), ("medium", 45.23)])
 def test_small_presets(name, millions):
   assert abs(count_parameters(preset(name)) / 1e6 - millions) < 0.01
+
+
+@pytest.mark.parametrize("recipe", [{"pre_layer_norm": True}, {"use_bias": False},
+                                    {"gated_ffn": True},
+                                    {"pre_layer_norm": True, "use_bias": False, "gated_ffn": True}],
+                         ids=str)
+def test_recipe_options_built_count_matches_formula(recipe):
+  config = preset("tiny", vocab_size=500, max_seq_len=30, **recipe)
+  model = RobertaPretrainer(config)
+  assert model.count_params() == count_parameters(config)
+  assert model.encoder.count_params() == count_parameters(config, include_head=False)

@@ -43,6 +43,48 @@ def _reference(layer, x, mask):
                      w["output_layer_norm/beta"])
 
 
+def _recipe_reference(layer, x, mask):
+  """The budget-recipe variants' math in float64 NumPy: pre-LN, no biases, GEGLU."""
+  w = {v.path.split("/", 1)[1]: np.asarray(v, np.float64) for v in layer.weights}
+  dense = lambda t, name: t @ w[f"{name}/kernel"] + w.get(f"{name}/bias", 0.0)
+  gelu = lambda t: 0.5 * t * (1 + np.vectorize(math.erf)(t / math.sqrt(2)))
+  norm = lambda t, name: _layer_norm(t, w[f"{name}/gamma"], w[f"{name}/beta"])
+  heads = lambda t: t.reshape(B, S, A, H // A).transpose(0, 2, 1, 3)
+
+  def attention(t):
+    q, k, v = (heads(dense(t, n)) for n in ("query", "key", "value"))
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(H // A) - 1e9 * (1 - mask)[:, None, None, :]
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    return dense((probs @ v).transpose(0, 2, 1, 3).reshape(B, S, H), "attention_output")
+
+  def ffn(t):
+    inner = (gelu(dense(t, "intermediate_gate")) * dense(t, "intermediate_dense")
+             if layer.gated_ffn else gelu(dense(t, "intermediate_dense")))
+    return dense(inner, "output_dense")
+
+  if layer.pre_layer_norm:
+    a = x + attention(norm(x, "attention_layer_norm"))
+    return a + ffn(norm(a, "output_layer_norm"))
+  a = norm(x + attention(x), "attention_layer_norm")
+  return norm(a + ffn(a), "output_layer_norm")
+
+
+RECIPES = [({"pre_layer_norm": True}, 16), ({"use_bias": False}, 10), ({"gated_ffn": True}, 18),
+           ({"pre_layer_norm": True, "use_bias": False, "gated_ffn": True}, 11)]
+
+
+@pytest.mark.parametrize("recipe,weights", RECIPES, ids=lambda v: str(v))
+def test_recipe_variants_contract_and_math(recipe, weights):
+  run_layer_test(TransformerLayer, {**KWARGS, **recipe}, _inputs(), expected_output_shape=(B, S, H),
+                 expected_num_trainable_weights=weights)
+  x, mask = _inputs(3)
+  layer = TransformerLayer(**KWARGS, **recipe)
+  out = np.asarray(layer(x, mask))
+  np.testing.assert_allclose(out, _recipe_reference(layer, x.astype(np.float64), mask),
+                             atol=3e-5)
+
+
 def test_layer_contract():
   # q, k, v, attention_output, intermediate_dense, output_dense (kernel + bias); 2 LayerNorms.
   run_layer_test(TransformerLayer, KWARGS, _inputs(), expected_output_shape=(B, S, H),

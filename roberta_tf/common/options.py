@@ -1,69 +1,146 @@
-"""Options declared once: a dataclass field carries its default, its help and its choices, and
-the binary's absl flags are made from the fields.
+"""Options declared once: a dataclass field carries its default, its help, its choices and its
+check, and the binary's absl flags are made from the fields.
 
     @dataclasses.dataclass
     class TrainConfig:
-      model_dir: str = option(help="Where checkpoints go.")             # required flag
-      learning_rate: float = option(6e-4, "Peak learning rate.")
-      precision: str = option("float32", "Compute precision.", choices=("float32", ...))
+      model_dir: str = use("model_dir")                                 # an option group's
+      train_steps: int = option(1000, "Optimizer updates.", check=POSITIVE)
+      masking: str = option("dynamic", "How tokens are masked.", choices=("dynamic", "static"))
 
-    define_flags(TrainConfig)            # in the binary, at import: --model_dir, --learning_rate...
+    define_flags(TrainConfig)            # in the binary, at import: --model_dir, --train_steps...
     cfg = from_flags(TrainConfig)        # in main: the parsed values
+    check_options(cfg)                   # in validate(): every field's choices and check
 
-A field without a default is a required flag. Field types (`str`, `int`, `float`, `bool`, as
-annotation strings under `from __future__ import annotations`) pick the flag type; `choices`
-makes a `str` field an enum flag.
+Options both binaries share (optimizer, runtime, loop cadence...) are declared once in
+roberta_tf/common/option_groups.py and composed into each config with its `use()`; a field of
+one binary only is declared in place with `option()`.
+
+A field without a default is a required flag (or, with define_flags(required=False), a flag
+that defaults to None, which from_flags turns into ""). Field types (`str`, `int`, `float`,
+`bool`, and `tuple[str, ...]` / `tuple[int, ...]` / `tuple[float, ...]` for comma-separated
+list flags; annotation strings under `from __future__ import annotations`) pick the flag type;
+`choices` makes a `str` field an enum flag. TensorFlow-free: `--help` imports this.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from absl import flags
 
 _DEFINE = {"str": flags.DEFINE_string, "int": flags.DEFINE_integer,
            "float": flags.DEFINE_float, "bool": flags.DEFINE_bool}
+# List flags: "a,b,c" on the command line, a tuple of the item type in the config.
+_LIST_ITEMS = {"tuple[str,...]": (str, "strings"), "tuple[int,...]": (int, "integers"),
+               "tuple[float,...]": (float, "numbers")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+  """A field's own validation: `ok(value)` holds, else ValueError(message.format(name=the
+  field's name, value=its value)), e.g. "--{name} must be > 0, got {value}"."""
+  ok: Callable[[Any], bool]
+  message: str
+
+
+POSITIVE = Check(lambda v: v > 0, "--{name} must be > 0, got {value}")
+NON_NEGATIVE = Check(lambda v: v >= 0, "--{name} must be >= 0, got {value}")
+REQUIRED = Check(bool, "--{name} is required")
+
+
+def at_least(bound) -> Check:
+  return Check(lambda v: v >= bound, f"--{{name}} must be >= {bound}, got {{value}}")
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disable=redefined-builtin
-           choices: tuple[str, ...] | None = None):
-  """A dataclass field with its flag help (and enum choices)."""
-  return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+           choices: tuple[str, ...] | None = None, check: Check | None = None,
+           flag_type: str | None = None, group: str | None = None):
+  """A dataclass field with its flag help (and enum choices, and its check). `flag_type` (the
+  annotation the field must have) and `group` are set by option_groups.use()."""
+  return dataclasses.field(default=default, metadata={
+      "help": help, "choices": choices, "check": check, "flag_type": flag_type, "group": group})
 
 
-def define_flags(cls, flag_values: flags.FlagValues = flags.FLAGS) -> None:
+def _type(f: dataclasses.Field) -> str:
+  """The field's annotation as a string: "int", "tuple[int,...]"."""
+  return f.type.__name__ if isinstance(f.type, type) else str(f.type).replace(" ", "")
+
+
+def define_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, required: bool = True) -> None:
   """Defines one absl flag per field of dataclass `cls` (see the module docstring), as flags
-  of the calling module (so the binary's --help lists them)."""
+  of the calling module (so the binary's --help lists them). required=False: a field without a
+  default is a flag defaulting to None, not a required flag (the config's validate() says what
+  is missing, so that a mode like finetune's --export_only can do without it)."""
   caller = sys._getframe(1).f_globals["__name__"]  # pylint: disable=protected-access
   module_name = sys.argv[0] if caller == "__main__" else caller  # absl's name for __main__
-  required = []
+  required_names = []
   for f in dataclasses.fields(cls):
     help_text, choices = f.metadata.get("help"), f.metadata.get("choices")
     if not help_text:
       raise ValueError(f"{cls.__name__}.{f.name} has no help text: declare it with option()")
+    flag_type = f.metadata.get("flag_type")
+    if flag_type and flag_type != _type(f):
+      raise TypeError(f"{cls.__name__}.{f.name} is annotated {_type(f)}; its option group "
+                      f"declares {flag_type}")
     default = None if f.default is dataclasses.MISSING else f.default
-    if f.default is dataclasses.MISSING:
-      required.append(f.name)
+    if f.default is dataclasses.MISSING and required:
+      required_names.append(f.name)
+    kwargs = dict(flag_values=flag_values, module_name=module_name)
     if choices:
-      flags.DEFINE_enum(f.name, default, list(choices), help_text, flag_values=flag_values,
-                        module_name=module_name)
+      flags.DEFINE_enum(f.name, default, list(choices), help_text, **kwargs)
+    elif _type(f) in _LIST_ITEMS:
+      flags.DEFINE_list(f.name, None if default is None else list(default), help_text, **kwargs)
     else:
-      _DEFINE[str(f.type)](f.name, default, help_text, flag_values=flag_values,
-                           module_name=module_name)
-  flags.mark_flags_as_required(required, flag_values=flag_values)
+      _DEFINE[_type(f)](f.name, default, help_text, **kwargs)
+  flags.mark_flags_as_required(required_names, flag_values=flag_values)
 
 
 def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS):
-  """An instance of `cls` from the parsed flags of its fields."""
-  return cls(**{f.name: flag_values[f.name].value for f in dataclasses.fields(cls)})
+  """An instance of `cls` from the parsed flags of its fields: list flags become tuples of
+  their item type (ValueError naming the flag when an item is not one), an unset flag of a
+  field without a default ""."""
+  values = {}
+  for f in dataclasses.fields(cls):
+    value = flag_values[f.name].value
+    if value is None and f.default is dataclasses.MISSING:
+      value = ""
+    elif _type(f) in _LIST_ITEMS and value is not None:
+      item, kind = _LIST_ITEMS[_type(f)]
+      try:
+        value = tuple(item(v) for v in value)
+      except ValueError as e:
+        raise ValueError(f"--{f.name}={value}: not a list of {kind}") from e
+    values[f.name] = value
+  return cls(**values)
+
+
+def _choice_error(f: dataclasses.Field, value) -> str | None:
+  choices = f.metadata.get("choices")
+  if not choices or value in choices:
+    return None
+  listed = ", ".join(c for c in choices if c)  # "" (an optional enum's unset) goes unsaid
+  return f"--{f.name}={value!r}: expected one of {listed}"
 
 
 def check_choices(config) -> None:
   """Raises ValueError naming the flag when a field with choices holds another value (a config
   built in code, not from flags)."""
   for f in dataclasses.fields(config):
-    choices, value = f.metadata.get("choices"), getattr(config, f.name)
-    if choices and value not in choices:
-      raise ValueError(f"--{f.name}={value!r}: expected one of {', '.join(choices)}")
+    error = _choice_error(f, getattr(config, f.name))
+    if error:
+      raise ValueError(error)
+
+
+def check_options(config) -> None:
+  """Raises ValueError naming the flag for the first field, in declaration order, whose value
+  is not one of its choices or fails its check."""
+  for f in dataclasses.fields(config):
+    value, check = getattr(config, f.name), f.metadata.get("check")
+    error = _choice_error(f, value)
+    if error:
+      raise ValueError(error)
+    if check is not None and not check.ok(value):
+      raise ValueError(check.message.format(name=f.name, value=value))

@@ -11,68 +11,135 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from roberta_tf.common.option_groups import use
+from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
 from roberta_tf.finetuning import glue, task_types
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 SQUAD_V2_NULL = ("classifier", "span_score")
 
 
 @dataclasses.dataclass
 class FinetuneConfig:
-  """Everything a fine-tuning run needs. See roberta_tf/finetune.py for each flag's contract."""
-  task: str
-  model_dir: str
-  train_file: str
-  eval_file: str
-  init_from: str = ""               # pretrained model dir; empty: random init (the baseline)
-  config: str = "small"              # random init: preset name or RobertaConfig JSON path
-  vocab_dir: str = ""                # vocab.json + merges.txt (default: init_from's)
+  """Everything a fine-tuning run needs: each field is also `roberta_tf.finetune`'s flag of the
+  same name, with this help (roberta_tf/common/options.py). The options pretraining shares
+  (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
+  and used here, with fine-tuning's default or help where it differs; the rest are its own."""
+  task: str = option(help="The task type (set by --glue_task).", choices=task_types.TASK_TYPES)
+  model_dir: str = use(
+      "model_dir", help="Output directory (must be empty unless --overwrite; the same command "
+      "on an unfinished sweep's directory resumes it).")
+  train_file: str = option(
+      help="Training data: a .tsv/.csv/.jsonl/.json table (classification, regression), "
+      "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa).")
+  eval_file: str = option(
+      help="Dev data, same format; picks the epoch and the learning rate, and gives "
+      "eval_results.json.")
+  init_from: str = use(
+      "init_from", help="Pretrained model dir (config.json + checkpoint + vocab files), or a "
+      "fine-tuned one (its encoder; its head too when the task and labels are the same). "
+      "Empty: random init.")
+  config: str = use("config")
+  vocab_dir: str = option(
+      "", "vocab.json + merges.txt (default: --init_from's); required for random init.")
   # GLUE presets (glue.py): they set task, train/eval files, fields, labels and the metric.
-  glue_task: str = ""
-  data_dir: str = ""                 # GLUE's folder of the task (train.tsv, dev.tsv, test.tsv)
-  glue_diagnostic: str = ""          # MNLI: GLUE's diagnostic.tsv, predicted into AX.tsv
-  predictions_dir: str = ""          # where the leaderboard TSVs go (default: model_dir)
+  glue_task: str = option(
+      "", "A GLUE task: reads --data_dir in GLUE's layout with the task's columns, labels and "
+      "metric (sets --task, --train_file, --eval_file, --text_fields, --labels; --metric "
+      "defaults to GLUE's), and writes the kept model's test predictions (TASK.tsv).",
+      choices=("", *glue.TASKS))
+  data_dir: str = option(
+      "", "--glue_task: GLUE's folder of the task (train.tsv, dev.tsv or MNLI's "
+      "dev_matched/dev_mismatched.tsv, optional test files).")
+  glue_diagnostic: str = option(
+      "", "--glue_task=mnli: GLUE's diagnostic/diagnostic.tsv, predicted into AX.tsv.")
+  predictions_dir: str = option(
+      "", "Where the GLUE leaderboard TSVs go (default: --model_dir); one folder for all tasks "
+      "makes the submission.")
   # Data.
-  text_fields: tuple[str, ...] = ("text",)
-  label_field: str = "label"
-  labels: tuple[str, ...] = ()       # class names in id order; empty: sorted training labels
-  max_seq_len: int = 0               # 0: init_from's maximum, else 512
-  max_query_len: int = 64
-  doc_stride: int = 128
-  max_answer_len: int = 30
-  n_best_size: int = 20
-  null_score_threshold: float = 0.0
-  squad_v2_null: str = "classifier"  # v2 "no answer": the paper's classifier, or BERT's span score
-  skip_bad_examples: bool = False    # skip QA answers not at answer_start, GLUE rows with the
-  #                                    wrong column count (else an error naming file:line)
+  text_fields: tuple[str, ...] = option(
+      ("text",), "Table fields holding the text (one) or the text pair (two), e.g. "
+      "sentence1,sentence2.")
+  label_field: str = option("label", "Table field holding the label.")
+  labels: tuple[str, ...] = option(
+      (), "Class names in id order (default: the sorted training labels).")
+  max_seq_len: int = use(
+      "max_seq_len", default=0, help="Longest input in tokens, special tokens included; <= the "
+      "pretrained model's. 0: the pretrained model's (random init: 512).",
+      check=Check(lambda v: v == 0 or v >= 8,
+                  "--{name} must be 0 (the model's) or >= 8, got {value}"))
+  max_query_len: int = option(64, "QA: question tokens kept.")
+  doc_stride: int = option(
+      128, "QA: tokens between the starts of consecutive context windows.")
+  max_answer_len: int = option(30, "QA: longest answer in tokens.")
+  n_best_size: int = option(20, "QA: candidates kept per question.")
+  null_score_threshold: float = option(
+      0.0, "SQuAD v2: predict no answer when the no-answer score exceeds this (classifier: its "
+      "no-answer logit; span_score: the null score minus the best span's).")
+  squad_v2_null: str = option(
+      "classifier", "SQuAD v2: what decides 'no answer': the paper's answerability classifier "
+      "on <s>, trained jointly (losses summed), or BERT's null span score.",
+      choices=SQUAD_V2_NULL)
+  skip_bad_examples: bool = option(
+      False, "Skip (and count) bad examples instead of refusing the file: QA answers whose "
+      "text is not at their answer_start; GLUE rows whose column count differs from the "
+      "header's.")
   # Optimization.
-  epochs: int = 10
-  batch_size: int = 32               # global examples per update
-  batch_sizes: tuple[int, ...] = ()  # a sweep over batch sizes (overrides batch_size)
-  eval_batch_size: int = 0           # 0: batch_size
-  learning_rate: float = 1e-5
-  learning_rates: tuple[float, ...] = ()  # a sweep: one run per rate, the best dev run kept
-  warmup_ratio: float = 0.06
-  weight_decay: float = 0.1
-  adam_beta1: float = 0.9
-  adam_beta2: float = 0.98
-  adam_epsilon: float = 1e-6
-  dropout: float = -1.0              # < 0: the model config's
-  metric: str = ""                   # dev metric for early stopping / the sweep; "": per task
-  early_stopping_patience: int = 0   # epochs without dev improvement before stopping; 0: never
-  seed: int = 0                      # the first seed; a run per seed seed .. seed + seeds - 1
-  seeds: int = 5                     # random initializations per configuration (the paper: 5)
-  batching: str = task_types.LENGTH_BUCKETS  # length_buckets | random | max_seq_len (bucketing.py)
-  grad_accum_steps: int = 1          # micro-batches per update (batch_size must divide evenly)
-  clip_norm: float = 0.0             # global-norm gradient clipping; 0: off (fairseq's default)
-  max_bad_steps: int = 5             # non-finite steps in a row before the run stops
+  epochs: int = option(
+      10, "Epochs (the paper: at most 10, early stopping on dev).", check=POSITIVE)
+  # batch_size and learning_rate are checked with the sweeps that override them.
+  batch_size: int = use(
+      "batch_size", default=32, help="Global examples per update (paper: 16 or 32).",
+      check=None)
+  batch_sizes: tuple[int, ...] = option(
+      (), "A sweep over batch sizes, e.g. 16,32 (the paper's GLUE grid). Overrides "
+      "--batch_size.")
+  eval_batch_size: int = option(
+      0, "Dev batch size (0: --batch_size).", check=NON_NEGATIVE)
+  learning_rate: float = use(
+      "learning_rate", default=1e-5, help="Peak learning rate (without a sweep).", check=None)
+  learning_rates: tuple[float, ...] = option(
+      (), "A sweep, e.g. 1e-5,2e-5,3e-5 (with --batch_sizes and --seeds: a run per batch size "
+      "x rate x seed; the best median kept). Overrides --learning_rate.")
+  warmup_ratio: float = use("warmup_ratio")
+  weight_decay: float = use("weight_decay", default=0.1)
+  adam_beta1: float = use("adam_beta1")
+  adam_beta2: float = use("adam_beta2")
+  adam_epsilon: float = use("adam_epsilon")
+  dropout: float = use("dropout")
+  metric: str = option(
+      "", "Dev metric for early stopping and the sweep (default: accuracy / pearson / accuracy "
+      "/ f1 by task).")
+  early_stopping_patience: int = option(
+      0, "Stop a run after this many epochs without a better dev metric; 0: never.",
+      check=NON_NEGATIVE)
+  seed: int = use(
+      "seed", help="The first seed (head init, shuffling, dropout); see --seeds.")
+  seeds: int = option(
+      5, "Runs per configuration, seeds --seed .. --seed + seeds - 1; the median over them "
+      "picks the configuration (the paper: 5).",
+      check=Check(lambda v: v > 0, "--{name} must be > 0 (runs per configuration), got "
+                  "{value}"))
+  batching: str = option(
+      task_types.LENGTH_BUCKETS, "length_buckets: batches of similar lengths, padded to a few "
+      "fixed lengths (fastest); random: random batches padded the same way; max_seq_len: "
+      "random batches padded to --max_seq_len. See roberta_tf/finetuning/bucketing.py.",
+      choices=task_types.BATCHINGS)
+  grad_accum_steps: int = use("grad_accum_steps")
+  clip_norm: float = use("clip_norm")
+  max_bad_steps: int = use(
+      "max_bad_steps", default=5, help="Non-finite steps (skipped, weights unchanged) in a row "
+      "before the run stops with an error.")
   # Execution.
-  strategy: str = "auto"
-  peer_timeout: int = 600            # multi_worker: seconds to wait for every worker to start
-  cpu_replicas: int = 1
-  precision: str = "float32"
-  export_dir: str = ""
-  overwrite: bool = False
+  strategy: str = use("strategy")
+  # Unchecked, as fine-tuning always had it (pretraining requires > 0).
+  peer_timeout: int = use("peer_timeout")
+  cpu_replicas: int = use("cpu_replicas")
+  precision: str = use("precision")
+  export_dir: str = option(
+      "", "Also write the SavedModel (raw-string signatures) of the kept model here.")
+  overwrite: bool = use(
+      "overwrite", help="Replace an earlier run's files in --model_dir (and an existing "
+      "--export_dir).")
 
   @property
   def sweep(self) -> tuple[float, ...]:
@@ -88,45 +155,25 @@ class FinetuneConfig:
     return tuple(range(self.seed, self.seed + max(self.seeds, 0)))
 
   def validate(self) -> None:
-    """Raises ValueError naming the flag for inconsistent settings."""
+    """Raises ValueError naming the flag for inconsistent settings: each field's choices and
+    check (options.check_options), then the settings that depend on each other."""
+    check_options(self)
     checks = [
-        (self.task in task_types.TASK_TYPES,
-         f"--task={self.task!r}: expected one of {', '.join(task_types.TASK_TYPES)}"),
-        (bool(self.model_dir), "--model_dir is required"),
         (bool(self.train_file), "--train_file is required"),
         (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
         (bool(self.init_from) or bool(self.vocab_dir),
          "--vocab_dir is required without --init_from (random init needs the vocabulary)"),
         (not self.init_from or os.path.isdir(self.init_from),
          f"--init_from={self.init_from!r} is not a directory"),
-        (not self.glue_task or self.glue_task in glue.TASKS,
-         f"--glue_task={self.glue_task!r}: expected one of {', '.join(glue.TASKS)}"),
-        (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
         (all(b > 0 for b in self.batch_size_sweep),
          f"batch sizes must be > 0, got {self.batch_size_sweep}"),
         (len(set(self.batch_size_sweep)) == len(self.batch_size_sweep),
          f"--batch_sizes repeats a size: {self.batch_size_sweep}"),
-        (self.grad_accum_steps > 0 and all(b % self.grad_accum_steps == 0
-                                           for b in self.batch_size_sweep),
+        (all(b % self.grad_accum_steps == 0 for b in self.batch_size_sweep),
          f"batch sizes {list(self.batch_size_sweep)} must be multiples of --grad_accum_steps="
-         f"{self.grad_accum_steps} (> 0)"),
-        (self.seeds > 0, f"--seeds must be > 0 (runs per configuration), got {self.seeds}"),
-        (self.batching in task_types.BATCHINGS,
-         f"--batching={self.batching!r}: expected one of {', '.join(task_types.BATCHINGS)}"),
-        (self.squad_v2_null in SQUAD_V2_NULL,
-         f"--squad_v2_null={self.squad_v2_null!r}: expected one of {', '.join(SQUAD_V2_NULL)}"),
-        (self.clip_norm >= 0, f"--clip_norm must be >= 0, got {self.clip_norm}"),
-        (self.max_bad_steps > 0, f"--max_bad_steps must be > 0, got {self.max_bad_steps}"),
-        (self.eval_batch_size >= 0, f"--eval_batch_size must be >= 0, got {self.eval_batch_size}"),
+         f"{self.grad_accum_steps}"),
         (all(lr > 0 for lr in self.sweep), f"learning rates must be > 0, got {self.sweep}"),
         (len(set(self.sweep)) == len(self.sweep), f"--learning_rates repeats a rate: {self.sweep}"),
-        (0 <= self.warmup_ratio < 1, f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}"),
-        (self.max_seq_len == 0 or self.max_seq_len >= 8,
-         f"--max_seq_len must be 0 (the model's) or >= 8, got {self.max_seq_len}"),
-        (self.early_stopping_patience >= 0,
-         f"--early_stopping_patience must be >= 0, got {self.early_stopping_patience}"),
-        (self.precision in PRECISIONS,
-         f"--precision={self.precision!r}: expected one of {', '.join(PRECISIONS)}"),
         (self.task not in (task_types.CLASSIFICATION, task_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),

@@ -44,6 +44,11 @@ class RobertaConfig:
       every writer before the default became 1 omitted it exactly when it was 0.
     next_sentence_head: the pretrainer carries BERT's NSP head (pooler + 2-way classifier on
       `<s>`); set together with type_vocab_size for the pair packings.
+    pre_layer_norm: LayerNorm before attention and feed-forward, plus one after the last layer
+      (HF's roberta-prelayernorm) instead of RoBERTa's post-LN (a budget-recipe option).
+    use_bias: biases in every Dense of the Transformer layers (False: Cramming's "no linear
+      biases"; the LayerNorms and the MLM head keep theirs).
+    gated_ffn: GEGLU feed-forward, gelu(x W_gate) * (x W_in), with an extra H x F gate kernel.
   """
   vocab_size: int = 50265
   hidden_size: int = 768
@@ -60,6 +65,9 @@ class RobertaConfig:
   initializer_range: float = 0.02
   type_vocab_size: int = 1
   next_sentence_head: bool = False
+  pre_layer_norm: bool = False
+  use_bias: bool = True
+  gated_ffn: bool = False
 
   def __post_init__(self):
     for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
@@ -76,9 +84,10 @@ class RobertaConfig:
         or self.type_vocab_size < 0):
       raise ConfigError(f"RobertaConfig.type_vocab_size must be an int >= 0, got "
                         f"{self.type_vocab_size!r}")
-    if not isinstance(self.next_sentence_head, bool):
-      raise ConfigError(f"RobertaConfig.next_sentence_head must be true or false, got "
-                        f"{self.next_sentence_head!r}")
+    for name in ("next_sentence_head", "pre_layer_norm", "use_bias", "gated_ffn"):
+      if not isinstance(getattr(self, name), bool):
+        raise ConfigError(f"RobertaConfig.{name} must be true or false, got "
+                          f"{getattr(self, name)!r}")
     for name in ("dropout", "attention_dropout"):
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ConfigError(f"RobertaConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
@@ -105,10 +114,11 @@ class RobertaConfig:
 
   def to_dict(self) -> dict[str, Any]:
     values = dataclasses.asdict(self)
-    # Written only when set (0 / false), so a fairseq-shaped config.json stays readable by
-    # releases that predate the fields; from_dict reads a missing field back as 0 / false.
-    for name in ("type_vocab_size", "next_sentence_head"):
-      if not values[name]:
+    # Fields added after the first release are written only when they differ from what a
+    # config.json without them means (_ABSENT), so such a config stays readable by releases
+    # that predate them; from_dict reads a missing field back as that value.
+    for name, absent in _ABSENT.items():
+      if values[name] == absent:
         del values[name]
     return values
 
@@ -119,8 +129,7 @@ class RobertaConfig:
     A missing type_vocab_size is 0 (no token-type table), not the dataclass default 1:
     config.json files omit it exactly when it is 0, and older ones never wrote it.
     """
-    values = dict(values)
-    values.setdefault("type_vocab_size", 0)
+    values = {**_ABSENT, **values}
     if "max_seq_len" in values:
       max_seq_len = values.pop("max_seq_len")
       pad_id = values.get("pad_id", cls.pad_id)
@@ -165,6 +174,11 @@ class RobertaConfig:
       raise ConfigError(f"{path}: {e}") from e
 
 
+# What a config dict or config.json without the field means (see to_dict / from_dict).
+_ABSENT = {"type_vocab_size": 0, "next_sentence_head": False, "pre_layer_norm": False,
+           "use_bias": True, "gated_ffn": False}
+
+
 # Sizes (L, H, A, F). base/large are roberta-base/-large; tiny..medium are for tests and
 # small-budget runs, keeping BERT's ratios: F = 4H and a head size H/A of 64 everywhere.
 _PRESETS: dict[str, dict[str, int]] = {
@@ -193,13 +207,18 @@ def count_parameters(config: RobertaConfig, include_head: bool = True) -> int:
 
   Counted: token table V·H (once: the decoder is tied), position table max_positions·H, the
   token-type table type_vocab_size·H, embedding LayerNorm, per layer Q/K/V/output dense, the
-  FFN and two LayerNorms, and the MLM head's dense H·H + H, LayerNorm 2H and output bias V.
+  FFN (its gate too) and two LayerNorms (biases only with use_bias), the pre-LN final
+  LayerNorm, and the MLM head's dense H·H + H, LayerNorm 2H and output bias V.
   Not counted, because this model has none: HF's pooler (dense H·H + H, trained only by
   fine-tuning heads), nor the NSP head of the input-format ablation. So roberta-base's HF
   RobertaForMaskedLM count equals ours with type_vocab_size=1.
   """
   h, f, layers = config.hidden_size, config.intermediate_size, config.num_layers
+  b = 1 if config.use_bias else 0
   embeddings = (config.vocab_size + config.max_positions + config.type_vocab_size) * h + 2 * h
-  per_layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * (2 * h)
+  per_layer = 4 * (h * h + b * h) + (h * f + b * f) + (f * h + b * h) + 2 * (2 * h)
+  if config.gated_ffn:
+    per_layer += h * f + b * f
+  final_norm = 2 * h if config.pre_layer_norm else 0
   head = (h * h + h) + 2 * h + config.vocab_size
-  return embeddings + layers * per_layer + (head if include_head else 0)
+  return embeddings + layers * per_layer + final_norm + (head if include_head else 0)

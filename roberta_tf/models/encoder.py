@@ -11,6 +11,7 @@ from roberta_tf.models.transformer_layer import TransformerLayer
 
 ENCODER_NAME = "roberta_encoder"
 EMBEDDINGS_NAME = "embeddings"
+FINAL_LAYER_NORM_NAME = "final_layer_norm"  # pre-LN only
 
 
 def layer_name(index: int) -> str:
@@ -38,7 +39,8 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
     S is dynamic, up to config.max_seq_len. `pooled_output` has no dense+tanh "pooler": HF's
     RobertaForMaskedLM has none (RobertaModel's pooler is only trained by fine-tuning heads), so
     a classification head puts its own dense on top of it. Layers: "embeddings"
-    (RobertaEmbeddings) and "transformer_layer_{i}" (TransformerLayer), i = 0..L-1.
+    (RobertaEmbeddings), "transformer_layer_{i}" (TransformerLayer), i = 0..L-1, and with
+    config.pre_layer_norm a "final_layer_norm".
   """
   input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
   padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
@@ -56,7 +58,11 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
         num_heads=config.num_heads, intermediate_size=config.intermediate_size,
         dropout=config.dropout, attention_dropout=config.attention_dropout,
         layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
-        dtype=dtype, name=layer_name(i))(x, padding_mask=padding_mask)
+        pre_layer_norm=config.pre_layer_norm, use_bias=config.use_bias,
+        gated_ffn=config.gated_ffn, dtype=dtype, name=layer_name(i))(x, padding_mask=padding_mask)
+  if config.pre_layer_norm:  # the residual stream is never normalized inside pre-LN layers
+    x = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, dtype="float32",
+                                        name=FINAL_LAYER_NORM_NAME)(x)
   outputs = {"sequence_output": x, "pooled_output": x[:, 0, :]}
   return keras.Model(inputs=inputs, outputs=outputs, name=ENCODER_NAME, dtype=dtype)
 

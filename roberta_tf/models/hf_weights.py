@@ -17,6 +17,14 @@ Read and written with the `safetensors` numpy API: no torch, no pickle. The mapp
 | lm_head.dense, lm_head.layer_norm               | mlm_head/intermediate_dense, .../layer_norm   |
 | lm_head.bias [V]                                | mlm_head/output_bias                          |
 
+Pre-LN models (pre_layer_norm) are HF's `RobertaPreLayerNormForMaskedLM` (model_type
+"roberta-prelayernorm", keys under `roberta_prelayernorm.`): the LayerNorm before attention is
+`attention.LayerNorm` (ours: attention_layer_norm), the one before the feed-forward
+`intermediate.LayerNorm` (ours: output_layer_norm), and `roberta_prelayernorm.LayerNorm` the
+final one (ours: final_layer_norm). A model without linear biases (use_bias=False) is written
+with zero biases, which HF computes identically. A gated feed-forward (gated_ffn) has no HF
+class and is refused (`check_exportable`), as are the NSP ablation's segments and head.
+
 HF Linear weights are [out, in]; Keras Dense kernels are [in, out] (transposed on the way).
 * The token-type row: a model with type_vocab_size=1 (the default, and what an HF import
 builds) holds HF's row 0 as its own [1, H] table, both ways. A fairseq-shaped model
@@ -39,7 +47,7 @@ from safetensors.numpy import load_file, save_file
 
 from roberta_tf.common import atomic_write
 from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
+from roberta_tf.models.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
 from roberta_tf.models.pretrainer import RobertaPretrainer
 
 CONFIG_FILE = "config.json"
@@ -50,6 +58,8 @@ POSITION_KEY = "roberta.embeddings.position_embeddings.weight"
 WORD_KEY = "roberta.embeddings.word_embeddings.weight"
 _IGNORED_PREFIXES = ("roberta.pooler.",)
 _IGNORED_KEYS = ("roberta.embeddings.position_ids",)
+PRE_LN_TYPE = "roberta-prelayernorm"  # HF's RobertaPreLayerNorm* (pre_layer_norm=True)
+MODEL_TYPES = ("roberta", PRE_LN_TYPE)
 
 
 class HFCheckpointError(ValueError):
@@ -64,8 +74,9 @@ def config_from_hf(hf: dict, source: str = CONFIG_FILE) -> RobertaConfig:
     return hf[key]
 
   model_type = hf.get("model_type", "roberta")
-  if model_type != "roberta":
-    raise HFCheckpointError(f"{source}: model_type {model_type!r} is not 'roberta'")
+  if model_type not in MODEL_TYPES:
+    raise HFCheckpointError(f"{source}: model_type {model_type!r} is not 'roberta' or "
+                            "'roberta-prelayernorm'")
   if hf.get("hidden_act", "gelu") != "gelu":
     raise HFCheckpointError(f"{source}: hidden_act {hf['hidden_act']!r} is not 'gelu' (exact "
                             "erf GELU, the only activation this encoder computes)")
@@ -86,14 +97,17 @@ def config_from_hf(hf: dict, source: str = CONFIG_FILE) -> RobertaConfig:
       bos_id=hf.get("bos_token_id", 0), eos_id=hf.get("eos_token_id", 2),
       initializer_range=hf.get("initializer_range", 0.02),
       # RoBERTa feeds only token type 0: one row is all an MLM model uses (load_hf keeps row 0).
-      type_vocab_size=1 if hf.get("type_vocab_size", 1) else 0)
+      type_vocab_size=1 if hf.get("type_vocab_size", 1) else 0,
+      pre_layer_norm=model_type == PRE_LN_TYPE)
 
 
 def config_to_hf(config: RobertaConfig) -> dict:
-  """The HF config.json dict (the fields `save_pretrained` writes for RobertaForMaskedLM)."""
+  """The HF config.json dict (the fields `save_pretrained` writes for RobertaForMaskedLM, or
+  RobertaPreLayerNormForMaskedLM for a pre-LN model)."""
+  pre = config.pre_layer_norm
   return {
       "add_cross_attention": False,
-      "architectures": ["RobertaForMaskedLM"],
+      "architectures": ["RobertaPreLayerNormForMaskedLM" if pre else "RobertaForMaskedLM"],
       "attention_probs_dropout_prob": config.attention_dropout,
       "bos_token_id": config.bos_id,
       "classifier_dropout": None,
@@ -107,7 +121,7 @@ def config_to_hf(config: RobertaConfig) -> dict:
       "is_decoder": False,
       "layer_norm_eps": config.layer_norm_eps,
       "max_position_embeddings": config.max_positions,
-      "model_type": "roberta",
+      "model_type": PRE_LN_TYPE if pre else "roberta",
       "num_attention_heads": config.num_heads,
       "num_hidden_layers": config.num_layers,
       "pad_token_id": config.pad_id,
@@ -118,12 +132,28 @@ def config_to_hf(config: RobertaConfig) -> dict:
   }
 
 
-def _weight_map(pretrainer: RobertaPretrainer):
-  """[(hf_key, variable, transpose)] for every variable of `pretrainer`, in a fixed order."""
-  if pretrainer.config.type_vocab_size > 1 or pretrainer.config.next_sentence_head:
+def check_exportable(config: RobertaConfig) -> None:
+  """Raises HFCheckpointError naming the option no HF RoBERTa class can load."""
+  if config.type_vocab_size > 1 or config.next_sentence_head:
     raise HFCheckpointError("this model has segment token types / an NSP head (the "
                             "input-format ablation's); RobertaForMaskedLM has neither, so it is "
                             "not exported")
+  if config.gated_ffn:
+    raise HFCheckpointError("gated_ffn (--gated_ffn, a GEGLU feed-forward): no Hugging Face "
+                            "RoBERTa class has a gated feed-forward, so it is not exported; "
+                            "serve the SavedModel (roberta_tf.export) instead")
+
+
+def _prefix(config: RobertaConfig) -> str:
+  return "roberta_prelayernorm" if config.pre_layer_norm else "roberta"
+
+
+def _weight_map(pretrainer: RobertaPretrainer):
+  """[(hf_key, variable, transpose)] for every tensor of the HF checkpoint, in a fixed order,
+  keys under "roberta." (a pre-LN model's are "roberta_prelayernorm.": `_renamed`); a bias the
+  model does not have (use_bias=False) is ("zeros", units): written as zeros."""
+  config = pretrainer.config
+  check_exportable(config)
   embeddings = pretrainer.encoder.get_layer(EMBEDDINGS_NAME)
   entries = [
       (WORD_KEY, embeddings.token_embedding.embeddings, False),
@@ -135,22 +165,31 @@ def _weight_map(pretrainer: RobertaPretrainer):
     entries.append((TOKEN_TYPE_KEY, embeddings.token_type_embedding.embeddings, False))
 
   def dense(hf_prefix, layer):
-    return [(f"{hf_prefix}.weight", layer.kernel, True), (f"{hf_prefix}.bias", layer.bias, False)]
+    return [(f"{hf_prefix}.weight", layer.kernel, True),
+            (f"{hf_prefix}.bias", layer.bias if layer.use_bias else ("zeros", layer.units),
+             False)]
 
   def norm(hf_prefix, layer):
     return [(f"{hf_prefix}.weight", layer.gamma, False), (f"{hf_prefix}.bias", layer.beta, False)]
 
-  for i in range(pretrainer.config.num_layers):
+  # Pre-LN (roberta-prelayernorm): the LayerNorm before attention is attention.LayerNorm, the
+  # one before the feed-forward intermediate.LayerNorm, plus the model's final LayerNorm.
+  pre = config.pre_layer_norm
+  attention_norm = "attention.LayerNorm" if pre else "attention.output.LayerNorm"
+  ffn_norm = "intermediate.LayerNorm" if pre else "output.LayerNorm"
+  for i in range(config.num_layers):
     layer = pretrainer.encoder.get_layer(layer_name(i))
     hf = f"roberta.encoder.layer.{i}"
     entries += dense(f"{hf}.attention.self.query", layer.query)
     entries += dense(f"{hf}.attention.self.key", layer.key)
     entries += dense(f"{hf}.attention.self.value", layer.value)
     entries += dense(f"{hf}.attention.output.dense", layer.attention_output)
-    entries += norm(f"{hf}.attention.output.LayerNorm", layer.attention_layer_norm)
+    entries += norm(f"{hf}.{attention_norm}", layer.attention_layer_norm)
     entries += dense(f"{hf}.intermediate.dense", layer.intermediate_dense)
     entries += dense(f"{hf}.output.dense", layer.output_dense)
-    entries += norm(f"{hf}.output.LayerNorm", layer.output_layer_norm)
+    entries += norm(f"{hf}.{ffn_norm}", layer.output_layer_norm)
+  if pre:
+    entries += norm("roberta.LayerNorm", pretrainer.encoder.get_layer(FINAL_LAYER_NORM_NAME))
   head = pretrainer.mlm_head
   entries += dense("lm_head.dense", head.intermediate_dense)
   entries += norm("lm_head.layer_norm", head.intermediate_layer_norm)
@@ -162,11 +201,20 @@ def to_hf_tensors(pretrainer: RobertaPretrainer) -> dict[str, np.ndarray]:
   """The HF state dict (float32 numpy, HF key names and layouts) of `pretrainer`."""
   tensors = {}
   for key, variable, transpose in _weight_map(pretrainer):
+    if isinstance(variable, tuple):  # a bias this model does not have: zeros, the same sum
+      tensors[key] = np.zeros((variable[1],), np.float32)
+      continue
     value = np.asarray(variable.numpy(), np.float32)
     tensors[key] = np.ascontiguousarray(value.T if transpose else value)
   if TOKEN_TYPE_KEY not in tensors:  # fairseq-shaped: the sum is already in the positions
     tensors[TOKEN_TYPE_KEY] = np.zeros((1, pretrainer.config.hidden_size), np.float32)
-  return tensors
+  return _renamed(tensors, "roberta.", _prefix(pretrainer.config) + ".")
+
+
+def _renamed(tensors: dict, old: str, new: str) -> dict:
+  if old == new:
+    return tensors
+  return {(new + k[len(old):] if k.startswith(old) else k): v for k, v in tensors.items()}
 
 
 def _drop_unused(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
@@ -194,7 +242,7 @@ def set_from_hf_tensors(pretrainer: RobertaPretrainer, tensors: dict[str, np.nda
   Raises:
     HFCheckpointError: naming the missing or unexpected key, or the key and both shapes.
   """
-  tensors = _drop_unused(dict(tensors), source)
+  tensors = _drop_unused(_renamed(dict(tensors), "roberta_prelayernorm.", "roberta."), source)
   hidden = pretrainer.config.hidden_size
   token_type = tensors.pop(TOKEN_TYPE_KEY, None)
   if token_type is not None and (token_type.ndim != 2 or token_type.shape[1] != hidden
@@ -218,6 +266,11 @@ def set_from_hf_tensors(pretrainer: RobertaPretrainer, tensors: dict[str, np.nda
   assignments = []
   for key, variable, transpose in entries:
     value = np.asarray(tensors[key])
+    if isinstance(variable, tuple):  # a bias the model (use_bias=False) does not have
+      if value.shape != (variable[1],) or np.any(value):
+        raise HFCheckpointError(f"{source}: key {key!r} is a non-zero bias, but the model has "
+                                "no biases (use_bias=false)")
+      continue
     if value.dtype not in (np.float32, np.float16, np.float64):
       raise HFCheckpointError(f"{source}: key {key!r} has dtype {value.dtype}; float32 or "
                               "float16 expected")

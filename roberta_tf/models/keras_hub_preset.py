@@ -108,6 +108,7 @@ def save_preset(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str
   if pretrainer.config.type_vocab_size > 1 or pretrainer.config.next_sentence_head:
     raise KerasHubPresetError("this model has segment token types / an NSP head (the "
                               "input-format ablation's); keras-hub's RobertaBackbone has neither")
+  keras_hub_weights.check_supported(pretrainer.config)  # pre-LN / gated FFN: refused, named
   preset_dir = os.path.normpath(preset_dir)
   if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
     raise KerasHubPresetError(f"{preset_dir!r} exists and is not a directory")

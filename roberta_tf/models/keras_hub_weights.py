@@ -43,6 +43,7 @@ class KerasHubWeightsError(ValueError):
 
 def build_backbone(config: RobertaConfig, dtype=None) -> keras_hub.models.RobertaBackbone:
   """A keras-hub RobertaBackbone with `config`'s dimensions (dropout = config.dropout)."""
+  check_supported(config)
   if config.layer_norm_eps != 1e-5:
     raise KerasHubWeightsError(f"keras-hub RobertaBackbone fixes layer_norm_eps at 1e-5, the "
                                f"config has {config.layer_norm_eps}")
@@ -120,10 +121,27 @@ def _positions(backbone, encoder):
   return ours.position_embedding.embeddings, theirs, offset
 
 
+def check_supported(config: RobertaConfig) -> None:
+  """Raises KerasHubWeightsError naming the option keras-hub's RobertaBackbone cannot hold."""
+  for name, flag in (("pre_layer_norm", "--pre_layer_norm"), ("gated_ffn", "--gated_ffn")):
+    if getattr(config, name):
+      raise KerasHubWeightsError(f"{name} ({flag}): keras-hub's RobertaBackbone is post-LN with a "
+                                 "plain feed-forward, so it cannot hold this model; use --to_hf "
+                                 "(pre-LN) or the SavedModel")
+
+
 def _copy(pairs, to_backbone: bool):
   values = []
   for name, ours, theirs in pairs:
     src, dst = (ours, theirs) if to_backbone else (theirs, ours)
+    if src is None:  # our bias-free Dense (use_bias=False): keras-hub's bias is zero
+      values.append((dst, np.zeros(dst.shape, np.float32)))
+      continue
+    if dst is None:
+      if np.any(src.numpy()):
+        raise KerasHubWeightsError(f"{name}: the backbone's bias is non-zero, the encoder has "
+                                   "no biases (use_bias=false)")
+      continue
     if int(np.prod(src.shape)) != int(np.prod(dst.shape)):
       raise KerasHubWeightsError(f"{name}: shape {tuple(src.shape)} cannot become "
                                  f"{tuple(dst.shape)}")
@@ -135,6 +153,10 @@ def _copy(pairs, to_backbone: bool):
 
 def copy_to_backbone(encoder: keras.Model, backbone: keras_hub.models.RobertaBackbone) -> None:
   """Copies our encoder's weights into a keras-hub RobertaBackbone of the same dimensions."""
+  if any(layer.name == "final_layer_norm" for layer in encoder.layers) or any(
+      getattr(layer, "gated_ffn", False) for layer in encoder.layers):
+    raise KerasHubWeightsError("a pre-LN or gated-FFN encoder has no keras-hub RobertaBackbone "
+                               "equivalent (post-LN, plain feed-forward)")
   pairs = _pairs(backbone, encoder)
   ours, theirs, offset = _positions(backbone, encoder)
   type_table = _type_table(encoder)

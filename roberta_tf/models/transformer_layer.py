@@ -22,20 +22,33 @@ from roberta_tf.models.initializers import normal
 class TransformerLayer(keras.layers.Layer):
   """x [B, S, H] float32, padding_mask [B, S] → [B, S, H] float32.
 
+  Post-LN (RoBERTa's, the default):
   ```
   a = LayerNorm(x + Dropout(attention_output(SelfAttention(x))))
-  y = LayerNorm(a + Dropout(output_dense(gelu(intermediate_dense(a)))))
+  y = LayerNorm(a + Dropout(output_dense(FFN(a))))
   ```
-  GELU is the exact (erf) form, HF's "gelu". Pads are masked as keys only, so outputs at real
-  positions do not depend on what sits at pad positions.
+  Pre-LN (`pre_layer_norm=True`, HF's roberta-prelayernorm; the encoder then adds a final
+  LayerNorm after the last layer):
+  ```
+  a = x + Dropout(attention_output(SelfAttention(LayerNorm(x))))
+  y = a + Dropout(output_dense(FFN(LayerNorm(a))))
+  ```
+  FFN(h) = gelu(intermediate_dense(h)), or with `gated_ffn` (GEGLU, Shazeer 2020)
+  gelu(intermediate_gate(h)) * intermediate_dense(h). GELU is the exact (erf) form, HF's
+  "gelu". `use_bias=False` drops the biases of every Dense (Cramming's "no linear biases"; the
+  LayerNorms keep theirs). Pads are masked as keys only, so outputs at real positions do not
+  depend on what sits at pad positions.
 
   Sublayers (checkpoint keys): `query`, `key`, `value`, `attention_output` (Dense H→H, kernels
-  [H, H] with heads laid out as [H, A, H/A] blocks), `attention_layer_norm`,
-  `intermediate_dense` (Dense H→F), `output_dense` (Dense F→H), `output_layer_norm`.
+  [H, H] with heads laid out as [H, A, H/A] blocks), `attention_layer_norm` (post-LN: after
+  the attention's residual; pre-LN: before the attention), `intermediate_dense` (Dense H→F),
+  `intermediate_gate` (Dense H→F, gated only), `output_dense` (Dense F→H),
+  `output_layer_norm` (post-LN: after the FFN's residual; pre-LN: before the FFN).
   """
 
   def __init__(self, num_heads, intermediate_size, dropout=0.0, attention_dropout=0.0,
-               layer_norm_eps=1e-5, initializer_range=0.02, **kwargs):
+               layer_norm_eps=1e-5, initializer_range=0.02, pre_layer_norm=False,
+               use_bias=True, gated_ffn=False, **kwargs):
     # autocast=False: the float32 residual stream must reach the LayerNorms unrounded; the Dense
     # sublayers cast their own inputs to the compute dtype.
     super().__init__(autocast=False, **kwargs)
@@ -45,10 +58,13 @@ class TransformerLayer(keras.layers.Layer):
     self.attention_dropout_rate = attention_dropout
     self.layer_norm_eps = layer_norm_eps
     self.initializer_range = initializer_range
+    self.pre_layer_norm = bool(pre_layer_norm)
+    self.use_bias = bool(use_bias)
+    self.gated_ffn = bool(gated_ffn)
     self.supports_masking = False
 
   def _dense(self, units, name, activation=None):
-    return keras.layers.Dense(units, activation=activation,
+    return keras.layers.Dense(units, activation=activation, use_bias=self.use_bias,
                               kernel_initializer=normal(self.initializer_range),
                               dtype=self.dtype_policy, name=name)
 
@@ -64,11 +80,14 @@ class TransformerLayer(keras.layers.Layer):
     self.attention_output = self._dense(hidden, "attention_output")
     # Keras' "gelu" is the exact erf form (approximate=False), as HF's "gelu".
     self.intermediate_dense = self._dense(self.intermediate_size, "intermediate_dense",
-                                          activation="gelu")
+                                          activation=None if self.gated_ffn else "gelu")
     self.output_dense = self._dense(hidden, "output_dense")
+    self.intermediate_gate = (self._dense(self.intermediate_size, "intermediate_gate",
+                                          activation="gelu") if self.gated_ffn else None)
     for dense in (self.query, self.key, self.value, self.attention_output,
-                  self.intermediate_dense):
-      dense.build(x_shape)
+                  self.intermediate_dense, self.intermediate_gate):
+      if dense is not None:
+        dense.build(x_shape)
     self.output_dense.build(inner_shape)
     self.attention_layer_norm = keras.layers.LayerNormalization(
         epsilon=self.layer_norm_eps, dtype="float32", name="attention_layer_norm")
@@ -108,12 +127,24 @@ class TransformerLayer(keras.layers.Layer):
   def call(self, x, padding_mask, training=None):
     """x: float32 [B, S, H]; padding_mask: int [B, S] (1 real, 0 pad). Returns float32 [B, S, H]."""
     x = tf.cast(x, tf.float32)
+    if self.pre_layer_norm:
+      h = self.attention_output(self._self_attention(self.attention_layer_norm(x), padding_mask,
+                                                     training))
+      x = x + tf.cast(self.attention_output_dropout(h, training=training), tf.float32)
+      h = self.output_dense(self._ffn(self.output_layer_norm(x)))
+      return x + tf.cast(self.output_dropout(h, training=training), tf.float32)
     h = self.attention_output(self._self_attention(x, padding_mask, training))
     h = self.attention_output_dropout(h, training=training)
     x = self.attention_layer_norm(x + tf.cast(h, tf.float32))
-    h = self.output_dense(self.intermediate_dense(x))
+    h = self.output_dense(self._ffn(x))
     h = self.output_dropout(h, training=training)
     return self.output_layer_norm(x + tf.cast(h, tf.float32))
+
+  def _ffn(self, x):
+    """The feed-forward's inner activations [B, S, F] (compute dtype)."""
+    if self.gated_ffn:
+      return self.intermediate_gate(x) * self.intermediate_dense(x)
+    return self.intermediate_dense(x)
 
   def compute_output_shape(self, x_shape, padding_mask_shape=None):
     return tuple(x_shape)
@@ -125,5 +156,7 @@ class TransformerLayer(keras.layers.Layer):
     config = super().get_config()
     config.update(num_heads=self.num_heads, intermediate_size=self.intermediate_size,
                   dropout=self.dropout_rate, attention_dropout=self.attention_dropout_rate,
-                  layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+                  layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range,
+                  pre_layer_norm=self.pre_layer_norm, use_bias=self.use_bias,
+                  gated_ffn=self.gated_ffn)
     return config

@@ -57,7 +57,9 @@ def resolve_model_config(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
                                  pad_id=info["special_ids"]["pad"],
                                  bos_id=info["special_ids"]["bos"],
                                  eos_id=info["special_ids"]["eos"],
-                                 type_vocab_size=1 if cfg.type_embedding else 0)
+                                 type_vocab_size=1 if cfg.type_embedding else 0,
+                                 pre_layer_norm=cfg.pre_layer_norm, use_bias=cfg.use_bias,
+                                 gated_ffn=cfg.gated_ffn)
   if pairs and not cfg.init_from:
     model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
   elif model_config.next_sentence_head and not pairs:

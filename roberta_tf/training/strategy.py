@@ -2,9 +2,8 @@
 
 import tensorflow as tf
 
+from roberta_tf.common.option_groups import STRATEGIES  # declared TF-free for --help
 from roberta_tf.training import cluster as cluster_lib
-
-STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
 
 def split_cpu(num_devices: int) -> None:

@@ -1,0 +1,272 @@
+"""Option groups (roberta_tf/common/option_groups.py) declare each option pretraining and
+fine-tuning share once; both configs are composed from them and both binaries' flags are made
+from the configs' fields, with the flags' names, defaults, choices and required-ness unchanged.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from roberta_tf.common import option_groups, options
+from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.training.train_config import TrainConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+PRECISION = ("enum", "float32", ("float32", "mixed_bfloat16", "mixed_float16"))
+STRATEGY = ("enum", "auto", ("auto", "default", "mirrored", "multi_worker", "tpu"))
+# Every flag of each binary, (kind, default[, choices]), as the binaries declared them before
+# the option groups (train from TrainConfig's fields, finetune by hand). A new flag is added
+# here on purpose; a changed default or choice list is a behaviour change.
+TRAIN_FLAGS = {
+    "adam_beta1": ("float", 0.9),
+    "adam_beta2": ("float", 0.98),
+    "adam_epsilon": ("float", 1e-06),
+    "batch_size": ("integer", 256),
+    "checkpoint_every": ("integer", 1000),
+    "clip_norm": ("float", 0.0),
+    "config": ("string", "small"),
+    "cpu_replicas": ("integer", 1),
+    "deterministic": ("bool", False),
+    "dropout": ("float", -1.0),
+    "dupe_factor": ("integer", 10),
+    "eval_data": ("string", ""),
+    "eval_every": ("integer", 0),
+    "eval_steps": ("integer", 0),
+    "gated_ffn": ("bool", False),
+    "grad_accum_steps": ("integer", 1),
+    "init_from": ("string", ""),
+    "jit_compile": ("bool", False),
+    "keep_checkpoints": ("integer", 3),
+    "learning_rate": ("float", 0.0006),
+    "log_every": ("integer", 100),
+    "mask_prob": ("float", 0.15),
+    "mask_token_prob": ("float", 0.8),
+    "masking": ("enum", "dynamic", ("dynamic", "static")),
+    "max_bad_steps": ("integer", 20),
+    "max_predictions_per_seq": ("integer", 0),
+    "max_seq_len": ("integer", 512),
+    "model_dir": ("string", None),
+    "overwrite": ("bool", False),
+    "peak_flops": ("float", 0.0),
+    "peak_flops_bf16": ("float", 380000000000.0),
+    "peak_flops_fp32": ("float", 183000000000.0),
+    "peer_timeout": ("integer", 600),
+    "pre_layer_norm": ("bool", False),  # added since: budget-recipe options
+    "precision": PRECISION,
+    "random_token_prob": ("float", 0.1),
+    "seed": ("integer", 0),
+    "shuffle_buffer": ("integer", 10000),
+    "skip_corrupt_shards": ("bool", False),
+    "strategy": STRATEGY,
+    "tpu": ("string", ""),
+    "train_data": ("string", None),
+    "train_steps": ("integer", 1000),
+    "train_minutes": ("float", 0.0),  # added since: the time budget
+    "type_embedding": ("bool", True),
+    "use_bias": ("bool", True),
+    "warmup_steps": ("integer", 100),
+    "weight_decay": ("float", 0.01),
+    "whole_word_masking": ("bool", False),
+}
+FINETUNE_FLAGS = {
+    "adam_beta1": ("float", 0.9),
+    "adam_beta2": ("float", 0.98),
+    "adam_epsilon": ("float", 1e-06),
+    "batch_size": ("integer", 32),
+    "batch_sizes": ("list", []),
+    "batching": ("enum", "length_buckets", ("length_buckets", "random", "max_seq_len")),
+    "clip_norm": ("float", 0.0),
+    "config": ("string", "small"),
+    "cpu_replicas": ("integer", 1),
+    "data_dir": ("string", ""),
+    "doc_stride": ("integer", 128),
+    "dropout": ("float", -1.0),
+    "early_stopping_patience": ("integer", 0),
+    "epochs": ("integer", 10),
+    "eval_batch_size": ("integer", 0),
+    "eval_file": ("string", None),
+    "export_dir": ("string", ""),
+    "export_only": ("bool", False),
+    "glue_diagnostic": ("string", ""),
+    "glue_task": ("enum", "", ("", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte",
+                               "wnli")),
+    "grad_accum_steps": ("integer", 1),
+    "init_from": ("string", ""),
+    "label_field": ("string", "label"),
+    "labels": ("list", []),
+    "learning_rate": ("float", 1e-05),
+    "learning_rates": ("list", []),
+    "max_answer_len": ("integer", 30),
+    "max_bad_steps": ("integer", 5),
+    "max_query_len": ("integer", 64),
+    "max_seq_len": ("integer", 0),
+    "metric": ("string", ""),
+    "model_dir": ("string", None),
+    "n_best_size": ("integer", 20),
+    "null_score_threshold": ("float", 0.0),
+    "overwrite": ("bool", False),
+    "peer_timeout": ("integer", 600),
+    "precision": PRECISION,
+    "predictions_dir": ("string", ""),
+    "seed": ("integer", 0),
+    "seeds": ("integer", 5),
+    "skip_bad_examples": ("bool", False),
+    "squad_v2_null": ("enum", "classifier", ("classifier", "span_score")),
+    "strategy": STRATEGY,
+    "task": ("enum", None, ("classification", "regression", "multiple_choice", "extractive_qa")),
+    "text_fields": ("list", ["text"]),
+    "train_file": ("string", None),
+    "vocab_dir": ("string", ""),
+    "warmup_ratio": ("float", 0.06),
+    "weight_decay": ("float", 0.1),
+}
+
+_DUMP = r"""
+import json, sys
+from absl import flags
+import {module}
+kinds = {{"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
+         "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}}
+table = {{}}
+for flag in flags.FLAGS.flags_by_module_dict()["{module}"]:
+  row = [kinds[type(flag.parser).__name__], flag.default]
+  if getattr(flag.parser, "enum_values", None):
+    row.append(list(flag.parser.enum_values))
+  table[flag.name] = row
+required = sorted(name for name in table if flags.FLAGS[name].validators)
+print(json.dumps({{"flags": table, "required": required,
+                  "tensorflow": "tensorflow" in sys.modules}}))
+"""
+
+
+def _flags_of(module):
+  result = subprocess.run([sys.executable, "-c", _DUMP.format(module=module)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout)
+
+
+def _rows(table):
+  return {name: tuple(tuple(v) if isinstance(v, list) and i == 2 else v
+                      for i, v in enumerate(row)) for name, row in table.items()}
+
+
+@pytest.mark.parametrize("module, expected, required", [
+    ("roberta_tf.train", TRAIN_FLAGS, ["model_dir", "train_data"]),
+    ("roberta_tf.finetune", FINETUNE_FLAGS, []),
+])
+def test_flag_names_defaults_and_choices_are_unchanged(module, expected, required):
+  dump = _flags_of(module)
+  assert _rows(dump["flags"]) == expected
+  assert dump["required"] == required
+  assert not dump["tensorflow"], f"importing {module} (its --help) imports TensorFlow"
+
+
+def test_shared_options_are_declared_once_in_a_group():
+  train = {f.name: f for f in dataclasses.fields(TrainConfig)}
+  finetune = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+  shared = set(train) & set(finetune)
+  assert len(shared) >= 19, sorted(shared)
+  for name in sorted(shared):
+    for config, field in (("TrainConfig", train[name]), ("FinetuneConfig", finetune[name])):
+      assert field.metadata["group"] == option_groups.GROUP_OF[name], (config, name)
+  # One list of precisions and strategies (strategy.py imports STRATEGIES).
+  for fields in (train, finetune):
+    assert fields["precision"].metadata["choices"] is option_groups.PRECISIONS
+    assert fields["strategy"].metadata["choices"] is option_groups.STRATEGIES
+  with open(os.path.join(REPO, "roberta_tf", "training", "strategy.py"), encoding="utf-8") as f:
+    assert "from roberta_tf.common.option_groups import STRATEGIES" in f.read()
+
+
+def test_a_config_overrides_a_group_default_and_help():
+  train, finetune = TrainConfig(model_dir="m", train_data="d"), FinetuneConfig("", "", "", "")
+  assert (train.learning_rate, finetune.learning_rate) == (6e-4, 1e-5)
+  assert (train.weight_decay, finetune.weight_decay) == (0.01, 0.1)
+  assert (train.max_bad_steps, finetune.max_bad_steps) == (20, 5)
+  assert (train.adam_beta2, finetune.adam_beta2) == (0.98, 0.98)
+  help_of = {c: {f.name: f.metadata["help"] for f in dataclasses.fields(c)}
+             for c in (TrainConfig, FinetuneConfig)}
+  assert help_of[TrainConfig]["adam_epsilon"] == help_of[FinetuneConfig]["adam_epsilon"]
+  assert help_of[TrainConfig]["learning_rate"] != help_of[FinetuneConfig]["learning_rate"]
+
+
+def _finetune_flags(argv):
+  values = flags.FlagValues()
+  options.define_flags(FinetuneConfig, values, required=False)
+  values(["finetune", *argv])
+  return options.from_flags(FinetuneConfig, values)
+
+
+def test_finetune_list_flags_parse_as_before():
+  cfg = _finetune_flags(["--learning_rates=1e-5,2e-5", "--batch_sizes=16,32",
+                         "--text_fields=sentence1,sentence2", "--labels=no,yes"])
+  assert cfg.learning_rates == (1e-5, 2e-5) and cfg.batch_sizes == (16, 32)
+  assert cfg.text_fields == ("sentence1", "sentence2") and cfg.labels == ("no", "yes")
+  assert (cfg.task, cfg.model_dir, cfg.train_file, cfg.eval_file) == ("", "", "", "")
+  default = _finetune_flags([])
+  assert default == FinetuneConfig("", "", "", "")
+  assert default.text_fields == ("text",) and default.labels == () and default.sweep == (1e-5,)
+  with pytest.raises(ValueError, match=r"--learning_rates=\['1e-5', 'x'\]: not a list of numbers"):
+    _finetune_flags(["--learning_rates=1e-5,x"])
+  with pytest.raises(ValueError, match=r"--batch_sizes=\['16', '3.5'\]: not a list of integers"):
+    _finetune_flags(["--batch_sizes=16,3.5"])
+  with pytest.raises(flags.IllegalFlagValueError):
+    _finetune_flags(["--precision=float16"])
+
+
+def _finetune(**overrides):
+  values = dict(task="classification", model_dir="out", train_file="t", eval_file="e",
+                vocab_dir="v")
+  return FinetuneConfig(**{**values, **overrides})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(clip_norm=-1.0), r"^--clip_norm must be >= 0, got -1.0$"),
+    (dict(max_bad_steps=0), r"^--max_bad_steps must be > 0, got 0$"),
+    (dict(grad_accum_steps=0), r"^--grad_accum_steps must be > 0, got 0$"),
+    (dict(precision="fp16"), r"^--precision='fp16': expected one of float32, mixed_bfloat16, "),
+    (dict(strategy="x"), r"^--strategy='x': expected one of auto, default, mirrored, "),
+])
+def test_group_checks_apply_to_both_configs(overrides, message):
+  with pytest.raises(ValueError, match=message):
+    TrainConfig(model_dir="m", train_data="d", **overrides).validate()
+  with pytest.raises(ValueError, match=message):
+    _finetune(**overrides).validate()
+
+
+def test_each_config_keeps_its_own_checks():
+  _finetune(max_seq_len=0, batch_size=0, batch_sizes=(16,)).validate()
+  with pytest.raises(ValueError, match=r"--max_seq_len must be 0 \(the model's\) or >= 8, got 4"):
+    _finetune(max_seq_len=4).validate()
+  with pytest.raises(ValueError, match=r"^--max_seq_len must be >= 8, got 0$"):
+    TrainConfig(model_dir="m", train_data="d", max_seq_len=0).validate()
+  for make in (lambda: TrainConfig(model_dir="m", train_data="d", peer_timeout=0),
+               lambda: _finetune(peer_timeout=0)):
+    with pytest.raises(ValueError, match=r"^--peer_timeout must be > 0, got 0$"):
+      make().validate()
+  with pytest.raises(ValueError, match=r"^--glue_task='x': expected one of cola, sst2, "):
+    _finetune(glue_task="x").validate()
+  with pytest.raises(ValueError, match=r"^--task='': expected one of classification, "):
+    _finetune(task="").validate()
+  with pytest.raises(ValueError, match=r"^--model_dir is required$"):
+    TrainConfig(model_dir="", train_data="d").validate()
+  with pytest.raises(ValueError, match=r"^--warmup_ratio must be in \[0, 1\), got 1.0$"):
+    _finetune(warmup_ratio=1.0).validate()
+  with pytest.raises(ValueError, match=r"must be multiples of --grad_accum_steps=3$"):
+    _finetune(grad_accum_steps=3).validate()
+
+
+def test_a_field_annotated_unlike_its_group_is_refused():
+  @dataclasses.dataclass
+  class Wrong:
+    seed: str = option_groups.use("seed")
+
+  with pytest.raises(TypeError, match=r"Wrong.seed is annotated str; its option group declares "
+                                      r"int"):
+    options.define_flags(Wrong, flags.FlagValues())
