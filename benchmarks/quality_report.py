@@ -115,9 +115,10 @@ def provenance(records: list[dict]) -> str:
           f"escape = final held-out ppl <= {ESCAPE_FRACTION}x the unigram's.")
 
 
-def write_docs_section(doc_path: str, text: str) -> None:
-  """Replaces what lies between BEGIN and END in doc_path with `text` (appends both markers
+def write_docs_section(doc_path: str, text: str, begin: str = BEGIN) -> None:
+  """Replaces what lies between `begin` and END in doc_path with `text` (appends both markers
   and the text when the file lacks them)."""
+  BEGIN = begin  # noqa: N806  (the marker this writer owns)
   body = ""
   if os.path.exists(doc_path):
     with open(doc_path, encoding="utf-8") as f:

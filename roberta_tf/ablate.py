@@ -22,9 +22,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("study", None, ["masking", "input_format", "batch_size"], "The ablation: "
-                  "masking (Table 1), input_format (Table 2: SEGMENT-PAIR / SENTENCE-PAIR with "
-                  "NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3).")
+flags.DEFINE_enum("study", None, ["masking", "input_format", "batch_size", "recipe"],
+                  "The ablation: masking (Table 1), input_format (Table 2: SEGMENT-PAIR / "
+                  "SENTENCE-PAIR with NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3), "
+                  "recipe (the budget recipe's choices one at a time, at equal wall clock: "
+                  "--minutes).")
+flags.DEFINE_string("minimal_pairs", "", "Also score every arm on BLiMP-format minimal pairs "
+                    "(evaluate --minimal_pairs: a .jsonl[.gz] file or BLiMP's data/ directory); "
+                    "the table gains a BLiMP column.")
+flags.DEFINE_float("minutes", 5.0, "--study=recipe: each arm's wall-clock budget in minutes "
+                   "(train --train_minutes).")
 flags.DEFINE_string("corpus", "stdlib", "Pretraining corpus: files, globs, directories or "
                     "'stdlib' (the running Python's documentation, the embedded default).")
 flags.DEFINE_string("work_dir", None, "Where vocab, shards, runs and results go (reused: "
@@ -86,7 +93,7 @@ def main(argv):
     steps = FLAGS.steps or 1024
   # Errors (StudyError, RunnerError, CorpusError: they name the flag, file or command) are one
   # line from cli.
-  study = studies.build(FLAGS.study, steps, base_batch, base_lr)
+  study = studies.build(FLAGS.study, steps, base_batch, base_lr, minutes=FLAGS.minutes)
   for path in (FLAGS.task_train, FLAGS.task_dev):
     if not os.path.isfile(path):
       raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")
@@ -95,7 +102,7 @@ def main(argv):
           "task_train": FLAGS.task_train, "task_dev": FLAGS.task_dev,
           "task_text_field": FLAGS.task_text_field,
           "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
-          "task_learning_rate": FLAGS.task_learning_rate}
+          "task_learning_rate": FLAGS.task_learning_rate, "minimal_pairs": FLAGS.minimal_pairs}
   work_dir = os.path.abspath(FLAGS.work_dir)
   # One study a work dir: a second command there is refused (the first is unaffected).
   with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):

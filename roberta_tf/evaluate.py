@@ -29,6 +29,9 @@ flags.DEFINE_integer("max_seq_len", None, "Padded length (default: the training 
 flags.DEFINE_integer("eval_steps", 0, "Batches to evaluate; 0: the whole split.")
 flags.DEFINE_integer("seed", None, "Seed of the (fixed) eval masks (default: the training run's "
                      "--seed from config.json, as its evals used; else 0).")
+flags.DEFINE_bool("standard_masking", False, "Mask the held-out set as RoBERTa does (15% of "
+                  "tokens, 80/10/10), whatever the run trained with: compares runs of "
+                  "different --mask_prob (default: the training run's masking, as its evals).")
 flags.DEFINE_bool("json", False, "Print the metrics as JSON.")
 flags.DEFINE_bool("unigram", True, "Also score the unigram baseline, counted from the train "
                   "split beside --eval_data (else the run's recorded train data); a damaged "
@@ -59,11 +62,13 @@ def main(argv):
 
 
 def _held_out():
+  from roberta_tf.data import masking as masking_lib  # pylint: disable=import-outside-toplevel
   from roberta_tf.training import mlm_evaluation  # pylint: disable=import-outside-toplevel
+  masking = masking_lib.MaskingConfig() if FLAGS.standard_masking else None
   metrics = mlm_evaluation.evaluate_checkpoint(
       FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,
       batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len, eval_steps=FLAGS.eval_steps,
-      seed=FLAGS.seed, unigram=FLAGS.unigram)
+      seed=FLAGS.seed, unigram=FLAGS.unigram, masking=masking)
   if FLAGS.json:
     print(json.dumps(metrics, indent=2))
   else:

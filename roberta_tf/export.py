@@ -2,8 +2,8 @@
 
   python -m roberta_tf.export --model_dir=DIR --export_dir=DIR [--checkpoint=PATH] [--top_k=5]
 
-Signatures: fill_mask, encode, mlm_logits, tokenize (see roberta_tf/serving/mlm_export.py and
-README).
+Signatures: fill_mask, encode, mlm_logits, tokenize, score (see roberta_tf/serving/mlm_export.py
+and README).
 The export is float32 whatever precision the model was trained in.
 """
 
@@ -29,7 +29,8 @@ def main(argv):
   path = mlm_export.export_saved_model(
       FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,
       top_k=FLAGS.top_k, max_seq_len=FLAGS.max_seq_len, overwrite=FLAGS.overwrite)
-  print(f"exported SavedModel to {path} (signatures: fill_mask, encode, mlm_logits, tokenize)")
+  print(f"exported SavedModel to {path} (signatures: fill_mask, encode, mlm_logits, tokenize, "
+        "score)")
   return 0
 
 

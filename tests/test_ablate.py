@@ -90,3 +90,16 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   assert json.loads((work / "results.json").read_text()) == results
   other = run_module("roberta_tf.ablate", *(c.replace("--steps=4", "--steps=5") for c in cmd))
   assert other.returncode == 1 and "other settings (arms" in other.stderr
+
+
+def test_recipe_study_arms_run_at_equal_wall_clock():
+  study = studies.build("recipe", steps=400, base_batch=32, base_lr=1e-3, minutes=3)
+  assert study.arms[0].name.startswith("faithful") and len(study.arms) == 7
+  for arm in study.arms:
+    flags = arm.train_flags(0.25)
+    assert "--train_minutes=3" in flags and "--warmup_steps=100" in flags, flags
+  budget = study.arms[-1]
+  assert {"--pre_layer_norm", "--nouse_bias", "--gated_ffn", "--mask_prob=0.4"} <= set(
+      budget.flags) and budget.learning_rate == 2e-3
+  with pytest.raises(studies.StudyError, match="--minutes > 0"):
+    studies.build("recipe", 400, 32, 1e-3)

@@ -29,17 +29,22 @@ def table(study: str, results: list[dict]) -> str:
     by_arm.setdefault(r["arm"], []).append(r)
   metric = results[0]["task_metric"] if results else "metric"
   real = all("real_tokens" in r for r in results)  # results written before it lack it
+  blimp = all("blimp" in r for r in results) and bool(results)
   lines = [f"## Study: {study}", "",
-           f"| arm | held-out MLM ppl | downstream {metric} | tokens |"
-           + (" real tokens |" if real else "") + " batch | steps | peak LR | seeds |",
-           "|---|---|---|---|" + ("---|" if real else "") + "---|---|---|---|"]
+           f"| arm | held-out MLM ppl | downstream {metric} |" + (" BLiMP |" if blimp else "")
+           + " tokens |" + (" real tokens |" if real else "")
+           + " batch | steps | peak LR | seeds |",
+           "|---|---|---|" + ("---|" if blimp else "") + "---|" + ("---|" if real else "")
+           + "---|---|---|---|"]
   nsp = {arm: [r["nsp_accuracy"] for r in rows if "nsp_accuracy" in r]
          for arm, rows in by_arm.items()}
   for arm, rows in by_arm.items():
     r0 = rows[0]
     lines.append(
         f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
-        f"{_mean_spread([r['task_value'] for r in rows])} | {r0['tokens']:,} | "
+        f"{_mean_spread([r['task_value'] for r in rows])} | "
+        + (f"{_mean_spread([r['blimp'] for r in rows])} | " if blimp else "")
+        + f"{r0['tokens']:,} | "
         + (f"{r0['real_tokens']:,} | " if real else "")
         + f"{r0['batch_size']} | {r0['train_steps']} | {r0['learning_rate']:g} | "
         f"{', '.join(str(r['seed']) for r in rows)} |")

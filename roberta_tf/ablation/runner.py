@@ -35,6 +35,7 @@ from roberta_tf.data import packings
 EVAL_SEED = 1234  # the fixed masks of the shared held-out set: the same for every arm
 SEQ_LEN = 128
 _EVAL_LINE = re.compile(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)")
+_STEP_LINE = re.compile(r"^step (\d+)[/ ]")
 
 
 class RunnerError(RuntimeError):
@@ -137,6 +138,10 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
               *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
              os.path.join(run_dir, "train.log"))
   real_per_step = arm.batch_size * real_per_sequence
+  # A wall-clock arm (--train_minutes) ends when its budget is spent: count the steps it took.
+  steps = [int(m.group(1)) for m in map(_STEP_LINE.search, log.splitlines()) if m]
+  trained = max(steps) if any(f.startswith("--train_minutes") for f in arm.flags) and steps \
+      else arm.train_steps
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
   metrics = json.loads(_json_tail(_run(
@@ -149,6 +154,12 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
          f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
     if "nsp_accuracy" in own:
       nsp = {"nsp_accuracy": own["nsp_accuracy"], "own_perplexity": own["perplexity"]}
+  linguistic = {}
+  if opts.get("minimal_pairs"):  # BLiMP-format pairs: accuracy by pseudo-log-likelihood
+    pairs = json.loads(_run(["roberta_tf.evaluate", f"--model_dir={model}",
+                             f"--minimal_pairs={opts['minimal_pairs']}", "--json"],
+                            stdout_only=True).strip().splitlines()[-1])
+    linguistic = {"blimp": pairs["accuracy"], "blimp_pairs": pairs["pairs"]}
   finetune_dir = os.path.join(run_dir, "finetune")
   _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
@@ -159,12 +170,13 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
     task = json.load(f)
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
-            "train_steps": arm.train_steps, "learning_rate": arm.learning_rate,
-            "tokens": arm.batch_size * arm.train_steps * SEQ_LEN,  # sequence slots
-            "real_tokens": round(arm.train_steps * real_per_step), "packing": arm.packing,
+            "train_steps": trained, "learning_rate": arm.learning_rate,
+            "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
+            "real_tokens": round(trained * real_per_step), "packing": arm.packing,
             "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
             "task_metric": task["metric"], "task_value": task[task["metric"]],
-            "curve": curve, **nsp, "minutes": round((time.time() - start) / 60, 2)}
+            "curve": curve, **nsp, **linguistic,
+            "minutes": round((time.time() - start) / 60, 2)}
   atomic_write.write_json(result_path, result)
   return result
 

@@ -11,6 +11,11 @@ corpus, shards (of its packing) and seeds, and is evaluated on the same fixed-ma
 - batch_size (paper Table 3): batch x k at equal tokens, steps / k, the learning rate scaled as
   in the paper's table (bsz 256 / lr 1e-4 / 1M steps; 2K / 7e-4 / 125K; 8K / 1e-3 / 31K), i.e.
   k = 1, 8, 32 with lr x 1, 7, 10. Gradient accumulation gives the big batches.
+- recipe (the budget recipe, issue 38): RoBERTa's faithful recipe against each budget choice
+  alone (pre-LN, no linear biases, a GEGLU feed-forward, 40% masking, pre-LN at twice the
+  peak rate) and all of them together, each at the SAME WALL CLOCK (`train --train_minutes`:
+  the warmup and decay follow the budget's elapsed share, the warmup's share is
+  --warmup_fraction), not the same tokens: a cheaper step reads more data in the budget.
 - input_format (paper Table 2): SEGMENT-PAIR + NSP, SENTENCE-PAIR + NSP, FULL-SENTENCES and
   DOC-SENTENCES, each on shards of its own packing (data_prep/packing.py, pair_packing.py) from
   the same corpus subset. As in the paper, arms whose sequences are shorter get a bigger batch so
@@ -91,17 +96,38 @@ class StudyError(ValueError):
 PAPER_BATCH_SCALING = ((1, 1.0), (8, 7.0), (32, 10.0))
 
 
-def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
+# The recipe study's arms: (label, train flags, learning-rate multiplier).
+RECIPE_ARMS = (
+    ("faithful (post-LN, biases, GELU FFN, 15% masking)", (), 1.0),
+    ("pre-LN", ("--pre_layer_norm",), 1.0),
+    ("pre-LN, 2x peak LR", ("--pre_layer_norm",), 2.0),
+    ("no linear biases", ("--nouse_bias",), 1.0),
+    ("GEGLU feed-forward", ("--gated_ffn",), 1.0),
+    ("40% masking", ("--mask_prob=0.4",), 1.0),
+    ("all of them (budget)", ("--pre_layer_norm", "--nouse_bias", "--gated_ffn",
+                              "--mask_prob=0.4"), 2.0),
+)
+
+
+def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float = 0.0) -> Study:
   """The study `name` with `steps` optimizer updates for its smallest-batch arm.
 
   Args:
-    name: masking | batch_size | input_format.
-    steps: updates of the base arm (the token budget is base_batch x steps for every arm).
+    name: masking | batch_size | input_format | recipe.
+    steps: updates of the base arm (the token budget is base_batch x steps for every arm);
+      recipe: only sets the warmup's share and the eval cadence (the clock ends each run).
     base_batch: batch of the base arm.
     base_lr: peak learning rate of the base arm.
+    minutes: recipe: each arm's wall-clock budget (train --train_minutes).
   Raises:
-    StudyError: unknown study.
+    StudyError: unknown study, or recipe without minutes.
   """
+  if name == "recipe":
+    if minutes <= 0:
+      raise StudyError("--study=recipe compares arms at equal wall clock: give --minutes > 0")
+    return Study(arms=tuple(
+        Arm(label, base_batch, steps, base_lr * scale, (f"--train_minutes={minutes:g}", *flags))
+        for label, flags, scale in RECIPE_ARMS), corpus_mb=0)
   if name == "masking":
     return Study(arms=(
         Arm("dynamic", base_batch, steps, base_lr, ("--masking=dynamic",)),
@@ -122,7 +148,8 @@ def build(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
         ("SENTENCE-PAIR + NSP", packings.SENTENCE_PAIR)))
     return Study(arms=arms, corpus_mb=_mb_for_epochs(steps * base_batch, epochs=4),
                  equal_tokens=True)
-  raise StudyError(f"--study={name}: unknown; choose masking, batch_size or input_format")
+  raise StudyError(f"--study={name}: unknown; choose masking, batch_size, input_format or "
+                   "recipe")
 
 
 def _mb_for_epochs(sequences: int, epochs: int, seq_len: int = 128,

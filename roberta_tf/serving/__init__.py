@@ -1,6 +1,6 @@
 """Every SavedModel export, each with raw-string signatures (the tokenizer is inside).
 
-  mlm_export          a pretrained model: fill_mask, encode, mlm_logits, tokenize
+  mlm_export          a pretrained model: fill_mask, encode, mlm_logits, tokenize, score
   finetuned_export    a fine-tuned model: classify / choose / answer
   saved_model_writer  the one atomic SavedModel writer every export uses; its exports load in
                       TF Serving's session-based loader as well as in `tf.saved_model.load`
