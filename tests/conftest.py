@@ -7,6 +7,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checked-out workspace itself, through this file's real path. The same as REPO outside
+# Bazel; under it, REPO is the runfiles tree (declared inputs only), and the tests that read
+# files in place (every BUILD file, pyproject.toml, the requirements) use this.
+SOURCE_TREE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 HF_TINY = os.path.join(TESTDATA, "hf_roberta_tiny")
 

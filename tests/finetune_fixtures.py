@@ -102,14 +102,16 @@ def write_race(path: str, passages: int, seed: int) -> str:
 
 
 def pretrained_model_dir(hf_tiny_dir: str, out_dir: str, seed: int = 0) -> str:
-  """A model dir like pretraining writes (config.json + checkpoint + vocab files): the "tiny"
-  preset (L2 H128) with the fixture's 8000-id vocab, max_seq_len 64, seeded random weights --
+  """A model dir like pretraining writes (config.json + checkpoint + vocab files): the tests'
+  tiny model (harness.tiny_config: L2 H128, the fixture's 8000-id vocab, max_seq_len 64) with
+  the presets' dropout 0.1, which fine-tuning reads from config.json; seeded random weights --
   which fine-tune on the synthetic tasks in a few steps (the HF fixture's H64 weights do not)."""
   import keras  # pylint: disable=import-outside-toplevel
 
   from roberta_tf import models  # pylint: disable=import-outside-toplevel
+  from tests.harness import tiny_config  # pylint: disable=import-outside-toplevel
   keras.utils.set_random_seed(seed)
-  config = models.preset("tiny", vocab_size=8000, max_seq_len=64)
+  config = tiny_config(dropout=0.1, attention_dropout=0.1)
   models.save(out_dir, models.RobertaPretrainer(config))
   for name in ("vocab.json", "merges.txt"):
     shutil.copyfile(os.path.join(hf_tiny_dir, name), os.path.join(out_dir, name))

@@ -4,17 +4,26 @@
   start-up logs off, output captured as text; never raises on a non-zero exit (the test
   asserts the return code). `start_module` is the same as a `Popen`, for tests
   that signal or read a running binary.
+- `run_script(code, *argv)` / `start_script`: the same for `python -c code` (a fresh
+  interpreter that imports only what the test wants, or sets TF up before it initializes).
+- `run_command(argv)` / `start_command`: any other program (`console_script("tensorboard")`,
+  `mount`); the four above are these with this interpreter's `-m` / `-c`.
+  Every one takes `env=` (default `module_env()`; `module_env(NAME="value")` adds to it),
+  `timeout=` (run_*; seconds, default 300), `text=False` for bytes (output, and argv items may
+  be bytes), `file_size_limit=N` (RLIMIT_FSIZE in the child: a write past N bytes fails as on
+  a full disk) and, for start_*, Popen's stdout / stderr.
 - `free_port()`: a localhost port nothing listens on (multi-worker TF_CONFIG, TensorBoard).
 - `tiny_config(**overrides)`: the `tiny` preset at the fixture vocabulary's size (8,000) and 64
   tokens, dropout 0 (so two runs of the same batches are equal): the model of most tests.
 
 Layer tests: tests/layer_testing.py. Shared data (the fixture vocabulary, the test corpus's
-shards): tests/conftest.py's fixtures.
+shards) and the repository's paths (REPO, TESTDATA, HF_TINY): tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -30,21 +39,64 @@ def module_env(**extra: str) -> dict[str, str]:
   return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO, **extra}
 
 
-def module_command(module: str, *args: str) -> list[str]:
-  return [sys.executable, "-m", module, *map(str, args)]
+def _argv(args) -> list:
+  return [a if isinstance(a, bytes) else str(a) for a in args]
 
 
-def run_module(module: str, *args, timeout: float = 300, env: dict | None = None,
-               **kwargs) -> subprocess.CompletedProcess:
+def module_command(module: str, *args) -> list:
+  """`python -m module args` with this interpreter."""
+  return [sys.executable, "-m", module, *_argv(args)]
+
+
+def script_command(code: str, *args) -> list:
+  """`python -c code args` with this interpreter."""
+  return [sys.executable, "-c", code, *_argv(args)]
+
+
+def console_script(name: str) -> str:
+  """An installed package's command (`tensorboard`, `saved_model_cli`) beside this interpreter."""
+  return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def _child_kwargs(env, text, file_size_limit, kwargs) -> dict:
+  if file_size_limit is not None:
+    def limit():
+      resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+    kwargs["preexec_fn"] = limit
+  return {"cwd": REPO, "env": env or module_env(), "text": text, **kwargs}
+
+
+def run_command(argv, *, timeout: float = 300, env: dict | None = None, text: bool = True,
+                file_size_limit: int | None = None, **kwargs) -> subprocess.CompletedProcess:
+  """Runs `argv` to completion from the repository root, output captured (see the docstring)."""
+  return subprocess.run(_argv(argv), capture_output=True, timeout=timeout, check=False,
+                        **_child_kwargs(env, text, file_size_limit, kwargs))
+
+
+def start_command(argv, *, env: dict | None = None, text: bool = True,
+                  file_size_limit: int | None = None, **popen_kwargs) -> subprocess.Popen:
+  """Starts `argv` from the repository root (pass stdout/stderr as the test needs)."""
+  return subprocess.Popen(_argv(argv), **_child_kwargs(env, text, file_size_limit, popen_kwargs))
+
+
+def run_module(module: str, *args, **kwargs) -> subprocess.CompletedProcess:
   """Runs `python -m module args` to completion (see the module docstring)."""
-  return subprocess.run(module_command(module, *args), cwd=REPO, env=env or module_env(),
-                        capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
+  return run_command(module_command(module, *args), **kwargs)
 
 
-def start_module(module: str, *args, env: dict | None = None, **popen_kwargs) -> subprocess.Popen:
+def start_module(module: str, *args, **kwargs) -> subprocess.Popen:
   """Starts `python -m module args` (text mode; pass stdout/stderr as the test needs)."""
-  return subprocess.Popen(module_command(module, *args), cwd=REPO, env=env or module_env(),
-                          text=True, **popen_kwargs)
+  return start_command(module_command(module, *args), **kwargs)
+
+
+def run_script(code: str, *args, **kwargs) -> subprocess.CompletedProcess:
+  """Runs `python -c code args` to completion (as run_module)."""
+  return run_command(script_command(code, *args), **kwargs)
+
+
+def start_script(code: str, *args, **kwargs) -> subprocess.Popen:
+  """Starts `python -c code args` (as start_module)."""
+  return start_command(script_command(code, *args), **kwargs)
 
 
 def free_port() -> int:

@@ -8,12 +8,13 @@ process imports tensorflow_text or roberta_tf: an export needs core TF ops only.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 
-_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+from tests.harness import console_script, module_command, module_env, run_command, run_script
+
+# CPU only, TF quiet.
+_ENV = module_env(CUDA_VISIBLE_DEVICES="")
 
 # Argv: export dir, {signature: {input: nested list}}, output .npz. First checks that every op
 # of the saved graph (functions included) is registered by core TensorFlow alone.
@@ -47,10 +48,10 @@ print("modules:", sorted(m for m in sys.modules
 
 
 def _cli() -> list[str]:
-  script = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  script = console_script("saved_model_cli")
   if os.path.isfile(script):  # the console script TensorFlow installs
     return [script]
-  return [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+  return module_command("tensorflow.python.tools.saved_model_cli")
 
 
 def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: str) -> dict:
@@ -62,7 +63,7 @@ def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: s
   assert exprs.count(";") == len(inputs) - 1, "a ';' inside an input"
   cmd = _cli() + ["run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
                   signature, "--input_exprs", exprs, "--outdir", outdir]
-  proc = subprocess.run(cmd, capture_output=True, text=True, env=_ENV, timeout=300)
+  proc = run_command(cmd, env=_ENV)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = {}
   for name in os.listdir(outdir):
@@ -74,8 +75,7 @@ def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: s
 def tf1_session_run(export_dir: str, spec: dict, out_path: str) -> dict:
   """`tf.compat.v1.saved_model.loader.load` in a Session; runs each signature of `spec`
   ({signature: {input: nested list}}). Returns {"signature/output": array}."""
-  proc = subprocess.run([sys.executable, "-c", _TF1, export_dir, json.dumps(spec), out_path],
-                        capture_output=True, text=True, env=_ENV, timeout=300)
+  proc = run_script(_TF1, export_dir, json.dumps(spec), out_path, env=_ENV)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "unregistered ops: []" in proc.stdout, proc.stdout
   assert "modules: []" in proc.stdout, proc.stdout

@@ -11,8 +11,9 @@ add or remove, when:
 - a binary that a file runs as `python -m pkg.module` is not in its `data` (or `deps`);
 - a test reads test data (tests/testdata, flags/) that its `data` does not name.
 
-Under Bazel this test reads the workspace itself (found through its own file's real path; the
-target is tagged "local" and "external", so it is never cached against stale BUILD files).
+Under Bazel this test reads the workspace itself (tests/conftest.py's SOURCE_TREE, found
+through a real path; the target is tagged "local" and "external", so it is never cached against
+stale BUILD files).
 """
 
 import ast
@@ -22,7 +23,8 @@ import os
 import re
 import tomllib
 
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+from tests.conftest import SOURCE_TREE as REPO
+
 FOLDERS = ("roberta_tf", "data_prep", "benchmarks", "tests", "tools")
 # Shared by every pytest_test (tools/bazel/pytest.bzl adds it), not a target of its own.
 RUNNER = "tools/bazel/pytest_main.py"

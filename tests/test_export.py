@@ -4,8 +4,6 @@ loader and the session-based ones TF Serving's loader stands for (saved_model_cl
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import serving_loaders
+from tests.harness import run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -60,8 +59,7 @@ def exported(tmp_path_factory, hf_tiny_dir):
 def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
   model_dir, export_dir = exported
   out_path = str(tmp_path / "out.npz")
-  proc = subprocess.run([sys.executable, "-c", _RELOAD, export_dir, json.dumps(TEXTS), out_path],
-                        capture_output=True, text=True, timeout=300)
+  proc = run_script(_RELOAD, export_dir, json.dumps(TEXTS), out_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "modules: []" in proc.stdout
   got = dict(np.load(out_path))

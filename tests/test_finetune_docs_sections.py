@@ -12,18 +12,16 @@ budget (10 epochs, LR sweep) the two end up close at this pretraining scale; the
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from roberta_tf.finetuning import docs_sections, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTDATA = os.path.join(REPO, "tests", "testdata")
 TASK = os.path.join(TESTDATA, "docs_sections")
 # L2 H64 A2 F256, 8000-id vocab, max_seq_len 64: escapes the MLM unigram plateau in ~500 steps.
 MODEL = {"vocab_size": 8000, "hidden_size": 64, "num_layers": 2, "num_heads": 2,
@@ -31,8 +29,7 @@ MODEL = {"vocab_size": 8000, "hidden_size": 64, "num_layers": 2, "num_heads": 2,
 
 
 def _run(argv):
-  proc = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True,
-                        timeout=600)
+  proc = run_module(*argv, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
 

@@ -4,8 +4,6 @@ session-based loaders TF Serving's loader stands for (saved_model_cli, TF1)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
+from tests.harness import run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -114,8 +113,7 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   dirs, qa_examples, choice_examples = exported
   spec, questions, contexts = _spec(exported)
   out_path = str(tmp_path / "out.npz")
-  proc = subprocess.run([sys.executable, "-c", _RELOAD, json.dumps(spec), out_path],
-                        capture_output=True, text=True, timeout=300)
+  proc = run_script(_RELOAD, json.dumps(spec), out_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "modules: []" in proc.stdout
   got = dict(np.load(out_path))

@@ -4,8 +4,6 @@ and the MNLI -> RTE/STS-B chain of --init_from."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,11 +14,12 @@ from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.task_data import TaskDataError
 from tests import finetune_fixtures as fx
+from tests.conftest import TESTDATA
+from tests.harness import run_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GLUE = os.path.join(REPO, "tests", "testdata", "glue")
+GLUE = os.path.join(TESTDATA, "glue")
 
 
 def _data(name):
@@ -183,11 +182,10 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
   """The paper's chain through the binary: RTE from the MNLI model, 2 batch sizes x 3 seeds."""
   cfg, _ = mnli
   out = tmp_path / "rte"
-  argv = [sys.executable, "-m", "roberta_tf.finetune", "--glue_task=rte",
-          f"--data_dir={os.path.join(GLUE, 'RTE')}", f"--init_from={cfg.model_dir}",
-          f"--model_dir={out}", "--batch_sizes=2,4", "--learning_rate=1e-3", "--seeds=3",
-          "--epochs=1", "--max_seq_len=64"]
-  proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+  args = ["--glue_task=rte", f"--data_dir={os.path.join(GLUE, 'RTE')}",
+          f"--init_from={cfg.model_dir}", f"--model_dir={out}", "--batch_sizes=2,4",
+          "--learning_rate=1e-3", "--seeds=3", "--epochs=1", "--max_seq_len=64"]
+  proc = run_module("roberta_tf.finetune", *args, timeout=600)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   assert "init from fine-tuned" in proc.stdout and "a new head" in proc.stdout
   with open(out / "eval_results.json", encoding="utf-8") as f:
@@ -210,8 +208,8 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
   assert "| 2 | 0.001 |" in markdown and "| 4 | 0.001 |" in markdown
   assert "Best configuration (by median)" in markdown
 
-  clash = subprocess.run(argv[:4] + [f"--model_dir={tmp_path / 'x'}", "--task=regression"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+  clash = run_module("roberta_tf.finetune", args[0], f"--model_dir={tmp_path / 'x'}",
+                     "--task=regression")
   assert clash.returncode != 0 and "--glue_task=rte sets --task; leave it out" in clash.stderr
 
 

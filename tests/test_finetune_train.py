@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,8 +16,7 @@ from roberta_tf.finetuning import finetuned_dir, squad_eval, sweep_runner
 from roberta_tf.finetuning import tasks as tasks_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.harness import module_env, run_module, start_module
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +168,13 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
   (the sweep's 2e-3 run): each replica divides its loss sum by the GLOBAL example count and
   keras AdamW sums the replicas' gradients, so the update is the global batch mean."""
   cfg, one = sweep
-  argv = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
-          f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
-          f"--eval_file={cfg.eval_file}", f"--model_dir={tmp_path / 'two'}",
-          "--text_fields=sentence,sentence2", "--max_seq_len=48", "--batch_size=16", "--epochs=8",
-          "--learning_rate=2e-3", "--dropout=0", "--strategy=mirrored", "--cpu_replicas=2",
-          "--seeds=1",
+  args = ["--task=classification", f"--init_from={cfg.init_from}",
+          f"--train_file={cfg.train_file}", f"--eval_file={cfg.eval_file}",
+          f"--model_dir={tmp_path / 'two'}", "--text_fields=sentence,sentence2",
+          "--max_seq_len=48", "--batch_size=16", "--epochs=8", "--learning_rate=2e-3",
+          "--dropout=0", "--strategy=mirrored", "--cpu_replicas=2", "--seeds=1",
           f"--export_dir={tmp_path / 'saved_model'}"]
-  proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = run_module("roberta_tf.finetune", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "2 replica(s)" in proc.stdout
   with open(tmp_path / "two" / "eval_results.json") as f:
@@ -192,11 +189,10 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
 @pytest.mark.slow
 def test_binary_rejects_bad_input_without_leaving_results(data, tmp_path):
   out = tmp_path / "bad"
-  proc = subprocess.run(
-      [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
-       f"--init_from={data['pretrained']}", f"--train_file={data['train.tsv']}",
-       f"--eval_file={data['dev.tsv']}", f"--model_dir={out}", "--text_fields=premise"],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = run_module(
+      "roberta_tf.finetune", "--task=classification", f"--init_from={data['pretrained']}",
+      f"--train_file={data['train.tsv']}", f"--eval_file={data['dev.tsv']}",
+      f"--model_dir={out}", "--text_fields=premise")
   assert proc.returncode == 1
   assert "train.tsv:2: no field 'premise' (--text_fields)" in proc.stderr
   assert not os.path.exists(out / "eval_results.json")
@@ -250,15 +246,14 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   ends where the uninterrupted sweep (the `sweep` fixture, in-process) ended."""
   cfg, want = sweep
   out = tmp_path / "out"
-  cmd = [sys.executable, "-m", "roberta_tf.finetune", "--task=classification",
-         f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
-         f"--eval_file={cfg.eval_file}", f"--model_dir={out}", "--max_seq_len=48",
-         "--batch_size=16", "--epochs=8", "--learning_rates=1e-7,2e-3", "--dropout=0.0",
-         "--text_fields=sentence,sentence2", "--max_query_len=12", "--doc_stride=16",
-         "--max_answer_len=6", "--seeds=1"]
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=env)
+  args = ["--task=classification", f"--init_from={cfg.init_from}",
+          f"--train_file={cfg.train_file}", f"--eval_file={cfg.eval_file}",
+          f"--model_dir={out}", "--max_seq_len=48", "--batch_size=16", "--epochs=8",
+          "--learning_rates=1e-7,2e-3", "--dropout=0.0", "--text_fields=sentence,sentence2",
+          "--max_query_len=12", "--doc_stride=16", "--max_answer_len=6", "--seeds=1"]
+  env = module_env(TF_CPP_MIN_LOG_LEVEL="2")
+  proc = start_module("roberta_tf.finetune", *args, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, env=env)
   lines = []
   for line in proc.stdout:
     lines.append(line)
@@ -276,7 +271,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
     sweep_runner.run_sweep(other)
 
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+  proc = run_module("roberta_tf.finetune", *args, env=env)
   assert proc.returncode == 0, proc.stdout + proc.stderr
   assert "resuming the unfinished sweep" in proc.stdout and "resumed at update" in proc.stdout
   with open(out / "eval_results.json", encoding="utf-8") as f:

@@ -6,8 +6,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,11 +14,12 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
+from tests.conftest import TESTDATA
+from tests.harness import module_env, run_module, run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(REPO, "tests", "testdata", "hf_tokenizer_files")
+GOLDEN = os.path.join(TESTDATA, "hf_tokenizer_files")
 FILES = ["config.json", "merges.txt", "model.safetensors", "special_tokens_map.json",
          "tokenizer_config.json", "vocab.json"]
 HAVE_HF = all(importlib.util.find_spec(m) for m in ("transformers", "torch"))
@@ -60,9 +59,8 @@ def folders(tmp_path_factory, hf_tiny_dir):
   models.save(model_dir, pretrainer)
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
-  result = subprocess.run([sys.executable, "-m", "roberta_tf.convert_checkpoint", "--to_hf",
-                           f"--model_dir={model_dir}", f"--hf_dir={hf_dir}"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+  result = run_module("roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
+                      f"--hf_dir={hf_dir}")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "tokenizer_config.json" in result.stdout
   export_dir = mlm_export.export_saved_model(model_dir, str(root / "saved_model"), top_k=5)
@@ -86,9 +84,8 @@ def test_tokenizer_files_are_golden_and_modes_usual(folders):
                     "(requirements-bench.txt)")
 def test_hf_fill_mask_pipeline_gives_our_top5(folders):
   _, hf_dir, export_dir = folders
-  proc = subprocess.run([sys.executable, "-c", _HF, hf_dir, json.dumps(TEXTS)],
-                        capture_output=True, text=True, timeout=600,
-                        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  proc = run_script(_HF, hf_dir, json.dumps(TEXTS), timeout=600,
+                    env=module_env(CUDA_VISIBLE_DEVICES=""))
   assert proc.returncode == 0, proc.stderr[-3000:]
   hf = json.loads(proc.stdout.strip().splitlines()[-1])
   assert hf["model_max_length"] == 64

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.models.config import preset
 from roberta_tf.models.embeddings import roberta_position_ids
 from roberta_tf.models.encoder import build_encoder
+from tests.harness import tiny_config
 
-CONFIG = preset("tiny", vocab_size=300, max_seq_len=32, hidden_size=32, intermediate_size=64,
-                num_heads=4)
+# Smaller than the tests' model, 4 heads; dropout on (test_dropout_only_in_training).
+CONFIG = tiny_config(vocab_size=300, max_seq_len=32, hidden_size=32, intermediate_size=64,
+                     num_heads=4, dropout=0.1, attention_dropout=0.1)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from safetensors.numpy import load_file, save_file
 from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
-from tests.harness import run_module
+from tests.harness import run_module, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
   tests/test_hf_training_parity.py)."""
   import keras  # pylint: disable=import-outside-toplevel
   keras.utils.set_random_seed(0)
-  config = models.preset("tiny", vocab_size=300, max_seq_len=30, **recipe)
+  config = tiny_config(vocab_size=300, max_seq_len=30, **recipe)
   ours = models.RobertaPretrainer(config, dtype="float32")
   hf_weights.save_hf(str(tmp_path), ours)
   with open(tmp_path / "config.json") as f:
@@ -209,8 +209,7 @@ def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
 
 
 def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
-  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=300, max_seq_len=30,
-                                                 gated_ffn=True))
+  model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_seq_len=30, gated_ffn=True))
   with pytest.raises(HFCheckpointError, match=r"gated_ffn \(--gated_ffn, a GEGLU"):
     hf_weights.save_hf(str(tmp_path / "hf"), model)
   assert not os.path.exists(tmp_path / "hf")
@@ -218,5 +217,4 @@ def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
   for recipe, name in (({"gated_ffn": True}, "gated_ffn"), ({"pre_layer_norm": True},
                                                              "pre_layer_norm")):
     with pytest.raises(keras_hub_weights.KerasHubWeightsError, match=rf"^{name} \(--{name}\)"):
-      keras_hub_weights.build_backbone(models.preset("tiny", vocab_size=300, max_seq_len=30,
-                                                     **recipe))
+      keras_hub_weights.build_backbone(tiny_config(vocab_size=300, max_seq_len=30, **recipe))

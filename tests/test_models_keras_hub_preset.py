@@ -14,7 +14,6 @@ from roberta_tf.models.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
 from tests.harness import run_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Texts of tokenizer_cases.jsonl where keras-hub's RobertaTokenizer gives other ids than HF
 # (and ours): a run of spaces before a word. GPT-2's pre-tokenizer regex `\s+(?!\S)` leaves the
 # last space to the word (" " + " world"); keras-hub's regex has no lookahead and splits

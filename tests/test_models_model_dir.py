@@ -9,9 +9,10 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.models.model_dir import ModelDirError
+from tests.harness import tiny_config
 
-CONFIG = models.preset("tiny", vocab_size=120, max_seq_len=16, hidden_size=32,
-                       intermediate_size=64, num_heads=2)
+CONFIG = tiny_config(vocab_size=120, max_seq_len=16, hidden_size=32, intermediate_size=64,
+                     num_heads=2)  # smaller than the tests' model: quick saves
 BATCH = {"input_ids": np.array([[0, 5, 6, 7, 2, 1]], np.int32),
          "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], np.int32),
          "mask_positions": np.array([[1, 3]], np.int32)}

@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.models.config import preset
 from roberta_tf.models.pretrainer import RobertaPretrainer
+from tests.harness import tiny_config
+from tests.layer_testing import run_layer_test
 
-CONFIG = preset("tiny", vocab_size=200, max_seq_len=16, hidden_size=32, intermediate_size=64,
-                num_heads=2)
+# Smaller than the tests' model; dropout on (the training=True pass runs it under each policy).
+CONFIG = tiny_config(vocab_size=200, max_seq_len=16, hidden_size=32, intermediate_size=64,
+                     num_heads=2, dropout=0.1, attention_dropout=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +95,14 @@ def test_forward_backward_under_each_policy(policy):
   assert all(g is not None and np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
   assert np.isfinite(loss.numpy()) and abs(loss.numpy() - np.log(CONFIG.vocab_size)) < 1.0
   assert all(v.dtype == "float32" for v in model.trainable_variables)
+
+
+def test_layer_contract():
+  # The encoder's 5 embedding weights (the type row included) and 16 per layer; the MLM head's
+  # dense kernel + bias, LayerNorm gamma + beta and output bias (its decoder is the token table).
+  run_layer_test(RobertaPretrainer, {"config": CONFIG}, (_batch(),),
+                 expected_output_shape=(2, 3, CONFIG.vocab_size),
+                 expected_num_trainable_weights=5 + 16 * CONFIG.num_layers + 5)
 
 
 def test_get_config_round_trip(pretrainer):

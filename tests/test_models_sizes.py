@@ -58,7 +58,7 @@ def test_small_presets(name, millions):
                                     {"pre_layer_norm": True, "use_bias": False, "gated_ffn": True}],
                          ids=str)
 def test_recipe_options_built_count_matches_formula(recipe):
-  config = preset("tiny", vocab_size=500, max_seq_len=30, **recipe)
+  config = tiny_config(vocab_size=500, max_seq_len=30, **recipe)
   model = RobertaPretrainer(config)
   assert model.count_params() == count_parameters(config)
   assert model.encoder.count_params() == count_parameters(config, include_head=False)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.schedule import WarmupLinearDecay
+from tests.harness import tiny_config
 
 
 def test_adamw_hyperparameters():
@@ -18,7 +19,7 @@ def test_adamw_hyperparameters():
 
 def test_weight_decay_skips_layer_norm_and_biases():
   """Zero gradients: Adam's step is 0, so only decoupled weight decay moves a variable."""
-  model = models.RobertaPretrainer(models.preset("tiny", vocab_size=300, max_positions=18))
+  model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_positions=18))
   lr, decay = 0.5, 0.01
   variables = model.trainable_variables
   opt = optimizer_lib.build_optimizer(variables=variables, learning_rate=lr, warmup_steps=0,

@@ -6,8 +6,6 @@ from the configs' fields, with the flags' names, defaults, choices and required-
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from absl import flags
@@ -15,8 +13,8 @@ from absl import flags
 from roberta_tf.common import option_groups, options
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training.train_config import TrainConfig
-
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+from tests.conftest import REPO
+from tests.harness import run_script
 
 PRECISION = ("enum", "float32", ("float32", "mixed_bfloat16", "mixed_float16"))
 STRATEGY = ("enum", "auto", ("auto", "default", "mirrored", "multi_worker", "tpu"))
@@ -146,8 +144,7 @@ print(json.dumps({{"flags": table, "required": required,
 
 
 def _flags_of(module):
-  result = subprocess.run([sys.executable, "-c", _DUMP.format(module=module)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+  result = run_script(_DUMP.format(module=module), timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout)
 

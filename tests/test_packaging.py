@@ -5,8 +5,7 @@ import re
 import tomllib
 
 from roberta_tf.common import flagfiles
-
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+from tests.conftest import SOURCE_TREE as REPO
 
 
 def _pins(name):

@@ -14,9 +14,9 @@ from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_dataset, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo
-from roberta_tf.models import preset
 from tests.batches import restore
 from tests.conftest import HF_TINY, TESTDATA
+from tests.harness import tiny_config
 
 S = 64
 
@@ -205,13 +205,13 @@ def test_mismatches_with_vocab_or_model_fail_clearly(shards, vocab, tmp_path):
     build_pretraining_dataset(shards, "test", vocab, config)
   with pytest.raises(dataset_info.DatasetInfoError, match="vocab size 8000 in the shards, 9000"):
     build_dataset(shards, "train", training=True, per_replica_batch_size=4, max_seq_len=S,
-                  model_config=preset("tiny", vocab_size=9000, max_positions=S + 2))
+                  model_config=tiny_config(vocab_size=9000, max_positions=S + 2))
   with pytest.raises(dataset_info.DatasetInfoError, match="not found"):
     build_pretraining_dataset(str(tmp_path), "train", vocab, config)
 
 
 def test_build_dataset_for_the_training_loop(shards):
-  model_config = preset("tiny", vocab_size=8000, max_positions=S + 2)
+  model_config = tiny_config(max_positions=S + 2)
   masking = MaskingConfig(whole_word=True)  # needs the vocab_dir recorded by data_prep
   train = build_dataset(shards, "train", training=True, per_replica_batch_size=4, max_seq_len=S,
                         masking=masking, model_config=model_config, seed=1)

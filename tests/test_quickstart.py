@@ -2,7 +2,6 @@
 vocab -> shards -> train -> export -> fill-mask, and the closing line with the unigram baseline."""
 
 import json
-import os
 import re
 
 import pytest
@@ -10,8 +9,6 @@ import pytest
 from tests.harness import run_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.timeout(600)

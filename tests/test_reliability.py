@@ -11,20 +11,19 @@ import glob
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.conftest import HF_TINY, TESTDATA
+from tests.harness import module_env, run_command, run_module, run_script, start_module
+
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")
-HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
+CORPUS = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
 # TF/absl lines printed before (or regardless of) TF_CPP_MIN_LOG_LEVEL on a machine without GPU.
 _NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWEF]\d{4} |"
                     r"To enable the following instructions)")
@@ -32,15 +31,18 @@ _NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IW
 Result = collections.namedtuple("Result", "rc out err lines")
 
 
-def run_binary(module, *args, timeout=300, limit_file_bytes=None, **kwargs):
-  """`python -m module args` in REPO; lines = its stderr without TF's start-up noise."""
-  def limit():
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
-  proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True,
-                        timeout=timeout, preexec_fn=limit if limit_file_bytes else None,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), **kwargs)
-  out, err = (s.decode("utf-8", "replace") if isinstance(s, bytes) else s
-              for s in (proc.stdout, proc.stderr))
+def _env(**extra):
+  """TF at log level 2: what `_NOISE` is written against."""
+  return module_env(TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def run_binary(module, *args, timeout=300, limit_file_bytes=None):
+  """harness.run_module, output read as UTF-8 with bad bytes replaced (argv items may be bytes);
+  lines = its stderr without TF's start-up noise. limit_file_bytes: the child's file-size limit
+  (a write past it fails as on a full disk)."""
+  proc = run_module(module, *args, timeout=timeout, env=_env(), text=False,
+                    file_size_limit=limit_file_bytes)
+  out, err = (s.decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
   lines = [line for line in err.splitlines() if line.strip() and not _NOISE.match(line)]
   return Result(proc.returncode, out, err, lines)
 
@@ -193,11 +195,10 @@ def test_a_second_trainer_on_the_same_model_dir_is_refused(tiny, tmp_path):
 
 def test_ctrl_c_saves_the_step_and_exits_cleanly(tiny, tmp_path):
   model = str(tmp_path / "interrupted")
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "roberta_tf.train",
-       *train_args(model, tiny.shards, 500, "--checkpoint_every=1000", "--eval_steps=1")],
-      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"))
+  proc = start_module(
+      "roberta_tf.train",
+      *train_args(model, tiny.shards, 500, "--checkpoint_every=1000", "--eval_steps=1"),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(PYTHONUNBUFFERED="1"))
   try:
     for line in proc.stdout:
       if line.startswith("step 2/"):
@@ -281,8 +282,8 @@ def _tmpfs(path, size: str) -> bool:
   if os.geteuid() != 0 or not shutil.which("mount"):
     return False
   os.makedirs(path, exist_ok=True)
-  return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path],
-                        capture_output=True, check=False).returncode == 0
+  mounted = run_command(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path])
+  return mounted.returncode == 0
 
 
 def test_no_space_left_at_an_export_on_a_full_tmpfs(tiny, tmp_path):
@@ -296,14 +297,13 @@ def test_no_space_left_at_an_export_on_a_full_tmpfs(tiny, tmp_path):
                           f"cannot write {out}: no space left on the device")
     assert os.listdir(mount) == []
   finally:
-    subprocess.run(["umount", mount], check=False)
+    run_command(["umount", mount])
 
 
 def test_fill_mask_keeps_every_text_and_reports_truncation(exported):
   long_text = "word " * 40 + "the <mask> end"  # beyond the export's 22 text tokens
   r = assert_ok(run_binary("roberta_tf.fill_mask", f"--saved_model={exported}",
-                           "A <mask> here.", b"\xff\xfe bad <mask> bytes", long_text,
-                           text=False))
+                           "A <mask> here.", b"\xff\xfe bad <mask> bytes", long_text))
   assert "not valid UTF-8: 2 bytes replaced by U+FFFD" in r.out
   assert r.out.count("<mask> #1:") == 2  # the short valid text and the decoded one
   assert "truncated: " in r.out and "1 of its 1 <mask>s came after that" in r.out
@@ -380,8 +380,8 @@ def test_importing_an_hf_dir_without_vocab_files_warns(tmp_path):
 
 def test_export_removes_a_killed_exports_temp_dir_but_not_a_live_ones(tiny, tmp_path):
   out = str(tmp_path / "saved_model")
-  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                        capture_output=True, text=True, check=True)
+  dead = run_script("import os; print(os.getpid())")
+  assert dead.returncode == 0, dead.stderr
   stale, live = f"{out}.tmp-{int(dead.stdout)}", f"{out}.tmp-{os.getpid()}"
   for path in (stale, live):
     os.makedirs(f"{path}/variables")

@@ -6,8 +6,6 @@ import hashlib
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -23,6 +21,7 @@ from roberta_tf.tokenization.tokenizer import (
   bytes_to_unicode,
 )
 from tests.conftest import HF_TINY, REPO, TESTDATA
+from tests.harness import module_env, run_script
 
 # The whole corpus, when ../shared sits beside the repository (the test is skipped elsewhere).
 FULL_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
@@ -218,9 +217,7 @@ def test_saved_model_in_fresh_process(tok, tmp_path):
           f"out = m.encode(tf.constant({texts!r}))\n"
           "rt = tf.RaggedTensor.from_row_splits(out['values'], out['row_splits'])\n"
           "print(json.dumps(rt.to_list()))\n")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+  result = run_script(code, env=module_env(CUDA_VISIBLE_DEVICES=""), timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   assert json.loads(result.stdout.strip().splitlines()[-1]) == tok(texts).to_list()
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 
@@ -19,11 +18,18 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.training import pretraining
 from roberta_tf.training.train_config import TrainConfig
-from tests.harness import free_port, module_command, module_env, run_module, tiny_config
+from tests.harness import (
+  console_script,
+  free_port,
+  run_module,
+  run_script,
+  start_command,
+  start_module,
+  tiny_config,
+)
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 12
 TRAIN_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy", "optim/learning_rate",
                  "optim/grad_norm", "perf/tokens_per_sec", "perf/examples_per_sec", "perf/mfu",
@@ -31,12 +37,13 @@ TRAIN_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy", "optim/learning_r
 EVAL_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy"}
 
 
-def _train_cmd(train_shards, model_dir, *extra):
-  return module_command("roberta_tf.train", "--flagfile=flags/tiny.flags",
-          f"--train_data={train_shards}", f"--eval_data={train_shards}",
-          f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
-          f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4", "--eval_every=6",
-          "--eval_steps=0", "--checkpoint_every=6", *extra)
+def _start_train(train_shards, model_dir, *extra):
+  return start_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
+                      f"--train_data={train_shards}", f"--eval_data={train_shards}",
+                      f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
+                      f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
+                      "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +56,9 @@ def trained(train_shards, tmp_path_factory):
   kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
   kernel.assign(tf.fill(kernel.shape, float("nan")))
   models.save(nan_init, model)
-  procs = [subprocess.Popen(cmd, cwd=REPO, env=module_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-           for cmd in (_train_cmd(train_shards, model_dir),
-                       _train_cmd(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
-                                  "--max_bad_steps=2"))]
+  procs = [_start_train(train_shards, model_dir),
+           _start_train(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
+                        "--max_bad_steps=2")]
   try:
     (out, err), (_, nan_err) = (p.communicate(timeout=240) for p in procs)
   finally:
@@ -188,9 +193,9 @@ def test_tensorboard_serves_grouped_tags_with_descriptions(trained):
   unigram baseline as a run beside eval on the mlm/perplexity chart."""
   model_dir, _, _ = trained
   port = free_port()
-  board = subprocess.Popen(
-      [os.path.join(os.path.dirname(sys.executable), "tensorboard"), f"--logdir={model_dir}",
-       "--host=localhost", f"--port={port}", "--reload_interval=1"],
+  board = start_command(
+      [console_script("tensorboard"), f"--logdir={model_dir}", "--host=localhost",
+       f"--port={port}", "--reload_interval=1"],
       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   base = f"http://localhost:{port}/data/plugin/scalars"
   try:
@@ -232,8 +237,7 @@ for path in sorted(glob.glob("flags/*.flags")):
   cfg.validate()
   print(path, cfg.config, cfg.batch_size, cfg.max_seq_len, cfg.train_steps)
 """
-  result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+  result = run_script(script, timeout=60)
   assert result.returncode == 0, result.stderr[-3000:]
   names = {os.path.basename(line.split()[0]) for line in result.stdout.splitlines()}
   assert {"tiny.flags", "small.flags", "medium.flags", "base.flags", "large.flags",

@@ -73,10 +73,10 @@ class SpanHead(keras.layers.Layer):
     super().__init__(**kwargs)
     self.initializer_range = initializer_range
 
-  def build(self, input_shape, padding_mask_shape=None):
+  def build(self, x_shape, padding_mask_shape=None):  # named as call's args: Keras maps them
     self.qa_outputs = keras.layers.Dense(2, kernel_initializer=normal(
         self.initializer_range), dtype=self.dtype_policy, name="qa_outputs")
-    self.qa_outputs.build((None, None, input_shape[-1]))
+    self.qa_outputs.build((None, None, x_shape[-1]))
     self.built = True
 
   def call(self, x, padding_mask):

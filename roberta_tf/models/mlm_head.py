@@ -44,8 +44,9 @@ class MaskedLMHead(keras.layers.Layer):
     self.intermediate_layer_norm = keras.layers.LayerNormalization(
         epsilon=self.layer_norm_eps, dtype="float32", name="intermediate_layer_norm")
     self.intermediate_layer_norm.build((None, None, hidden))
+    # autocast=False: added to float32 logits, so never cast to a mixed policy's compute dtype.
     self.output_bias = self.add_weight(name="output_bias", shape=(vocab,), initializer="zeros",
-                                       dtype="float32")
+                                       dtype="float32", autocast=False)
     self.built = True
 
   def call(self, inputs, mask_positions):
