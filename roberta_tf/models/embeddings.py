@@ -61,6 +61,10 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.layer_norm_eps = layer_norm_eps
     self.initializer_range = initializer_range
     self.type_vocab_size = type_vocab_size
+    # The type table's initializer is made first (Keras draws an unseeded initializer's seed
+    # when it is constructed), so a seed gives every table the same values as the release
+    # that introduced the row; the layer itself is created last (weight order below).
+    type_init = NormalWithZeroRow(initializer_range) if type_vocab_size else None
     self.token_embedding = keras_hub.layers.ReversibleEmbedding(
         vocab_size, hidden_size, tie_weights=True,
         embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
@@ -72,12 +76,11 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_eps, dtype="float32", name="layer_norm")
     self.dropout = keras.layers.Dropout(dropout, dtype="float32", name="dropout")
-    # Created last so the other weights keep their order (and their draws under a seed).
+    # Created last so that the other weights keep their order (checkpoint listings, tests).
     self.token_type_embedding = None
     if type_vocab_size:
       self.token_type_embedding = keras.layers.Embedding(
-          type_vocab_size, hidden_size,
-          embeddings_initializer=NormalWithZeroRow(initializer_range),
+          type_vocab_size, hidden_size, embeddings_initializer=type_init,
           dtype="float32", name="token_type_embedding")
 
   def build(self, input_ids_shape, padding_mask_shape=None):
