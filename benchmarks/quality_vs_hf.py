@@ -330,6 +330,7 @@ def main(argv):
   arms = parse_arms(FLAGS.arms, FLAGS.seeds)
   jobs = plan(corpora, rates, arms)
   todo = [j for j in jobs if run_key(*j) not in done]
+  recorded = len(jobs) - len(todo)
   try:
     index, count = (int(x) for x in FLAGS.shard.split("/"))
     assert 0 <= index < count
@@ -346,7 +347,9 @@ def main(argv):
   stop = FLAGS.stop_after or FLAGS.train_steps
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
-        f"{len(jobs) - len(todo)} in {records_path} already, {len(todo)} to go", flush=True)
+        f"{recorded} in {records_path} already, {len(todo)} to go"
+        + (f" in this process (--shard={FLAGS.shard})" if FLAGS.shard != "0/1" else ""),
+        flush=True)
   seconds_per_step = []
   for i, (name, lr, seed, arm) in enumerate(todo):
     corpus = loaded[name]

@@ -7,8 +7,9 @@ Two faults that TensorFlow alone handles badly:
   signal handler runs (SIGTERM and Ctrl-C are ignored). `wait_for_peers` therefore meets the
   peers first, in Python: each worker listens on its own TF_CONFIG address and polls the
   others' until every one answers (a peer's rendezvous listener or its TF server), logging whom
-  it waits for; SIGTERM and Ctrl-C stop it at once, and after `timeout_s` it gives up with one
-  line naming the peers it never reached. Only then is the strategy built, on the same port.
+  it waits for; SIGTERM and Ctrl-C stop it at once (one error line), and after `timeout_s` it
+  gives up with one line naming the peers it never reached. Only then is the strategy built,
+  on the same port.
 - **A peer that dies mid-run** (`kill -9`, an OOM kill, a lost machine): the survivors' next
   collective fails after the heartbeat timeout with a TF error whose FIRST line says little
   ("Collective ops is aborted by: ..."); the cause ("The following tasks are unhealthy ...
@@ -138,14 +139,17 @@ def wait_for_peers(cluster: Cluster, timeout_s: float, log: Callable[[str], None
                        f"({name(cluster.job, cluster.index, cluster.address)}): {e.strerror or e}; "
                        "is another process using the port?") from e
 
-  def on_sigterm(signum, frame):
-    del signum, frame
-    raise ClusterError(f"stopped by SIGTERM while waiting for {_names(missing)}; nothing was "
+  def on_signal(signum, frame):
+    del frame
+    name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C (SIGINT)"
+    raise ClusterError(f"stopped by {name} while waiting for {_names(missing)}; nothing was "
                        "trained")
 
   start = time.monotonic()
   missing = list(cluster.peers)
-  previous = signal.signal(signal.SIGTERM, on_sigterm)
+  # Both signals are handled here whatever this process inherited: a worker started from a
+  # script or a job runner may have SIGINT ignored, and waiting must still stop on Ctrl-C.
+  previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
   try:
     next_log = 0.0
     while True:
@@ -164,7 +168,8 @@ def wait_for_peers(cluster: Cluster, timeout_s: float, log: Callable[[str], None
         next_log += log_every_s
       time.sleep(poll_s)
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    for s, handler in previous.items():
+      signal.signal(s, handler)
     listener.close()  # TensorFlow's server takes the port next
   if time.monotonic() - start > poll_s:
     log(f"all {len(cluster.tasks)} workers reached")
