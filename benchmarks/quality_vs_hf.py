@@ -343,7 +343,7 @@ def main(argv):
   for c in loaded.values():
     print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
-  code = code_hash()
+  code, revision = code_hash(), git_revision()  # what this process runs: read once, at start
   stop = FLAGS.stop_after or FLAGS.train_steps
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
@@ -364,7 +364,7 @@ def main(argv):
     result.pop("grad_norm")
     record = dict(zip(parity_records.KEY_FIELDS, run_key(name, lr, seed, arm), strict=True))
     record.update(
-        result, code=code, git=git_revision(), host={"cpus": os.cpu_count()},
+        result, code=code, git=revision, host={"cpus": os.cpu_count()},
         finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         batches={"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
                  "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))},
