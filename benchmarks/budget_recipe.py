@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -136,12 +135,7 @@ def _score(model_dir: str, shards: str, seed: int) -> dict:
   return result
 
 
-def _spread(values, digits) -> str:
-  if not values:
-    return "-"
-  med = statistics.median(values)
-  fmt = lambda v: f"{v:,.{digits}f}"  # noqa: E731
-  return fmt(med) if len(values) == 1 else f"{fmt(med)} ({fmt(min(values))}-{fmt(max(values))})"
+spread = quality_report.spread
 
 
 def table(records: list[dict]) -> str:
@@ -157,10 +151,10 @@ def table(records: list[dict]) -> str:
       ratios = [r["ppl"] / by[(corpus, "faithful", r["seed"])]["ppl"] for r in runs
                 if (corpus, "faithful", r["seed"]) in by]
       lines.append(
-          f"| {corpus} | {recipe} | {len(runs)} | {_spread([r['steps'] for r in runs], 0)} | "
-          f"{_spread([r['ppl'] for r in runs], 1)} | {_spread(ratios, 3)} | "
-          f"{_spread([r['blimp'] for r in runs if 'blimp' in r], 3)} | "
-          f"{_spread([r['docs_sections_accuracy'] for r in runs], 3)} |")
+          f"| {corpus} | {recipe} | {len(runs)} | {spread([r['steps'] for r in runs], 0)} | "
+          f"{spread([r['ppl'] for r in runs], 1)} | {spread(ratios, 3)} | "
+          f"{spread([r['blimp'] for r in runs if 'blimp' in r], 3)} | "
+          f"{spread([r['docs_sections_accuracy'] for r in runs], 3)} |")
   minutes = sorted({r["minutes"] for r in records})
   return "\n".join(lines) + (f"\n\nEach run {', '.join(f'{m:g}' for m in minutes)} min of "
                              "training, the two recipes side by side; median (min-max) over "

@@ -29,7 +29,8 @@ def escaped(record: dict) -> bool:
   return final_ppl(record) <= ESCAPE_FRACTION * record["unigram_ppl"]
 
 
-def _spread(values, digits=0) -> str:
+def spread(values, digits=0) -> str:
+  """"median (min-max)" of `values` with `digits` decimals ("-" when empty)."""
   if not values:
     return "-"
   fmt = (lambda v: f"{v:,.{digits}f}")
@@ -76,12 +77,12 @@ def arms_table(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     n = len(r["seeds"])
-    ratio = _spread(r["ratio"], 3) if r["ratio"] else ("-" if r["arm"] != "hf" else "1")
+    ratio = spread(r["ratio"], 3) if r["ratio"] else ("-" if r["arm"] != "hf" else "1")
     init = "" if r["init"] == "own" else f" ({r['init']} init)"
     lines.append(
         f"| {r['corpus']} | {r['lr']} | {r['step']} ({r['train_steps']}) | "
         f"{ARM_LABELS.get(r['arm'], r['arm'])}{init} | {n} | {r['escaped']}/{n} | "
-        f"{_spread(r['ppl'])} | {ratio} | {r['unigram_ppl']:,.0f} |")
+        f"{spread(r['ppl'])} | {ratio} | {r['unigram_ppl']:,.0f} |")
   return "\n".join(lines)
 
 
@@ -118,14 +119,13 @@ def provenance(records: list[dict]) -> str:
 def write_docs_section(doc_path: str, text: str, begin: str = BEGIN) -> None:
   """Replaces what lies between `begin` and END in doc_path with `text` (appends both markers
   and the text when the file lacks them)."""
-  BEGIN = begin  # noqa: N806  (the marker this writer owns)
   body = ""
   if os.path.exists(doc_path):
     with open(doc_path, encoding="utf-8") as f:
       body = f.read()
-  block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-  if BEGIN in body and END in body:
-    head, rest = body.split(BEGIN, 1)
+  block = f"{begin}\n{text.rstrip()}\n{END}"
+  if begin in body and END in body:
+    head, rest = body.split(begin, 1)
     body = head + block + rest.split(END, 1)[1]
   else:
     body = body.rstrip() + ("\n\n" if body else "") + block + "\n"

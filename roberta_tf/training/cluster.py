@@ -32,6 +32,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from roberta_tf.common import error_text
+
 DEFAULT_PEER_TIMEOUT_S = 600
 
 _TASK_REF = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
@@ -213,9 +215,8 @@ def named_failures(cluster: Cluster | None, model_dir: str, newest_step: Callabl
   try:
     yield
   except Exception as e:
-    message = str(getattr(e, "message", ""))
-    is_tf = type(e).__module__.startswith("tensorflow") and message
-    text = failure_text(message, cluster, model_dir, newest_step()) if (cluster and is_tf) else None
+    text = (failure_text(str(e.message), cluster, model_dir, newest_step())
+            if cluster and error_text.is_tf_error(e) else None)
     if text is None:
       raise
     raise ClusterError(text) from e
