@@ -30,6 +30,12 @@ flags.DEFINE_enum("study", None, ["masking", "input_format", "batch_size", "reci
 flags.DEFINE_string("minimal_pairs", "", "Also score every arm on BLiMP-format minimal pairs "
                     "(evaluate --minimal_pairs: a .jsonl[.gz] file or BLiMP's data/ directory); "
                     "the table gains a BLiMP column.")
+flags.DEFINE_integer("pairs_per_paradigm", 0, "--minimal_pairs: a fixed sample of at most this "
+                     "many pairs per paradigm (evaluate --pairs_per_paradigm); 0: all.",
+                     lower_bound=0)
+flags.DEFINE_integer("parallel", 1, "Arm x seed runs at once (each arm then trains beside "
+                     "another; ~2x the wall time of each run on 2 cores, about half the total).",
+                     lower_bound=1)
 flags.DEFINE_float("minutes", 5.0, "--study=recipe: each arm's wall-clock budget in minutes "
                    "(train --train_minutes).")
 flags.DEFINE_string("corpus", "stdlib", "Pretraining corpus: files, globs, directories or "
@@ -102,12 +108,13 @@ def main(argv):
           "task_train": FLAGS.task_train, "task_dev": FLAGS.task_dev,
           "task_text_field": FLAGS.task_text_field,
           "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
-          "task_learning_rate": FLAGS.task_learning_rate, "minimal_pairs": FLAGS.minimal_pairs}
+          "task_learning_rate": FLAGS.task_learning_rate, "minimal_pairs": FLAGS.minimal_pairs,
+          "pairs_per_paradigm": FLAGS.pairs_per_paradigm}
   work_dir = os.path.abspath(FLAGS.work_dir)
   # One study a work dir: a second command there is refused (the first is unaffected).
   with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):
     runner.run_study(FLAGS.study, study, FLAGS.corpus, work_dir, seeds, opts,
-                     overwrite=FLAGS.overwrite)
+                     overwrite=FLAGS.overwrite, parallel=FLAGS.parallel)
   return 0
 
 

@@ -21,6 +21,9 @@ flags.DEFINE_string("minimal_pairs", None, "BLiMP-format minimal pairs: a .jsonl
                     "{sentence_good, sentence_bad, UID, linguistics_term} object a line) or a "
                     "directory of them (BLiMP's data/); each pair is right when the good "
                     "sentence has the higher pseudo-log-likelihood.")
+flags.DEFINE_integer("pairs_per_paradigm", 0, "--minimal_pairs: score a fixed sample of at most "
+                     "this many pairs of each paradigm (UID; BLiMP has 1,000 each, 67 "
+                     "paradigms); 0: every pair.", lower_bound=0)
 flags.DEFINE_string("split", "validation", "Split of --eval_data to evaluate.")
 flags.DEFINE_string("checkpoint", None, "Checkpoint prefix instead of the latest.")
 flags.DEFINE_integer("batch_size", 32, "Sequences per eval batch.")
@@ -52,7 +55,7 @@ def main(argv):
     result = minimal_pair_evaluation.evaluate_minimal_pairs(
         FLAGS.model_dir, FLAGS.minimal_pairs, checkpoint=FLAGS.checkpoint,
         batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
-        log=lambda line: print(line, flush=True))
+        per_paradigm=FLAGS.pairs_per_paradigm, log=lambda line: print(line, flush=True))
     if not FLAGS.json:
       worst = sorted(result["by_phenomenon"].items(), key=lambda kv: kv[1])[:3]
       print(f"minimal pairs: accuracy {result['accuracy']:.4f} on {result['pairs']:,} pairs; "

@@ -64,7 +64,7 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   work = tmp_path / "study"
   cmd = ["--study=input_format", f"--work_dir={work}",
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
-         "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600"]
+         "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600", "--parallel=2"]
   out = run_module("roberta_tf.ablate", *cmd, timeout=900)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout
@@ -98,6 +98,7 @@ def test_recipe_study_arms_run_at_equal_wall_clock():
   for arm in study.arms:
     flags = arm.train_flags(0.25)
     assert "--train_minutes=3" in flags and "--warmup_steps=100" in flags, flags
+    assert "--dropout=0.0" in flags  # as flags/quickstart.flags
   budget = study.arms[-1]
   assert {"--pre_layer_norm", "--nouse_bias", "--gated_ffn", "--mask_prob=0.4"} <= set(
       budget.flags) and budget.learning_rate == 2e-3

@@ -44,6 +44,20 @@ def test_reader_keeps_blimps_fields_and_names_bad_lines(tmp_path):
     minimal_pairs.read(str(tmp_path / "missing.jsonl"))
 
 
+def test_a_fixed_sample_per_paradigm():
+  pairs = minimal_pairs.read(SAMPLE)  # 2 pairs of each of 67 paradigms
+  one = minimal_pairs.read(SAMPLE, per_paradigm=1)
+  assert len(one) == 67 and {p.paradigm for p in one} == {p.paradigm for p in pairs}
+  assert one == minimal_pairs.read(SAMPLE, per_paradigm=1)  # the same pairs every time
+  assert [p for p in pairs if p in one] == one  # in file order
+  others = [minimal_pairs.read(SAMPLE, per_paradigm=1, seed=s) for s in range(1, 6)]
+  assert any(o != one for o in others)
+  assert minimal_pairs.read(SAMPLE, per_paradigm=5) == pairs  # fewer than asked: all
+  # A paradigm's draw does not depend on the other paradigms in the file.
+  first = [p for p in pairs if p.paradigm == pairs[0].paradigm]
+  assert minimal_pairs.sample(first, 1) == [p for p in one if p.paradigm == pairs[0].paradigm]
+
+
 def test_summary_counts_a_tie_as_wrong():
   pairs = [minimal_pairs.MinimalPair("g", "b", "p1", "x"),
            minimal_pairs.MinimalPair("g", "b", "p1", "x"),
@@ -97,6 +111,11 @@ def test_evaluate_minimal_pairs_end_to_end_and_the_score_signature(model_dir, tm
   acc.Reload()
   value = tf.make_ndarray(acc.Tensors("blimp/accuracy")[-1].tensor_proto)
   assert float(value) == pytest.approx(result["accuracy"])
+  r = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--minimal_pairs={SAMPLE}",
+                 "--pairs_per_paradigm=1", "--json", timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  sampled = json.loads(r.stdout.strip().splitlines()[-1])
+  assert sampled["pairs"] == 67 and len(sampled["by_paradigm"]) == 67
 
   export_dir = str(tmp_path / "saved_model")
   r = run_module("roberta_tf.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")

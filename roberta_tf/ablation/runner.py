@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent import futures
 
 from data_prep import corpus as corpus_lib
 from roberta_tf.ablation import report, studies
@@ -144,9 +145,11 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
       else arm.train_steps
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
+  # RoBERTa's 15% / 80-10-10 masks whatever the arm trained with (the recipe study's 40% arm).
   metrics = json.loads(_json_tail(_run(
       ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={eval_data}", "--json",
-       f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}"], stdout_only=True)))
+       f"--seed={EVAL_SEED}", f"--batch_size={studies.MICRO_BATCH}", "--standard_masking"],
+      stdout_only=True)))
   nsp = {}
   if arm.packing in packings.PAIR_PACKINGS:  # the NSP head on its own format's held-out pairs
     own = json.loads(_json_tail(_run(
@@ -157,7 +160,8 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   linguistic = {}
   if opts.get("minimal_pairs"):  # BLiMP-format pairs: accuracy by pseudo-log-likelihood
     pairs = json.loads(_run(["roberta_tf.evaluate", f"--model_dir={model}",
-                             f"--minimal_pairs={opts['minimal_pairs']}", "--json"],
+                             f"--minimal_pairs={opts['minimal_pairs']}", "--json",
+                             f"--pairs_per_paradigm={opts.get('pairs_per_paradigm', 0)}"],
                             stdout_only=True).strip().splitlines()[-1])
     linguistic = {"blimp": pairs["accuracy"], "blimp_pairs": pairs["pairs"]}
   finetune_dir = os.path.join(run_dir, "finetune")
@@ -240,10 +244,14 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
 
 
 def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
-              seeds: Sequence[int], opts: dict, overwrite: bool = False) -> list[dict]:
+              seeds: Sequence[int], opts: dict, overwrite: bool = False,
+              parallel: int = 1) -> list[dict]:
   """Every arm x seed, with progress and ETA; writes results.json/.md and the plot.
 
-  The corpus is checked before anything is written (a bad --corpus leaves no study.json).
+  `parallel` runs that many arm x seed jobs at once (each a chain of processes), in job order;
+  at equal wall clock (the recipe study) every arm then trains beside another one, as the
+  recipes of benchmarks/budget_recipe.py do. The corpus is checked before anything is written
+  (a bad --corpus leaves no study.json).
   """
   corpus_lib.resolve_inputs(corpus)  # raises CorpusError naming what matches nothing
   if os.path.exists(work_dir) and not os.path.isdir(work_dir):
@@ -255,27 +263,47 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   shards = prepare(corpus, work_dir, study, opts["vocab_size"])
   per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
   study = studies.equalize_tokens(study, per_sequence)
-  jobs = [(arm, seed) for arm in study.arms for seed in seeds]
-  results, spent, cost_done = [], [], 0
+  jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
+  run_dirs = [os.path.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
+  done = lambda i: os.path.exists(os.path.join(run_dirs[i], "result.json"))
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
+  fresh = [i for i in range(len(jobs)) if not done(i)]
   for i, (arm, seed) in enumerate(jobs):
-    run_dir = os.path.join(work_dir, "runs", arm.slug, f"seed{seed}")
-    fresh = not os.path.exists(os.path.join(run_dir, "result.json"))
-    print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}" + ("" if fresh else " (done before)"),
-          flush=True)
+    if not done(i):
+      continue
+    print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed} (done before)", flush=True)
+  results = [None] * len(jobs)
+  spent, cost_done, start_all = [], 0, time.time()
+
+  def one(i: int) -> dict:
+    arm, seed = jobs[i]
+    if i in fresh:
+      print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}", flush=True)
     start = time.time()
-    results.append(run_arm(arm, seed, shards, run_dir, opts, per_sequence[arm.packing]))
-    if fresh:
-      spent.append(time.time() - start)
-      cost_done += cost(arm)
-      left = [a for a, s in jobs[i + 1:] if not os.path.exists(os.path.join(
-          work_dir, "runs", a.slug, f"seed{s}", "result.json"))]
-      r = results[-1]
+    result = run_arm(arm, seed, shards, run_dirs[i], opts, per_sequence[arm.packing])
+    return result, time.time() - start
+
+  with futures.ThreadPoolExecutor(max(1, parallel)) as pool:
+    pending = {pool.submit(one, i): i for i in range(len(jobs))}
+    for future in futures.as_completed(pending):
+      i = pending[future]
+      try:
+        results[i], seconds = future.result()  # a failed run raises RunnerError here
+      except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # the running ones finish, no new ones
+        raise
+      if i not in fresh:
+        continue
+      spent.append(seconds)
+      cost_done += cost(jobs[i][0])
+      left = [jobs[j][0] for j in fresh if not done(j)]
+      r = results[i]
       # The runs so far, per sequence read, times what the runs left read (the input_format
-      # study's sentence-pair arm reads ~5x the others' sequences).
-      eta = sum(spent) / cost_done * sum(cost(a) for a in left)
-      print(f"  held-out perplexity {r['perplexity']:.1f}, {r['task_metric']} "
-            f"{r['task_value']:.3f}, {spent[-1] / 60:.1f} min; {len(left)} runs left, ETA "
-            f"{eta / 60:.0f} min", flush=True)
+      # study's sentence-pair arm reads ~5x the others' sequences), over the runs at once.
+      eta = sum(spent) / cost_done * sum(cost(a) for a in left) / max(1, parallel)
+      print(f"  {r['arm']}, seed {r['seed']}: held-out perplexity {r['perplexity']:.1f}, "
+            f"{r['task_metric']} {r['task_value']:.3f}, {seconds / 60:.1f} min; {len(left)} runs "
+            f"left, ETA {eta / 60:.0f} min ({(time.time() - start_all) / 60:.0f} min so far)",
+            flush=True)
   report.write(name, results, work_dir)
   return results

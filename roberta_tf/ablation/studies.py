@@ -126,7 +126,10 @@ def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float
     if minutes <= 0:
       raise StudyError("--study=recipe compares arms at equal wall clock: give --minutes > 0")
     return Study(arms=tuple(
-        Arm(label, base_batch, steps, base_lr * scale, (f"--train_minutes={minutes:g}", *flags))
+        # No dropout in every arm, as in flags/quickstart.flags (the faithful arm is the
+        # demo's recipe) and in Cramming's: at a budget of minutes nothing overfits.
+        Arm(label, base_batch, steps, base_lr * scale,
+            (f"--train_minutes={minutes:g}", "--dropout=0.0", *flags))
         for label, flags, scale in RECIPE_ARMS), corpus_mb=0)
   if name == "masking":
     return Study(arms=(

@@ -51,15 +51,19 @@ def _checkpoint_step(checkpoint: str) -> int:
 
 def evaluate_minimal_pairs(model_dir: str, path: str, *, checkpoint: str | None = None,
                            batch_size: int = 32, max_seq_len: int | None = None,
-                           write_summaries: bool = True, log=None) -> dict:
+                           per_paradigm: int = 0, write_summaries: bool = True,
+                           log=None) -> dict:
   """Scores every pair of `path` (a BLiMP .jsonl[.gz] file or directory) with the model.
+
+  `per_paradigm` > 0 scores a fixed sample of that many pairs per paradigm
+  (minimal_pairs.read).
 
   Returns:
     {"accuracy", "pairs", "by_phenomenon", "by_paradigm", "checkpoint"}.
   Raises:
     MinimalPairsError, ModelDirError, ValueError: naming the file or flag.
   """
-  pairs = minimal_pairs.read(path)
+  pairs = minimal_pairs.read(path, per_paradigm=per_paradigm)
   config = models.read_config(model_dir)
   if vocab_files.VOCAB_FILE not in vocab_files.present(model_dir):
     raise ValueError(f"no {vocab_files.VOCAB_FILE} in --model_dir={model_dir!r}: minimal pairs "
