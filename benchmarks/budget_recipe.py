@@ -193,7 +193,8 @@ def main(argv):
         _train_side_by_side(shards, seed, model_dirs)
         for recipe, model_dir in model_dirs.items():
           record = {"corpus": name, "seed": seed, "recipe": recipe, "minutes": FLAGS.minutes,
-                    "flagfile": RECIPES[recipe], "flags_sha": flags_sha(RECIPES[recipe]), **_score(model_dir, shards, seed),
+                    "flagfile": RECIPES[recipe], "flags_sha": flags_sha(RECIPES[recipe]),
+                    **_score(model_dir, shards, seed),
                     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
           parity_records.append(FLAGS.records, record, KEY_FIELDS)
           print(f"  {recipe}: {record['steps']} steps, held-out ppl {record['ppl']:,.1f}"

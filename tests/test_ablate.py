@@ -94,11 +94,12 @@ def test_runner_end_to_end_and_rerun(tmp_path):
 
 def test_recipe_study_arms_run_at_equal_wall_clock():
   study = studies.build("recipe", steps=400, base_batch=32, base_lr=1e-3, minutes=3)
-  assert study.arms[0].name.startswith("faithful") and len(study.arms) == 7
+  assert study.arms[0].name.startswith("faithful") and len(study.arms) == 8
   for arm in study.arms:
     flags = arm.train_flags(0.25)
-    assert "--train_minutes=3" in flags and "--warmup_steps=100" in flags, flags
-    assert "--dropout=0.0" in flags  # as flags/quickstart.flags
+    warmup = f"--warmup_steps={arm.train_steps // 4}"  # a quarter, also of a smaller batch's
+    assert "--train_minutes=3" in flags and warmup in flags, flags
+    assert "--dropout=0.0" in flags  # as the quickstart flagfile
   budget = study.arms[-1]
   assert {"--pre_layer_norm", "--nouse_bias", "--gated_ffn", "--mask_prob=0.4"} <= set(
       budget.flags) and budget.learning_rate == 2e-3

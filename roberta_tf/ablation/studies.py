@@ -96,7 +96,7 @@ class StudyError(ValueError):
 PAPER_BATCH_SCALING = ((1, 1.0), (8, 7.0), (32, 10.0))
 
 
-# The recipe study's arms: (label, train flags, learning-rate multiplier).
+# The recipe study's arms: (label, train flags, learning-rate multiplier[, batch multiplier]).
 RECIPE_ARMS = (
     ("faithful (post-LN, biases, GELU FFN, 15% masking)", (), 1.0),
     ("pre-LN", ("--pre_layer_norm",), 1.0),
@@ -104,9 +104,16 @@ RECIPE_ARMS = (
     ("no linear biases", ("--nouse_bias",), 1.0),
     ("GEGLU feed-forward", ("--gated_ffn",), 1.0),
     ("40% masking", ("--mask_prob=0.4",), 1.0),
+    # Cramming's batch ramp starts small: at a budget of minutes, twice the updates of half
+    # the size (the 4th item: the batch's multiplier).
+    ("half the batch (2x the updates)", (), 1.0, 0.5),
     ("all of them (budget)", ("--pre_layer_norm", "--nouse_bias", "--gated_ffn",
                               "--mask_prob=0.4"), 2.0),
 )
+
+
+def _batch_scale(extra: list) -> float:
+  return extra[0] if extra else 1.0
 
 
 def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float = 0.0) -> Study:
@@ -128,9 +135,11 @@ def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float
     return Study(arms=tuple(
         # No dropout in every arm, as in flags/quickstart.flags (the faithful arm is the
         # demo's recipe) and in Cramming's: at a budget of minutes nothing overfits.
-        Arm(label, base_batch, steps, base_lr * scale,
+        # A smaller batch's nominal steps grow with it: the same warmup share, as many evals.
+        Arm(label, max(1, round(base_batch * _batch_scale(batch))),
+            round(steps / _batch_scale(batch)), base_lr * scale,
             (f"--train_minutes={minutes:g}", "--dropout=0.0", *flags))
-        for label, flags, scale in RECIPE_ARMS), corpus_mb=0)
+        for label, flags, scale, *batch in RECIPE_ARMS), corpus_mb=0)
   if name == "masking":
     return Study(arms=(
         Arm("dynamic", base_batch, steps, base_lr, ("--masking=dynamic",)),
