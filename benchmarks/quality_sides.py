@@ -1,6 +1,6 @@
 """The two sides of benchmarks/quality_vs_hf.py, trained on the same dumped batches.
 
-Ours: `RobertaPretrainer` + `build_optimizer` + the project's `Trainer` (the code the `train`
+Ours: `RobertaPretrainer` + `optimizer.adamw` + the project's `TrainStep` (the code the `train`
 binary runs). The reference: Hugging Face `RobertaForMaskedLM` (PyTorch) + `torch.optim.AdamW`
 with the same hyperparameters, weight-decay groups and schedule. One evaluator (`score`, NumPy,
 float64) scores both sides' logits on the same masked validation targets.
@@ -163,24 +163,25 @@ def train_ours(model, train: dict, val: dict, spec: RunSpec, log: Callable) -> d
   """Trains `model` (a RobertaPretrainer) on train[:stop_after]; returns the run's record."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  from roberta_tf.training.optimizer import build_optimizer  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.trainer import StepConfig, Trainer  # pylint: disable=import-outside-toplevel
-  opt = build_optimizer(variables=model.trainable_variables, learning_rate=spec.peak_lr,
-                        warmup_steps=spec.warmup_steps, train_steps=spec.train_steps)
-  trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig())
+  from roberta_tf.pretraining.objective import MlmObjective  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.optimizer import adamw  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.train_step import StepConfig, TrainStep  # pylint: disable=import-outside-toplevel
+  opt = adamw(variables=model.trainable_variables, learning_rate=spec.peak_lr,
+              warmup_steps=spec.warmup_steps, train_steps=spec.train_steps)
+  train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(), MlmObjective())
   logits_fn = tf.function(lambda b: model(b, training=False))
 
   def evaluate():
     return _score_batches(
         lambda i: logits_fn({k: tf.constant(val[k][i]) for k in MODEL_INPUTS}).numpy(), val)
 
-  return _loop(spec, evaluate, lambda step: _ours_step(trainer, train, step), log)
+  return _loop(spec, evaluate, lambda step: _ours_step(train_step, train, step), log)
 
 
-def _ours_step(trainer, train, step):
+def _ours_step(train_step, train, step):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   batch = {k: tf.constant(v[step]) for k, v in train.items()}
-  metrics, _ = trainer.train_step(lambda: batch)
+  metrics, _ = train_step(lambda: batch)
   return float(metrics["loss"]), float(metrics["grad_norm"])
 
 

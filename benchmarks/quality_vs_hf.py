@@ -97,8 +97,8 @@ CODE_FILES = ("benchmarks/quality_sides.py", "roberta_tf/models/initializers.py"
               "roberta_tf/models/embeddings.py", "roberta_tf/models/transformer_layer.py",
               "roberta_tf/models/encoder.py", "roberta_tf/models/mlm_head.py",
               "roberta_tf/models/pretrainer.py", "roberta_tf/training/optimizer.py",
-              "roberta_tf/training/schedule.py", "roberta_tf/training/trainer.py",
-              "roberta_tf/training/losses.py", "roberta_tf/training/objectives.py")
+              "roberta_tf/training/schedule.py", "roberta_tf/training/train_step.py",
+              "roberta_tf/pretraining/losses.py", "roberta_tf/pretraining/objective.py")
 
 
 def code_hash() -> str:

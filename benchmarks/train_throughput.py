@@ -1,4 +1,4 @@
-r"""Training throughput: our Trainer vs. keras-hub `RobertaMaskedLM.fit`, tokens/s and MFU.
+r"""Training throughput: our TrainStep vs. keras-hub `RobertaMaskedLM.fit`, tokens/s and MFU.
 
     python benchmarks/train_throughput.py [--quick] [--presets=small,medium] \
         [--precisions=float32,mixed_bfloat16] [--batch_size=32] [--max_seq_len=128] \
@@ -6,10 +6,10 @@ r"""Training throughput: our Trainer vs. keras-hub `RobertaMaskedLM.fit`, tokens
 
 For each preset and precision, on the same synthetic shards (random ids, V=8000, every sequence
 a full --max_seq_len, with a dataset_info.json like data_prep's) read by the real pipeline:
-  ours:      the pretraining run's own objects: `pretraining_task.build_trainer`
-             (RobertaPretrainer, AdamW, Trainer) and `pretraining_task.build_datasets` on the
-             default strategy; a window is --window calls of
-             `Trainer.train_step` with one host sync at its end, as the loop does between logs;
+  ours:      the pretraining run's own objects: `PretrainingTask` with
+             `build_train_step` (RobertaPretrainer, AdamW, TrainStep) and
+             `inputs.build_datasets` on the default strategy; a window is --window calls of
+             a `TrainStep` call with one host sync at its end, as the loop does between logs;
   keras-hub: `keras_hub.models.RobertaMaskedLM` on a `RobertaBackbone` of the same dims, compiled
              with the same AdamW (weight decay 0.01 off LayerNorm/biases, beta2 0.98, eps 1e-6),
              masked cross-entropy with sample weights and weighted accuracy (our step computes
@@ -21,7 +21,7 @@ alternate, ours / keras-hub, for --rounds rounds. The machine is shared and its 
 (windows of one side differ up to 2x), so the ratio is the median of the rounds' paired ratios
 (ours / keras-hub in adjacent windows, which see about the same load); tokens/s per side are
 the median windows, and the best windows are printed too.
-MFU = roberta_tf.training.flops.train_step_flops / step time / peak, the peak of TrainConfig
+MFU = roberta_tf.pretraining.flops.train_step_flops / step time / peak, the peak of TrainConfig
 (the dev CPU's measured 2048^3 matmul; --peak_flops_* override). The matmul rate measured now is
 printed for context.
 """
@@ -47,9 +47,11 @@ import tensorflow as tf  # noqa: E402
 
 from roberta_tf import models  # noqa: E402
 from roberta_tf.data import dataset_info, pipeline  # noqa: E402
+from roberta_tf.pretraining import flops, inputs  # noqa: E402
+from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # noqa: E402
+from roberta_tf.pretraining.train_config import TrainConfig  # noqa: E402
 from roberta_tf.tokenization import vocab_files  # noqa: E402
-from roberta_tf.training import flops, pretraining_task  # noqa: E402
-from roberta_tf.training.train_config import TrainConfig  # noqa: E402
+from roberta_tf.training.task import build_train_step  # noqa: E402
 
 HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
 VOCAB_SIZE = 8000
@@ -121,16 +123,16 @@ def matmul_peak(dtype, n=2048, reps=8) -> float:
 
 
 def build_ours(args, data, preset, precision):
-  """A function running one step of our Trainer on the pipeline; returns a tensor to sync on."""
+  """A function running one step of our TrainStep on the pipeline; returns a tensor to sync on."""
   cfg = TrainConfig(model_dir="", train_data=data, config=preset, max_seq_len=args.max_seq_len,
                     batch_size=args.batch_size, train_steps=10**6, warmup_steps=1,
                     learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0)
   strategy = tf.distribute.get_strategy()
-  model_config = pretraining_task.resolve_model_config(cfg, dataset_info.read(data))
-  trainer = pretraining_task.build_trainer(cfg, strategy, model_config)
-  train_ds, _ = pretraining_task.build_datasets(cfg, strategy, model_config, start=0)
+  model_config = model_config_for(cfg, dataset_info.read(data))
+  train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
+  train_ds, _ = inputs.build_datasets(cfg, strategy, model_config, start=0)
   iterator = iter(train_ds)
-  return lambda: trainer.train_step(lambda: next(iterator))[0]["loss"]
+  return lambda: train_step(lambda: next(iterator))[0]["loss"]
 
 
 def build_keras_hub(args, data, preset, precision):

@@ -51,7 +51,7 @@ def main(argv):
   if FLAGS.eval_data:
     _held_out()
   if FLAGS.minimal_pairs:
-    from roberta_tf.training import minimal_pair_evaluation  # pylint: disable=import-outside-toplevel
+    from roberta_tf.pretraining import minimal_pair_evaluation  # pylint: disable=import-outside-toplevel
     result = minimal_pair_evaluation.evaluate_minimal_pairs(
         FLAGS.model_dir, FLAGS.minimal_pairs, checkpoint=FLAGS.checkpoint,
         batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
@@ -66,7 +66,7 @@ def main(argv):
 
 def _held_out():
   from roberta_tf.data import masking as masking_lib  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training import mlm_evaluation  # pylint: disable=import-outside-toplevel
+  from roberta_tf.pretraining import mlm_evaluation  # pylint: disable=import-outside-toplevel
   masking = masking_lib.MaskingConfig() if FLAGS.standard_masking else None
   metrics = mlm_evaluation.evaluate_checkpoint(
       FLAGS.model_dir, FLAGS.eval_data, checkpoint=FLAGS.checkpoint, split=FLAGS.split,

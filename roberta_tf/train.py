@@ -11,7 +11,7 @@ SIGTERM (and a first Ctrl-C) saves a checkpoint and exits cleanly (docs/reliabil
 from absl import app
 
 from roberta_tf.common import cli, options
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining.train_config import TrainConfig
 
 options.define_flags(TrainConfig)  # one flag per TrainConfig field, with the field's help
 
@@ -23,7 +23,7 @@ def main(argv):
   # Logical CPU devices must exist before TensorFlow initializes, so split before the import.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(cfg.cpu_replicas)
-  from roberta_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+  from roberta_tf.pretraining import run as pretraining  # pylint: disable=import-outside-toplevel
   pretraining.pretrain(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
   return 0
 

@@ -49,7 +49,7 @@ def train_shards(tmp_path_factory):
 LONGEST_FIRST = ("test_reliability", "test_ablate", "test_finetune_train",
                  "test_finetune_docs_sections", "test_finetune_export", "test_finetune_glue",
                  "test_export", "test_quickstart", "test_models_keras_hub_preset",
-                 "test_trainer_steps", "test_trainer_distributed", "test_preemption_multi_worker")
+                 "test_train_step", "test_train_step_distributed", "test_preemption_multi_worker")
 
 
 def pytest_collection_modifyitems(items):

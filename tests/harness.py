@@ -1,9 +1,15 @@
-"""What many test files need: the binaries in a fresh process, a free port, the tiny model.
+"""What many test files need: the binaries (in-process or in a fresh process), a free port, the
+tiny model.
 
-- `run_module(module, *flags)`: `python -m` a binary from the repository root, TensorFlow's
-  start-up logs off, output captured as text; never raises on a non-zero exit (the test
-  asserts the return code). `start_module` is the same as a `Popen`, for tests
-  that signal or read a running binary.
+- `run_module(module, *flags)`: a binary as `python -m` from the repository root would run it,
+  output captured as text; never raises on a non-zero exit (the test asserts the return code).
+  A project binary (roberta_tf.*, data_prep.*) runs in this process (common/cli.py's `call`:
+  no interpreter start and TensorFlow import per case, and the binary counts in coverage),
+  unless the call needs a process of its own: `env=`, `text=False`, `file_size_limit=`, other
+  subprocess arguments, `--help`, `--cpu_replicas` / `--strategy` (TF's devices are fixed once
+  per process), `--deterministic` (process-wide), or `in_process=False`.
+  ROBERTA_TF_TESTS_IN_PROCESS=0 runs every binary in a fresh process. `start_module` is always a
+  `Popen`, for tests that signal or read a running binary.
 - `run_script(code, *argv)` / `start_script`: the same for `python -c code` (a fresh
   interpreter that imports only what the test wants, or sets TF up before it initializes).
 - `run_command(argv)` / `start_command`: any other program (`console_script("tensorboard")`,
@@ -22,6 +28,8 @@ shards) and the repository's paths (REPO, TESTDATA, HF_TINY): tests/conftest.py.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import resource
 import socket
@@ -79,8 +87,42 @@ def start_command(argv, *, env: dict | None = None, text: bool = True,
   return subprocess.Popen(_argv(argv), **_child_kwargs(env, text, file_size_limit, popen_kwargs))
 
 
-def run_module(module: str, *args, **kwargs) -> subprocess.CompletedProcess:
-  """Runs `python -m module args` to completion (see the module docstring)."""
+# Flags whose effect is process-wide (TF's logical devices, op determinism, a cluster): a binary
+# given one runs in a fresh process.
+_PROCESS_FLAGS = ("--help", "--helpshort", "--helpfull", "--cpu_replicas", "--strategy",
+                  "--deterministic")
+
+
+def _in_process(module: str, args, kwargs, in_process: bool | None) -> bool:
+  if in_process is not None:
+    return in_process
+  if os.environ.get("ROBERTA_TF_TESTS_IN_PROCESS", "1") == "0":
+    return False
+  return (module.startswith(("roberta_tf.", "data_prep.")) and set(kwargs) <= {"timeout"}
+          and all(isinstance(a, str | int | float) and not str(a).startswith(_PROCESS_FLAGS)
+                  for a in args))
+
+
+def _call_in_process(module: str, args) -> subprocess.CompletedProcess:
+  """cli.call from the repository root with stdout/stderr captured (as a child's would be)."""
+  from roberta_tf.common import cli  # pylint: disable=import-outside-toplevel
+  out, err, cwd = io.StringIO(), io.StringIO(), os.getcwd()
+  try:
+    os.chdir(REPO)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      code, _ = cli.call(module, [str(a) for a in args])
+  finally:
+    os.chdir(cwd)
+  return subprocess.CompletedProcess(module_command(module, *args), code, out.getvalue(),
+                                     err.getvalue())
+
+
+def run_module(module: str, *args, in_process: bool | None = None,
+               **kwargs) -> subprocess.CompletedProcess:
+  """Runs `python -m module args` to completion, in this process where it can (see the module
+  docstring)."""
+  if _in_process(module, args, kwargs, in_process):
+    return _call_in_process(module, args)
   return run_command(module_command(module, *args), **kwargs)
 
 

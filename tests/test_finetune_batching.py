@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from roberta_tf.finetuning import bucketing, finetuned_dir, sweep_runner
-from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
 
@@ -63,7 +63,7 @@ def _config(data, out, **overrides):
 
 def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, hf_tiny_dir):
   cfg = _config(data, "unused", batching="length_buckets")
-  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
+  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
   ladder = bucketing.length_ladder(64)
   whole = list(task.train_dataset(16, seed=3))
   shapes = {tuple(inputs["input_ids"].shape) for inputs, _ in whole}
@@ -101,7 +101,7 @@ def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, h
   tokenizer = finetuned_dir.load_tokenizer(hf_tiny_dir)
   scores = {}
   for batching in ("length_buckets", "max_seq_len"):
-    task = tasks_lib.load_task(_config(data, "unused", batching=batching), tokenizer)
+    task = problems_lib.load_problem(_config(data, "unused", batching=batching), tokenizer)
     batches = list(task.eval_dataset(8))
     widths = {b["input_ids"].shape[1] for b in batches}
     assert widths == {64} if batching == "max_seq_len" else max(widths) < 64

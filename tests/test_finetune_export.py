@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.finetuning import finetuned_dir, squad, task_data
-from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
@@ -48,7 +48,7 @@ def _model_dir(root, pretrained, info):
   path = str(root / info.task_type)
   model_config = models.read_config(pretrained)
   tf.keras.utils.set_random_seed(1)
-  model = finetuned_dir.build_model(model_config, info, init_from=pretrained)
+  model = finetuned_dir.new_model(model_config, info, init_from=pretrained)
   finetuned_dir.write_config(path, model_config, info)
   finetuned_dir.save_checkpoint(path, model, 1)
   finetuned_dir.copy_tokenizer(pretrained, path)
@@ -60,14 +60,14 @@ def exported(tmp_path_factory, hf_tiny_dir):
   root = tmp_path_factory.mktemp("finetune_export")
   pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(root / "pretrained"))
   infos = {
-      "pair": tasks_lib.TaskInfo("classification", 32, labels=("neg", "pos", "zero"),
+      "pair": problems_lib.ProblemInfo("classification", 32, labels=("neg", "pos", "zero"),
                                  text_fields=("a", "b")),
-      "regression": tasks_lib.TaskInfo("regression", 40, text_fields=("a",)),
-      "choice": tasks_lib.TaskInfo("multiple_choice", 48, num_choices=4),
-      "qa": tasks_lib.TaskInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+      "regression": problems_lib.ProblemInfo("regression", 40, text_fields=("a",)),
+      "choice": problems_lib.ProblemInfo("multiple_choice", 48, num_choices=4),
+      "qa": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
                                max_answer_len=5, version_2=True, null_score_threshold=0.5),
       # SQuAD v2 with the paper's answerability classifier deciding "no answer"
-      "qa_cls": tasks_lib.TaskInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+      "qa_cls": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
                                    max_answer_len=5, version_2=True, null_score_threshold=-0.01,
                                    answer_classifier=True),
   }
@@ -119,18 +119,18 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   got = dict(np.load(out_path))
 
   pair_examples = [task_data.TextExample(a, b, "neg") for a, b in PAIRS]
-  _, outputs = _in_process_outputs(dirs["pair"][0], tasks_lib.SequenceTask, pair_examples)
+  _, outputs = _in_process_outputs(dirs["pair"][0], problems_lib.SequenceProblem, pair_examples)
   logits = np.concatenate([o["logits"] for o in outputs])
   np.testing.assert_allclose(got["pair/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-5)
   assert got["pair/label_id"].tolist() == logits.argmax(-1).tolist()
   assert got["pair/label"].tolist() == [[b"neg", b"pos", b"zero"][i] for i in logits.argmax(-1)]
 
   single = [task_data.TextExample(a, None, 0.0) for a, _ in PAIRS]
-  _, outputs = _in_process_outputs(dirs["regression"][0], tasks_lib.SequenceTask, single)
+  _, outputs = _in_process_outputs(dirs["regression"][0], problems_lib.SequenceProblem, single)
   np.testing.assert_allclose(got["regression/value"],
                              np.concatenate([o["logits"] for o in outputs]), atol=1e-5)
 
-  _, outputs = _in_process_outputs(dirs["choice"][0], tasks_lib.MultipleChoiceTask,
+  _, outputs = _in_process_outputs(dirs["choice"][0], problems_lib.MultipleChoiceProblem,
                                    choice_examples)
   logits = np.concatenate([o["logits"] for o in outputs])
   np.testing.assert_allclose(got["choice/probabilities"], tf.nn.softmax(logits).numpy(),
@@ -141,7 +141,7 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   examples = list(qa_examples) + [squad.SquadExample(f"extra{i}", q, c, (), True)
                                   for i, (q, c) in enumerate(extra)]
   for name in ("qa", "qa_cls"):
-    task, outputs = _in_process_outputs(dirs[name][0], tasks_lib.ExtractiveQATask, examples)
+    task, outputs = _in_process_outputs(dirs[name][0], problems_lib.ExtractiveQAProblem, examples)
     assert ("answerable_logits" in outputs[0]) == (name == "qa_cls")
     task.evaluate(outputs)
     predictions, nbest, nulls = task.predictions

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.finetuning import finetuned_dir, squad_eval, sweep_runner
-from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
 from tests.harness import module_env, run_module, start_module
@@ -76,7 +76,7 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   model, model_config, info = finetuned_dir.load(cfg.model_dir)
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
-  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   assert task.evaluate(_predict(model, task)) == pytest.approx(runs[2e-3]["metrics"])
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
@@ -109,7 +109,7 @@ def test_multiple_choice(data, tmp_path):
   assert results["metric"] == "accuracy"
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.num_choices == 4
-  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert outputs[0]["logits"].shape == (12, 4)  # 3 passages x 4 questions, 4 options each
   # The reported accuracy is the saved model's, scored against the file's own answer letters.
@@ -128,7 +128,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   results = sweep_runner.run_sweep(cfg)
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.answer_classifier == (null == "classifier")
-  task = tasks_lib.load_task(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert ("answerable_logits" in outputs[0]) == (null == "classifier")
   assert task.evaluate(outputs) == pytest.approx({k: v for k, v in results.items()

@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from roberta_tf.models import hf_weights
 from roberta_tf.models.pretrainer import RobertaPretrainer
-from roberta_tf.training.losses import mlm_sums
-from roberta_tf.training.optimizer import build_optimizer
+from roberta_tf.pretraining.losses import mlm_sums
+from roberta_tf.training.optimizer import adamw
 from tests.harness import tiny_config
 
 torch = pytest.importorskip("torch")
@@ -142,8 +142,8 @@ def test_one_adamw_step_matches_torch_with_hfs_decay_groups():
   hf = _hf_copy_of(ours)
   b = _batch(seed=1)
   lr = 1e-3
-  opt = build_optimizer(variables=ours.trainable_variables, learning_rate=lr, warmup_steps=0,
-                        train_steps=10)
+  opt = adamw(variables=ours.trainable_variables, learning_rate=lr, warmup_steps=0,
+              train_steps=10)
   _, grads = _ours_loss_and_grads(ours, b)
   opt.apply(grads, ours.trainable_variables)
   params = list(hf.parameters())

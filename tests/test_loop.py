@@ -1,4 +1,4 @@
-"""The loop controller (training/loop.py) with the real Trainer: when each event happens.
+"""The loop controller (training/loop.py) with the real TrainStep: when each event happens.
 
 Tiny model, batches of 8 from the real pipeline over the test shards; the task records what the
 loop asks of it, in order.
@@ -14,17 +14,19 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import pipeline
+from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.sigterm import SigtermFlag
-from roberta_tf.training.trainer import StepConfig, Trainer
+from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.harness import tiny_config
 
 SEQ = 64
 
 
 class _Recorder:
-  """A LoopTask that records its calls: ("log", step, updates in the window), ("eval", step),
+  """The loop's events of a task (training/task.py) that record its calls: ("log", step,
+  updates in the window), ("eval", step),
   ("save", step, updates not logged yet), ("batches", step), ("stopped", step, reason),
   ("finish", step)."""
 
@@ -64,25 +66,25 @@ class _Recorder:
 
 
 @pytest.fixture(scope="module")
-def trainer():
-  """One Trainer for the file (its step is traced once); the loop's events do not depend on
+def train_step():
+  """One TrainStep for the file (its step is traced once); the loop's events do not depend on
   the weights."""
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(tiny_config(max_positions=SEQ + 2))
-  opt = optimizer_lib.build_optimizer(variables=model.trainable_variables, learning_rate=1e-3,
-                                      warmup_steps=0, train_steps=100)
-  return Trainer(tf.distribute.get_strategy(), model, opt, StepConfig())
+  opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
+                            warmup_steps=0, train_steps=100)
+  return TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(), MlmObjective())
 
 
-def _run(task, trainer, sigterm=None, **schedule):
-  loop = loop_lib.Loop(tf.distribute.get_strategy(), trainer, task,
+def _run(task, train_step, sigterm=None, **schedule):
+  loop = loop_lib.Loop(tf.distribute.get_strategy(), train_step, task,
                        loop_lib.LoopSchedule(**schedule))
   return loop.run(0, sigterm)
 
 
-def test_logs_evals_saves_and_periods_fire_on_their_updates(train_shards, trainer):
+def test_logs_evals_saves_and_periods_fire_on_their_updates(train_shards, train_step):
   task = _Recorder(train_shards)
-  result = _run(task, trainer, total_steps=6, log_every=2, eval_every=3, save_every=4, period=5)
+  result = _run(task, train_step, total_steps=6, log_every=2, eval_every=3, save_every=4, period=5)
   assert result == loop_lib.LoopResult(6)
   assert task.events == [
       ("batches", 0), ("log", 2, 2), ("eval", 3), ("log", 4, 2), ("save", 4, 0),
@@ -90,13 +92,13 @@ def test_logs_evals_saves_and_periods_fire_on_their_updates(train_shards, traine
       ("log", 6, 2), ("finish", 6)]  # no eval at the last update, no save: finish decides
 
 
-def test_eval_at_the_last_update_and_early_stopping(train_shards, trainer):
+def test_eval_at_the_last_update_and_early_stopping(train_shards, train_step):
   task = _Recorder(train_shards)
-  _run(task, trainer, total_steps=4, log_every=0, eval_every=2, eval_last_step=True)
+  _run(task, train_step, total_steps=4, log_every=0, eval_every=2, eval_last_step=True)
   assert task.events == [("batches", 0), ("eval", 2), ("log", 4, 4), ("eval", 4),
                          ("finish", 4)]
   task = _Recorder(train_shards, stop_at_eval=2)
-  result = _run(task, trainer, total_steps=6, eval_every=2)
+  result = _run(task, train_step, total_steps=6, eval_every=2)
   assert result == loop_lib.LoopResult(2, stopped_early=True)
   assert task.events == [("batches", 0), ("eval", 2), ("finish", 2)]
 
@@ -104,10 +106,10 @@ def test_eval_at_the_last_update_and_early_stopping(train_shards, trainer):
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="signal handlers need the main thread")
 def test_sigterm_saves_after_the_next_update_with_the_unlogged_window_and_stops(train_shards,
-                                                                                 trainer):
+                                                                                 train_step):
   task = _Recorder(train_shards, on_log=lambda step: os.kill(os.getpid(), signal.SIGTERM))
   with SigtermFlag() as flag:
-    result = _run(task, trainer, sigterm=flag, total_steps=10, log_every=2)
+    result = _run(task, train_step, sigterm=flag, total_steps=10, log_every=2)
   assert result == loop_lib.LoopResult(3, stopped_by_signal=True)
   # The signal came during the log at update 2; update 3 runs, then its state is saved with
   # the one update not logged yet, and the run stops without `finish`.
@@ -115,15 +117,15 @@ def test_sigterm_saves_after_the_next_update_with_the_unlogged_window_and_stops(
                          ("stopped", 3, "SIGTERM")]
 
 
-def test_bad_steps_in_a_row_stop_the_run_at_the_next_check(train_shards, trainer):
-  weights = trainer.model.trainable_variables[0]
+def test_bad_steps_in_a_row_stop_the_run_at_the_next_check(train_shards, train_step):
+  weights = train_step.model.trainable_variables[0]
   kept = weights.numpy()
   weights.assign(tf.fill(weights.shape, float("nan")))  # every step non-finite
   task = _Recorder(train_shards)
   try:
     with pytest.raises(RuntimeError, match="^3 bad steps in a row at 3$"):
-      _run(task, trainer, total_steps=10, log_every=5, max_bad_steps=3, check_every=3)
+      _run(task, train_step, total_steps=10, log_every=5, max_bad_steps=3, check_every=3)
   finally:
     weights.assign(kept)
-    trainer.bad_steps_in_row.assign(0)
+    train_step.bad_steps_in_row.assign(0)
   assert task.events == [("batches", 0)]  # checked before the log, the eval or the save

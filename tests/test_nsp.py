@@ -15,10 +15,10 @@ import tensorflow as tf
 from data_prep.shard_builder import build_shards
 from roberta_tf import models
 from roberta_tf.data import dataset_info, example_spec, pipeline
+from roberta_tf.pretraining.losses import nsp_sums
+from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.training import optimizer as optimizer_lib
-from roberta_tf.training.losses import nsp_sums
-from roberta_tf.training.objectives import MlmObjective
-from roberta_tf.training.trainer import StepConfig, Trainer
+from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.conftest import HF_TINY, TESTDATA
 from tests.harness import run_module, tiny_config
 
@@ -139,9 +139,9 @@ def test_nsp_head_shapes_and_loss():
 def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards):
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_config(type_vocab_size=2, next_sentence_head=True))
-  opt = optimizer_lib.build_optimizer(variables=model.trainable_variables, learning_rate=1e-3,
-                                      warmup_steps=0, train_steps=10)
-  trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(),
+  opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
+                            warmup_steps=0, train_steps=10)
+  train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(),
                     objective=MlmObjective(next_sentence=True))
   batch = next(iter(pipeline.build_dataset(pair_shards, "train", training=True,
                                            per_replica_batch_size=8,
@@ -149,7 +149,7 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
   # The sums at the weights the step starts from (dropout 0: the same forward pass).
   sums = MlmObjective(next_sentence=True)(model, batch)
   extras = sums.extras
-  out, _ = trainer.train_step(lambda: batch)
+  out, _ = train_step(lambda: batch)
   mlm_mean = float(extras["mlm_loss"]) / float(sums.count)
   nsp_mean = float(extras["nsp_loss"]) / float(extras["nsp_count"])
   assert float(extras["nsp_count"]) == 8.0

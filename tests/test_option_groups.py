@@ -12,7 +12,7 @@ from absl import flags
 
 from roberta_tf.common import option_groups, options
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining.train_config import TrainConfig
 from tests.conftest import REPO
 from tests.harness import run_script
 
@@ -208,7 +208,8 @@ def test_finetune_list_flags_parse_as_before():
   assert (cfg.task, cfg.model_dir, cfg.train_file, cfg.eval_file) == ("", "", "", "")
   default = _finetune_flags([])
   assert default == FinetuneConfig("", "", "", "")
-  assert default.text_fields == ("text",) and default.labels == () and default.sweep == (1e-5,)
+  assert default.text_fields == ("text",) and default.labels == ()
+  assert default.learning_rate_sweep == (1e-5,)
   with pytest.raises(ValueError, match=r"--learning_rates=\['1e-5', 'x'\]: not a list of numbers"):
     _finetune_flags(["--learning_rates=1e-5,x"])
   with pytest.raises(ValueError, match=r"--batch_sizes=\['16', '3.5'\]: not a list of integers"):

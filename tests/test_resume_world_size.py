@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.training import pretraining
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining import run as pretraining
+from roberta_tf.pretraining.train_config import TrainConfig
 from tests.test_train_resume import _checkpoint, _train_loss
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers

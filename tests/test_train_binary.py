@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.training import pretraining
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining import run as pretraining
+from roberta_tf.pretraining.train_config import TrainConfig
 from tests.harness import (
   console_script,
   free_port,
@@ -225,7 +225,7 @@ def test_flagfiles_parse_and_every_setting_has_a_flag():
 import glob, dataclasses
 from absl import flags
 import roberta_tf.train  # defines the flags
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining.train_config import TrainConfig
 FLAGS = flags.FLAGS
 for field in dataclasses.fields(TrainConfig):
   assert field.name in FLAGS, field.name

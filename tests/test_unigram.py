@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.data import dataset_info, unigram
-from roberta_tf.training import mlm_evaluation
+from roberta_tf.pretraining import mlm_evaluation
 
 SPECIAL = (0, 1, 2, 3, 7999)
 

@@ -18,11 +18,18 @@ Every binary (roberta_tf/*.py, data_prep's) calls `cli.run` on its `main` instea
 
 So a test (or a script) can rely on: rc != 0 and exactly one stderr line starting `error:`, and
 a binary's output is its own lines only.
+
+`call(module, argv)` runs a binary's main in this process, as `python -m module argv...` would,
+and returns (exit code, its one error line or None): the tests call binaries this way without a
+new interpreter and TensorFlow import per case, and the binaries count in the coverage figure.
+Binaries define their flags on absl's global FLAGS when imported and share flag names; `call`
+keeps only the called binary's flags defined and parks the others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.abc
 import os
 import re
@@ -126,9 +133,14 @@ def verbose() -> bool:
   return env or (FLAGS.is_parsed() and FLAGS.verbose)
 
 
+_last_error: list[str] = []  # the error lines `fail` printed during a `call`
+
+
 def fail(message: str, code: int = 1) -> int:
   """Prints `error: <message>` (one line) to stderr; returns the exit code for main."""
-  print(f"error: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+  line = f"error: {' '.join(str(message).split())}"
+  _last_error.append(line)
+  print(line, file=sys.stderr, flush=True)
   return code
 
 
@@ -174,3 +186,51 @@ def run(main: Callable[[list[str]], int | None]) -> None:
     for flag in FLAGS.get_flags_for_module(main.__module__):
       FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   app.run(guard(main), flags_parser=_parse_flags)
+
+
+# The flags each binary's import defined ({module: {name: Flag}}), and the binary whose flags are
+# defined now: `call` parks the others' (absl has one global FlagValues, and binaries share flag
+# names such as --model_dir).
+_BINARY_FLAGS: dict[str, dict] = {}
+_active: list[str] = []
+
+
+def _activate(module: str) -> None:
+  """Makes `module`'s flags the defined ones (importing it on first use)."""
+  if _active == [module]:
+    return
+  for name in [n for parked in _BINARY_FLAGS.values() for n in parked]:
+    if name in FLAGS:
+      delattr(FLAGS, name)
+  if module not in _BINARY_FLAGS:
+    if module in sys.modules:  # imported before the first call: absl knows its flags
+      own = {f.name: f for f in FLAGS.flags_by_module_dict().get(module, [])}
+    else:
+      before = set(FLAGS)
+      importlib.import_module(module)
+      own = {n: FLAGS[n] for n in FLAGS if n not in before}
+    _BINARY_FLAGS[module] = own
+  for name, flag in _BINARY_FLAGS[module].items():
+    if name not in FLAGS:
+      FLAGS[name] = flag
+  _active[:] = [module]
+
+
+def call(module: str, argv: list[str]) -> tuple[int, str | None]:
+  """Runs binary `module`'s `main` in this process with command-line arguments `argv` (as
+  `python -m module *argv`, with the same one-line errors); returns (exit code, the last
+  `error:` line it printed, or None). Flags start from their defaults on every call."""
+  _activate(module)
+  main = sys.modules[module].main
+  FLAGS.unparse_flags()
+  _last_error.clear()
+  try:
+    code = guard(main)(_parse_flags([module, *argv]))
+  except SystemExit as e:
+    code = e.code
+    if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1
+      print(code, file=sys.stderr, flush=True)
+      _last_error.append(code)
+      code = 1
+  code = 0 if code is None else int(code)
+  return code, (_last_error[-1] if _last_error and code else None)

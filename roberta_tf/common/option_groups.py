@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from roberta_tf.common import options
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check
 
-# Keras dtype policies: variables stay float32; fp16 adds dynamic loss scaling (trainer.py).
+# Keras dtype policies: variables stay float32; fp16 adds dynamic loss scaling (train_step.py).
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # tf.distribute strategies (training/strategy.py's make_strategy builds them).
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")

@@ -4,7 +4,7 @@ One JSON object a line (the file may be gzipped): `sentence_good`, `sentence_bad
 `UID` (the paradigm, e.g. "adjunct_island"), `linguistics_term` (the phenomenon, e.g.
 "island_effects") and `field` ("syntax", "semantics", ...), as in BLiMP's data/*.jsonl; a
 directory means every .jsonl(.gz) file in it. A pair is right when the model gives the good
-sentence the higher score (pseudo-log-likelihood: training/minimal_pair_evaluation.py); ties
+sentence the higher score (pseudo-log-likelihood: pretraining/minimal_pair_evaluation.py); ties
 count as wrong. TensorFlow-free.
 """
 

@@ -9,14 +9,17 @@ Modules, in the order data flows through them:
   squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
   metrics         accuracy, F1, MCC, Pearson, Spearman
   heads           classification/regression, multiple-choice and span heads on the encoder
-  tasks           one class per task type: datasets, loss, dev metrics
+  problems        one Problem class per task type: datasets, loss, dev metrics
   finetune_config the resolved configuration of a run (what --flags become)
   glue            GLUE presets: each task's files, fields, labels and official metrics
   bucketing       length-bucketed batches padded to their longest example
   warm_start      the encoder (and head) a run starts from: pretrained, fine-tuned or random
-  trial           one run (one batch size, learning rate, seed) on the training core's loop
-                  and Trainer: AdamW, 6% warmup + linear decay, epochs, early stopping,
-                  TensorBoard, SIGTERM; resumable (run_state)
+  objective       ProblemObjective: a problem's loss as the train step's Sums
+  task            FineTuningTask (training/task.py's Task): encoder + head, AdamW with
+                  warmup + linear decay, the step's settings, and the loop's events (epochs,
+                  dev metrics, the best epoch, early stopping, TensorBoard)
+  trial           one run (one batch size, learning rate, seed): the task on the training
+                  core's loop and TrainStep; resumable (run_state)
   run_state       a run's saved state (checkpoint + progress.json) for resume
   sweep           the paper's grid (batch sizes x learning rates x seeds) and its medians
   sweep_runner    runs the grid's trials, keeps the best configuration's median run, writes

@@ -142,7 +142,7 @@ class FinetuneConfig:
       "--export_dir).")
 
   @property
-  def sweep(self) -> tuple[float, ...]:
+  def learning_rate_sweep(self) -> tuple[float, ...]:
     """The learning rates swept."""
     return tuple(self.learning_rates) or (self.learning_rate,)
 
@@ -158,6 +158,7 @@ class FinetuneConfig:
     """Raises ValueError naming the flag for inconsistent settings: each field's choices and
     check (options.check_options), then the settings that depend on each other."""
     check_options(self)
+    rates = self.learning_rate_sweep
     checks = [
         (bool(self.train_file), "--train_file is required"),
         (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
@@ -172,8 +173,8 @@ class FinetuneConfig:
         (all(b % self.grad_accum_steps == 0 for b in self.batch_size_sweep),
          f"batch sizes {list(self.batch_size_sweep)} must be multiples of --grad_accum_steps="
          f"{self.grad_accum_steps}"),
-        (all(lr > 0 for lr in self.sweep), f"learning rates must be > 0, got {self.sweep}"),
-        (len(set(self.sweep)) == len(self.sweep), f"--learning_rates repeats a rate: {self.sweep}"),
+        (all(lr > 0 for lr in rates), f"learning rates must be > 0, got {rates}"),
+        (len(set(rates)) == len(rates), f"--learning_rates repeats a rate: {rates}"),
         (self.task not in (task_types.CLASSIFICATION, task_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),

@@ -2,7 +2,7 @@
 
 ```
 model_dir/
-  config.json          {"model": RobertaConfig, "task": TaskInfo, "finetune": FinetuneConfig}
+  config.json          {"model": RobertaConfig, "task": ProblemInfo, "finetune": FinetuneConfig}
   checkpoint, ckpt-N.* tf.train.Checkpoint(model=FinetuneModel) of the best run's best epoch
   vocab.json merges.txt
   eval_results.json    the kept run's dev metrics; the median and spread over seeds per
@@ -29,7 +29,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import atomic_write
 from roberta_tf.finetuning import glue, heads
-from roberta_tf.finetuning.tasks import TaskInfo
+from roberta_tf.finetuning.problems import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -45,15 +45,15 @@ _WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.
 
 
 
-def write_config(model_dir: str, model_config: models.RobertaConfig, info: TaskInfo,
+def write_config(model_dir: str, model_config: models.RobertaConfig, info: ProblemInfo,
                  finetune: dict | None = None) -> None:
   os.makedirs(model_dir, exist_ok=True)
   atomic_write.write_json(os.path.join(model_dir, CONFIG_FILE),
              {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 
-def read_task_info(model_dir: str) -> TaskInfo:
-  """The TaskInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
+def read_task_info(model_dir: str) -> ProblemInfo:
+  """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
   path = os.path.join(model_dir, CONFIG_FILE)
   try:
     with open(path, encoding="utf-8") as f:
@@ -64,15 +64,15 @@ def read_task_info(model_dir: str) -> TaskInfo:
     raise models.ModelDirError(f"{path} has no \"task\": {model_dir!r} is not a fine-tuned model "
                                "dir (roberta_tf.finetune writes one)")
   try:
-    return TaskInfo.from_dict(doc["task"])
+    return ProblemInfo.from_dict(doc["task"])
   except TypeError as e:
     raise models.ModelDirError(f"{path}: bad \"task\": {e}") from e
 
 
-def build_model(model_config: models.RobertaConfig, info: TaskInfo, dtype=None,
+def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
                 init_from: str = "") -> heads.FinetuneModel:
   """The fine-tuning model: encoder (random, or init_from's weights) + a fresh head."""
-  encoder = heads.build_encoder(model_config, dtype=dtype, init_from=init_from)
+  encoder = heads.pretrained_encoder(model_config, dtype=dtype, init_from=init_from)
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
                              dropout=model_config.dropout,
                              initializer_range=model_config.initializer_range, dtype=dtype,
@@ -96,11 +96,11 @@ def restore(model: heads.FinetuneModel, prefix: str) -> None:
 
 
 def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.RobertaConfig,
-                                                   TaskInfo]:
-  """A fine-tuned model with its weights, its RobertaConfig and TaskInfo."""
+                                                   ProblemInfo]:
+  """A fine-tuned model with its weights, its RobertaConfig and ProblemInfo."""
   model_config = models.read_config(model_dir)
   info = read_task_info(model_dir)
-  model = build_model(model_config, info, dtype=dtype)
+  model = new_model(model_config, info, dtype=dtype)
   restore(model, model_dir_lib.latest_checkpoint(model_dir))
   return model, model_config, info
 

@@ -150,7 +150,8 @@ class FinetuneModel(keras.Model):
     return {"logits": tf.reshape(logits, shape[:2])}
 
 
-def build_encoder(config: models.RobertaConfig, dtype=None, init_from: str = "") -> keras.Model:
+def pretrained_encoder(config: models.RobertaConfig, dtype=None,
+                       init_from: str = "") -> keras.Model:
   """The encoder of `config`: random init, or the weights of model dir `init_from`'s latest
   checkpoint (its MLM head is dropped). `config` may differ from init_from's config.json only in
   dropout (fine-tuning may change it)."""

@@ -26,7 +26,7 @@ HEADER = "index\tprediction"
 
 
 def predict_logits(model, task, examples, batch_size: int) -> np.ndarray:
-  """The model's logits ([N, K], regression [N]) on `examples` (a SequenceTask's kind), in
+  """The model's logits ([N, K], regression [N]) on `examples` (a SequenceProblem's kind), in
   their order."""
   ds = task.predict_dataset(examples, batch_size)
   predict = tf.function(lambda inputs: model(inputs, training=False)["logits"],

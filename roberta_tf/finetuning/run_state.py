@@ -2,7 +2,7 @@
 
 ```
 run_dir/state/
-  checkpoint, ckpt-<update>.*   model, optimizer, the Trainer's counters (update count = data
+  checkpoint, ckpt-<update>.*   model, optimizer, the TrainStep's counters (update count = data
                                 position) and dropout RNG: pretraining's checkpoint items
   progress.json                 {"checkpoint": "ckpt-<update>", "history": [...epochs done],
                                  "epoch_loss": [sum, count] of the unfinished epoch,
@@ -35,16 +35,16 @@ def fresh_progress() -> dict:
 class RunState:
   """Saves and restores one run's state (see the module docstring)."""
 
-  def __init__(self, run_dir: str, trainer, is_chief: bool, task_id: int):
+  def __init__(self, run_dir: str, train_step, is_chief: bool, task_id: int):
     self.chief_dir = os.path.join(run_dir, STATE_DIR)
     self.is_chief = is_chief
     self.ckpt = checkpointing.Checkpointer(
-        self.chief_dir, {"model": trainer.model, "optimizer": trainer.optimizer,
-                         **trainer.checkpoint_items()},
+        self.chief_dir, {"model": train_step.model, "optimizer": train_step.optimizer,
+                         **train_step.checkpoint_items()},
         keep=1, is_chief=is_chief, task_id=task_id)
 
   def restore(self) -> dict | None:
-    """Restores the saved state into the model/optimizer/trainer; returns its progress, or
+    """Restores the saved state into the model/optimizer/train_step; returns its progress, or
     None when there is none (a fresh run)."""
     path = os.path.join(self.chief_dir, PROGRESS_FILE)
     if not os.path.isfile(path):

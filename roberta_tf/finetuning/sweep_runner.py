@@ -30,7 +30,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import atomic_write, directory_lock
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
-from roberta_tf.finetuning import tasks as tasks_lib
+from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.trial import (  # noqa: F401  (FinetuneError: the binary's)
     FinetuneError,
@@ -52,7 +52,7 @@ MARKDOWN_FILE = "results.md"
 _NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic", "peer_timeout")
 
 
-def resolve_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
+def sweep_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
   """init_from's config, else the --config preset/JSON sized for the vocab and max_seq_len."""
   if cfg.init_from:
     config = models.read_config(cfg.init_from)
@@ -77,7 +77,9 @@ def _sweep_settings(cfg: FinetuneConfig) -> dict:
   given)."""
   settings = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_TRAINING + (
       "learning_rate", "learning_rates", "batch_size", "batch_sizes")}
-  return {**settings, "sweep": list(cfg.sweep), "batch_size_sweep": list(cfg.batch_size_sweep)}
+  # "sweep" (the learning rates): the key sweep.json has always had.
+  return {**settings, "sweep": list(cfg.learning_rate_sweep),
+          "batch_size_sweep": list(cfg.batch_size_sweep)}
 
 
 def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
@@ -114,7 +116,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   """run_sweep's body, holding the model dir's lock on the chief."""
   vocab_dir = cfg.vocab_dir or cfg.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
-  model_config = resolve_model_config(cfg, tokenizer.vocab_size)
+  model_config = sweep_model_config(cfg, tokenizer.vocab_size)
   if cfg.max_seq_len > model_config.max_seq_len:
     raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
                      f"{model_config.max_seq_len}")
@@ -130,20 +132,20 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   if chief and not resume:
     finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
                                  protected=(cfg.init_from, cfg.vocab_dir))
-  task = tasks_lib.load_task(cfg, tokenizer)
-  metric = cfg.metric or tasks_lib.DEFAULT_METRIC[cfg.task]
-  if metric not in task.metric_names():
+  problem = problems_lib.load_problem(cfg, tokenizer)
+  metric = cfg.metric or problems_lib.DEFAULT_METRIC[cfg.task]
+  if metric not in problem.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
-                     f"{list(task.metric_names())}")
+                     f"{list(problem.metric_names())}")
   if chief and not resume:
     finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
     os.makedirs(os.path.join(cfg.model_dir, os.path.dirname(SWEEP_FILE)), exist_ok=True)
     atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), settings)
-  keys = sweep.plan(cfg.batch_size_sweep, cfg.sweep, cfg.seed_list)
-  log(f"{cfg.glue_task or cfg.task}: {task.num_train} training / {task.num_eval} dev "
+  keys = sweep.plan(cfg.batch_size_sweep, cfg.learning_rate_sweep, cfg.seed_list)
+  log(f"{cfg.glue_task or cfg.task}: {problem.num_train} training / {problem.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
-      f"{warm_start.describe(cfg.init_from, task.info)}; {len(keys)} runs ("
-      f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.sweep)} learning rates x "
+      f"{warm_start.describe(cfg.init_from, problem.info)}; {len(keys)} runs ("
+      f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.learning_rate_sweep)} learning rates x "
       f"{cfg.seeds} seeds); {cfg.batching} batches; {strategy.num_replicas_in_sync} "
       f"replica(s), {cfg.precision}"
       f"{'; resuming the unfinished sweep in ' + cfg.model_dir if resume else ''}")
@@ -152,15 +154,15 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   with SigtermFlag() as sigterm:
     for key in keys:
       run_dir = os.path.join(cfg.model_dir, "runs", key.name)
-      run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed)
-      run = finished_run(run_dir) or run_trial(run_cfg, task, model_config, key.learning_rate,
-                                               strategy, run_dir, metric, sigterm, clock,
-                                               label=key.label(keys))
+      run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed,
+                                    learning_rate=key.learning_rate)
+      run = finished_run(run_dir) or run_trial(run_cfg, problem, model_config, strategy, run_dir,
+                                               metric, sigterm, clock, label=key.label(keys))
       if run.checkpoint is None:  # SIGTERM: the state is saved; a rerun resumes
         return {"stopped_by_signal": True, "run": key.name}
       runs.append((key, run))
   summary = sweep.summarize([(k, r.metrics) for k, r in runs], metric,
-                            lower_is_better=metric in tasks_lib.LOWER_IS_BETTER)
+                            lower_is_better=metric in problems_lib.LOWER_IS_BETTER)
   kept_key = summary["kept"]
   best = next(r for k, r in runs if k == kept_key)
   best_config = summary["configs"][summary["best_config"]]
@@ -180,18 +182,18 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
     return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
             **statistics}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
-  model = finetuned_dir.build_model(model_config, task.info, dtype="float32")
+  model = finetuned_dir.new_model(model_config, problem.info, dtype="float32")
   finetuned_dir.restore(model, best.checkpoint)
-  finetuned_dir.write_config(cfg.model_dir, model_config, task.info, cfg.to_dict())
+  finetuned_dir.write_config(cfg.model_dir, model_config, problem.info, cfg.to_dict())
   finetuned_dir.save_checkpoint(cfg.model_dir, model, best.best_epoch)
   finetuned_dir.copy_tokenizer(vocab_dir, cfg.model_dir)
   if cfg.task == "extractive_qa":
     for name in ("predictions.json", "nbest_predictions.json"):
       shutil.copyfile(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
   written = []
-  if task.test_sets:
+  if problem.test_sets:
     written = predictions.write_glue_predictions(
-        cfg.predictions_dir or cfg.model_dir, task, model,
+        cfg.predictions_dir or cfg.model_dir, problem, model,
         cfg.eval_batch_size or kept_key.batch_size)
     log(f"test predictions of {kept_key.name}: {', '.join(written)}")
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
@@ -202,7 +204,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
                        "seed": k.seed, "epoch": r.best_epoch, "metrics": r.metrics,
                        "history": r.history} for k, r in runs]}
   title = (f"{cfg.glue_task or cfg.task}: {len(cfg.batch_size_sweep)} batch sizes x "
-           f"{len(cfg.sweep)} learning rates x {cfg.seeds} seeds")
+           f"{len(cfg.learning_rate_sweep)} learning rates x {cfg.seeds} seeds")
   atomic_write.write_text(os.path.join(cfg.model_dir, MARKDOWN_FILE),
                           sweep.markdown(summary, metric, title, best.best_epoch))
   atomic_write.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)

@@ -17,12 +17,12 @@ import os
 
 from roberta_tf import models
 from roberta_tf.finetuning import finetuned_dir, heads
-from roberta_tf.finetuning.tasks import TaskInfo
+from roberta_tf.finetuning.problems import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
 
 
-def source_task(init_from: str) -> TaskInfo | None:
-  """The TaskInfo of a fine-tuned init_from dir; None for a pretrained one (or none)."""
+def source_task(init_from: str) -> ProblemInfo | None:
+  """The ProblemInfo of a fine-tuned init_from dir; None for a pretrained one (or none)."""
   if not init_from or not os.path.isfile(os.path.join(init_from, finetuned_dir.CONFIG_FILE)):
     return None
   try:
@@ -31,13 +31,13 @@ def source_task(init_from: str) -> TaskInfo | None:
     return None  # a pretrained model dir: config.json without a "task"
 
 
-def keeps_head(source: TaskInfo, target: TaskInfo) -> bool:
+def keeps_head(source: ProblemInfo, target: ProblemInfo) -> bool:
   """Whether a fine-tuned source's head fits the target task unchanged."""
   return (source.task_type == target.task_type and source.labels == target.labels
           and source.answer_classifier == target.answer_classifier)
 
 
-def describe(init_from: str, target: TaskInfo) -> str:
+def describe(init_from: str, target: ProblemInfo) -> str:
   """One line for the log: where the weights start."""
   if not init_from:
     return "random init"
@@ -50,7 +50,7 @@ def describe(init_from: str, target: TaskInfo) -> str:
   return f"init from fine-tuned {init_from}: its encoder, {what}"
 
 
-def build_model(model_config: models.RobertaConfig, info: TaskInfo, dtype=None,
+def warm_started_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
                 init_from: str = "") -> heads.FinetuneModel:
   """The fine-tuning model for `info`, its weights from init_from (see the module docstring).
 
@@ -59,8 +59,8 @@ def build_model(model_config: models.RobertaConfig, info: TaskInfo, dtype=None,
   """
   source = source_task(init_from)
   if source is None:
-    return finetuned_dir.build_model(model_config, info, dtype=dtype, init_from=init_from)
-  trained = finetuned_dir.build_model(model_config, source, dtype=dtype)
+    return finetuned_dir.new_model(model_config, info, dtype=dtype, init_from=init_from)
+  trained = finetuned_dir.new_model(model_config, source, dtype=dtype)
   finetuned_dir.restore(trained, model_dir_lib.latest_checkpoint(init_from))
   if keeps_head(source, info):
     return trained

@@ -107,7 +107,7 @@ def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
   """
   try:
     status = tf.train.Checkpoint(model=pretrainer).restore(checkpoint_prefix)
-    status.expect_partial()  # Optimizer, step and data state are the trainer's business.
+    status.expect_partial()  # Optimizer, step and data state are the train step's business.
     status.assert_existing_objects_matched()
   except AssertionError as e:
     # TF's message prints whole variable values; name the variables and shapes instead.

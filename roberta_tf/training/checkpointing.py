@@ -35,7 +35,7 @@ class CheckpointError(RuntimeError):
   """A model dir's checkpoints cannot be resumed or written (the message names the files)."""
 
 
-# The training lock (a second trainer on a model dir is refused); shared with every binary that
+# The training lock (a second train_step on a model dir is refused); shared with every binary that
 # writes a run directory.
 DirectoryLock = directory_lock.DirectoryLock
 
@@ -65,7 +65,7 @@ def dropout_rng_states(model) -> list:
 
   They are in ``model.variables`` but not in the checkpoint of ``model`` (a SeedGenerator is
   not a tracked trackable), so a resumed run would replay the first steps' dropout masks. The
-  trainer checkpoints them explicitly (see `Trainer.checkpoint_items`).
+  train step checkpoints them explicitly (see `TrainStep.checkpoint_items`).
   """
   return [v for v in model.variables if v.name == "seed_generator_state"]
 

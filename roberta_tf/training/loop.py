@@ -1,11 +1,11 @@
 """The one training loop: updates, and what is due every N of them, for every task.
 
-Pretraining (training/pretraining.py) and fine-tuning (finetuning/trial.py) run this loop; each
-supplies a `LoopTask` (its data, and what a log, an eval, a save and the end mean for it) and a
-`LoopSchedule` (when). The loop owns the when:
+Pretraining (pretraining/run.py) and fine-tuning (finetuning/trial.py) run this loop; each
+supplies its `Task` (training/task.py: its data, and what a log, an eval, a save and the end
+mean for it) and a `LoopSchedule` (when). The loop owns the when:
 
   start at update `step` (a fresh run: 0; a resume: the checkpoint's)
-  → every update: one `Trainer.train_step` (accumulation, clipping, loss scaling and the NaN
+  → every update: one a `TrainStep` call (accumulation, clipping, loss scaling and the NaN
     guard are inside it), its outputs kept as device tensors in a `StepWindow`
   → every `log_every` updates and at the last: `task.log(step, window, eta_s)`, a new window
   → every `eval_every` updates (and at the last, with `eval_last_step`): `task.evaluate(step)`,
@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import Protocol
 
 import tensorflow as tf
 
 from roberta_tf.training import preemption
 from roberta_tf.training.sigterm import SigtermFlag
 from roberta_tf.training.step_window import StepWindow
+from roberta_tf.training.task import Task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +53,7 @@ class LoopSchedule:
     eval_last_step: the eval schedule also fires at the last update (fine-tuning: the last
       epoch's dev metrics); False: `finish` evaluates (pretraining: after the final save).
     budget_s: a time budget (train --train_minutes): the run also ends at the first update
-      that brings the loop's wall-clock seconds, summed over resumes (trainer.train_seconds),
+      that brings the loop's wall-clock seconds, summed over resumes (train_step.train_seconds),
       to this; before every update the budget's elapsed share goes to `budget_fraction` (the
       BudgetSchedule's). 0: no budget.
   """
@@ -72,31 +71,6 @@ class LoopSchedule:
     return bool(every) and step % every == 0
 
 
-class LoopTask(Protocol):
-  """What a task supplies to the loop (see the module docstring for when each is called)."""
-
-  def batches(self, step: int) -> Callable[[], object]:
-    """The next-batch function of the data from update `step` on."""
-
-  def log(self, step: int, window: StepWindow, eta_s: float) -> None:
-    """The updates of `window` (since the last log) are done; `eta_s`: the run's ETA."""
-
-  def evaluate(self, step: int) -> bool:
-    """Held-out metrics at `step`; True ends the run (early stopping)."""
-
-  def save(self, step: int, window: StepWindow | None) -> None:
-    """Save the state at `step`; `window`: updates not logged yet (a signal mid-period)."""
-
-  def too_many_bad_steps(self, step: int, bad_in_row: int) -> Exception:
-    """The error to raise (after any restore the task does)."""
-
-  def stopped(self, step: int, reason: str) -> None:
-    """The run stops at `step` on a signal (`reason`: e.g. "SIGTERM"), after `save`."""
-
-  def finish(self, step: int) -> None:
-    """The run reached its end (or stopped early): final save / eval / results."""
-
-
 @dataclasses.dataclass
 class LoopResult:
   step: int
@@ -105,11 +79,11 @@ class LoopResult:
 
 
 class Loop:
-  """Runs `task` on `trainer` under `strategy` by `schedule` (see the module docstring)."""
+  """Runs `task` on `train_step` under `strategy` by `schedule` (see the module docstring)."""
 
-  def __init__(self, strategy: tf.distribute.Strategy, trainer, task: LoopTask,
+  def __init__(self, strategy: tf.distribute.Strategy, train_step, task: Task,
                schedule: LoopSchedule, budget_fraction: tf.Variable | None = None):
-    self.strategy, self.trainer, self.task, self.schedule = strategy, trainer, task, schedule
+    self.strategy, self.train_step, self.task, self.schedule = strategy, train_step, task, schedule
     self.budget_fraction = budget_fraction
 
   def run(self, step: int, sigterm: SigtermFlag | None = None) -> LoopResult:
@@ -124,7 +98,7 @@ class Loop:
     s, task = self.schedule, self.task
     stop = preemption.PreemptionSync(self.strategy, sigterm)
     start_time, start_step = time.perf_counter(), step
-    seconds_before = float(self.trainer.train_seconds.numpy())
+    seconds_before = float(self.train_step.train_seconds.numpy())
 
     def seconds():  # the loop's wall clock, summed over resumes
       return seconds_before + time.perf_counter() - start_time
@@ -138,7 +112,7 @@ class Loop:
         next_batch = task.batches(step)
       if s.budget_s and self.budget_fraction is not None:
         self.budget_fraction.assign(min(seconds() / s.budget_s, 1.0))
-      window.add(*self.trainer.train_step(next_batch))
+      window.add(*self.train_step(next_batch))
       step += 1
       last = step == s.total_steps or bool(s.budget_s and seconds() >= s.budget_s)
       log_now = s.due(s.log_every, step) or last
@@ -146,7 +120,7 @@ class Loop:
       stop_now = stop.stop_now()  # read once: a signal arriving later is handled next update
       save_now = stop_now or (s.due(s.save_every, step) and not last)
       if log_now or eval_now or save_now or s.due(s.check_every, step):
-        bad = int(self.trainer.bad_steps_in_row.numpy())
+        bad = int(self.train_step.bad_steps_in_row.numpy())
         if bad >= s.max_bad_steps:
           raise task.too_many_bad_steps(step, bad)
       if log_now:
@@ -159,7 +133,7 @@ class Loop:
         task.finish(step)
         return LoopResult(step, stopped_early=True)
       if save_now:
-        self.trainer.train_seconds.assign(seconds())
+        self.train_step.train_seconds.assign(seconds())
         task.save(step, window if len(window) else None)
       if stop_now:
         where = "" if stop.signalled_here else " (to another worker)"
@@ -167,6 +141,6 @@ class Loop:
         return LoopResult(step, stopped_by_signal=True)
       if last:
         break
-    self.trainer.train_seconds.assign(seconds())
+    self.train_step.train_seconds.assign(seconds())
     task.finish(step)
     return LoopResult(step)

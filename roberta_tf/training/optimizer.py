@@ -4,7 +4,7 @@ Weight decay skips LayerNorm parameters and biases (as in BERT/RoBERTa), chosen 
 variable is -- a matrix (kernel, embedding table) decays, a vector (bias, LayerNorm gamma/beta)
 does not -- never by its name, so a new layer cannot change the optimizer by what it is called.
 Gradient clipping and the all-reduce across replicas happen once, in the train step (see
-trainer.py), so the optimizer here must not all-reduce again.
+train_step.py), so the optimizer here must not all-reduce again.
 """
 
 from collections.abc import Sequence
@@ -71,7 +71,7 @@ class PreReducedAdamW(keras.optimizers.AdamW):
                                          ops.add(ops.sqrt(v_hat), self.epsilon)))
 
 
-def build_optimizer(*, variables: Sequence, learning_rate: float, warmup_steps: int,
+def adamw(*, variables: Sequence, learning_rate: float, warmup_steps: int,
                     train_steps: int, weight_decay: float = 0.01, beta_1: float = 0.9,
                     beta_2: float = 0.98, epsilon: float = 1e-6,
                     time_budget: bool = False) -> keras.optimizers.Optimizer:
@@ -90,6 +90,6 @@ def build_optimizer(*, variables: Sequence, learning_rate: float, warmup_steps: 
 
 
 def budget_schedule(opt) -> BudgetSchedule | None:
-  """The optimizer's BudgetSchedule (build_optimizer(time_budget=True)), else None."""
+  """The optimizer's BudgetSchedule (adamw(time_budget=True)), else None."""
   schedule = getattr(opt, "_learning_rate", None)
   return schedule if isinstance(schedule, BudgetSchedule) else None

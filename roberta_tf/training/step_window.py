@@ -1,6 +1,6 @@
 """The updates between two log lines: kept as device tensors, summarized on the host at once.
 
-`Trainer.train_step` returns its metrics as tensors so the host does not wait for the device
+a `TrainStep` call returns its metrics as tensors so the host does not wait for the device
 after every update; a window collects them and converts them only when the loop logs (a log
 step, an epoch end).
 """
@@ -11,7 +11,7 @@ import time
 
 
 class StepWindow:
-  """Step outputs (Trainer.train_step's dicts) since the window opened."""
+  """Step outputs (a TrainStep call's dicts) since the window opened."""
 
   def __init__(self):
     self.start = time.perf_counter()

@@ -17,9 +17,9 @@ from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.data import unigram as unigram_lib
-from roberta_tf.training.losses import mlm_sums, nsp_sums
-from roberta_tf.training.objectives import model_inputs
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining.losses import mlm_sums, nsp_sums
+from roberta_tf.pretraining.objective import model_inputs
+from roberta_tf.pretraining.train_config import TrainConfig
 
 
 class Evaluator:

@@ -13,10 +13,12 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline
-from roberta_tf.training import checkpointing, pretraining
+from roberta_tf.pretraining import run as pretraining
+from roberta_tf.pretraining.objective import MlmObjective
+from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.training import checkpointing
 from roberta_tf.training import optimizer as optimizer_lib
-from roberta_tf.training.train_config import TrainConfig
-from roberta_tf.training.trainer import StepConfig, Trainer
+from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.harness import tiny_config
 
 SEQ = 64
@@ -27,17 +29,18 @@ def _model_config():
 
 
 def _trainer(train_shards, **step_config):
-  """A Trainer on the default strategy, and a function returning the next batch of 8."""
+  """A TrainStep on the default strategy, and a function returning the next batch of 8."""
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_model_config(), dtype=step_config.get("precision"))
-  opt = optimizer_lib.build_optimizer(variables=model.trainable_variables, learning_rate=1e-3,
-                                      warmup_steps=0, train_steps=100)
-  trainer = Trainer(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config))
+  opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
+                            warmup_steps=0, train_steps=100)
+  train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config),
+                         MlmObjective())
   batches = iter(pipeline.build_dataset(train_shards, "train", training=True,
                                         per_replica_batch_size=8,
                                         max_seq_len=SEQ, model_config=model.config,
                                         shuffle_buffer=0))
-  return trainer, lambda: next(batches)
+  return train_step, lambda: next(batches)
 
 
 def _values(variables):
@@ -51,12 +54,12 @@ def _global_norm(arrays):
 @pytest.mark.slow
 def test_clip_norm_clips_the_averaged_gradient(train_shards):
   clip = 0.01
-  trainer, next_batch = _trainer(train_shards, clip_norm=clip)
-  out, _ = trainer.train_step(next_batch)
+  train_step, next_batch = _trainer(train_shards, clip_norm=clip)
+  out, _ = train_step(next_batch)
   assert float(out["grad_norm"]) > 10 * clip  # the norm is reported before clipping
   # Adam's first moment after one step is (1 - beta1) x the applied (clipped) gradient.
-  momentums = [v for v in trainer.optimizer.variables if v.path.endswith("_momentum")]
-  assert len(momentums) == len(trainer.model.trainable_variables)
+  momentums = [v for v in train_step.optimizer.variables if v.path.endswith("_momentum")]
+  assert len(momentums) == len(train_step.model.trainable_variables)
   assert _global_norm(_values(momentums)) == pytest.approx(0.1 * clip, rel=1e-4)
 
 
@@ -65,20 +68,20 @@ def test_xla_compiled_accumulating_step_matches_the_plain_one(train_shards):
   """--jit_compile changes the kernels, not the update (2 steps of 2 micro-batches)."""
   weights = []
   for jit in (False, True):
-    trainer, next_batch = _trainer(train_shards, grad_accum_steps=2, jit_compile=jit)
+    train_step, next_batch = _trainer(train_shards, grad_accum_steps=2, jit_compile=jit)
     for _ in range(2):
-      trainer.train_step(next_batch)
-    weights.append(_values(trainer.model.trainable_variables))
+      train_step(next_batch)
+    weights.append(_values(train_step.model.trainable_variables))
   for a, b in zip(*weights, strict=True):
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
 
 
 def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_path):
-  trainer, next_batch = _trainer(train_shards)
-  model, opt = trainer.model, trainer.optimizer
+  train_step, next_batch = _trainer(train_shards)
+  model, opt = train_step.model, train_step.optimizer
   ckpt = checkpointing.Checkpointer(str(tmp_path), {"model": model, "optimizer": opt,
-                                                    **trainer.checkpoint_items()})
-  out, _ = trainer.train_step(next_batch)
+                                                    **train_step.checkpoint_items()})
+  out, _ = train_step(next_batch)
   assert float(out["applied"]) == 1.0
   good = ckpt.save(1)
   good_weights = _values(model.variables)
@@ -86,10 +89,11 @@ def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_pa
   kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
   kernel.assign(tf.tensor_scatter_nd_update(kernel, [[0, 0]], [float("nan")]))
   before_model, before_opt = _values(model.variables), _values(opt.variables)
-  out, _ = trainer.train_step(next_batch)
+  out, _ = train_step(next_batch)
   assert float(out["applied"]) == 0.0 and not math.isfinite(float(out["loss"]))
-  assert int(trainer.skipped_steps.numpy()) == 1 and int(trainer.bad_steps_in_row.numpy()) == 1
-  assert int(trainer.step.numpy()) == 2
+  assert int(train_step.skipped_steps.numpy()) == 1
+  assert int(train_step.bad_steps_in_row.numpy()) == 1
+  assert int(train_step.step.numpy()) == 2
   # Nothing moved but the iteration (the LR schedule follows the step count) and the counters.
   assert int(opt.iterations.numpy()) == 2
   for v, a, b in zip(model.variables, before_model, _values(model.variables), strict=True):
@@ -106,22 +110,22 @@ def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_pa
   ckpt.restore(good)  # the last good checkpoint: finite again, and it trains on
   for v, a in zip(model.variables, good_weights, strict=True):
     np.testing.assert_array_equal(v.numpy(), a, err_msg=v.path)
-  out, _ = trainer.train_step(next_batch)
-  assert float(out["applied"]) == 1.0 and int(trainer.bad_steps_in_row.numpy()) == 0
+  out, _ = train_step(next_batch)
+  assert float(out["applied"]) == 1.0 and int(train_step.bad_steps_in_row.numpy()) == 0
 
 
 @pytest.mark.slow
 def test_fp16_overflow_is_skipped_counted_and_halves_the_scale(train_shards):
   """A loss scale of 2^60 overflows fp16 gradients: normal under fp16, not a bad step."""
-  trainer, next_batch = _trainer(train_shards, precision="mixed_float16",
+  train_step, next_batch = _trainer(train_shards, precision="mixed_float16",
                                  loss_scale_initial=2.0**60)
-  before = _values(trainer.model.trainable_variables)
-  out, _ = trainer.train_step(next_batch)
+  before = _values(train_step.model.trainable_variables)
+  out, _ = train_step(next_batch)
   assert math.isfinite(float(out["loss"])) and float(out["applied"]) == 0.0
-  assert float(out["loss_scale"]) == 2.0**60 and float(trainer.loss_scale.numpy()) == 2.0**59
-  assert int(trainer.overflow_steps.numpy()) == 1
-  assert int(trainer.skipped_steps.numpy()) == int(trainer.bad_steps_in_row.numpy()) == 0
-  for v, a in zip(trainer.model.trainable_variables, before, strict=True):
+  assert float(out["loss_scale"]) == 2.0**60 and float(train_step.loss_scale.numpy()) == 2.0**59
+  assert int(train_step.overflow_steps.numpy()) == 1
+  assert int(train_step.skipped_steps.numpy()) == int(train_step.bad_steps_in_row.numpy()) == 0
+  for v, a in zip(train_step.model.trainable_variables, before, strict=True):
     np.testing.assert_array_equal(v.numpy(), a, err_msg=v.path)
 
 

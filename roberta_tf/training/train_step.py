@@ -1,10 +1,10 @@
 """The one distributed train step: accumulation, clipping, loss scaling, NaN guard.
 
 Pretraining and every fine-tuning task run through it; what differs is the *objective*, a
-callable `objective(model, batch) -> objectives.Sums` (loss_sum, count, correct, tokens):
-`MlmObjective` for pretraining (count = masked tokens; with NSP it fills `Sums.extras`, the
-sums named by its `extra_sums`, which are summed like the others and returned as
-"sum/<name>" metrics), `TaskObjective` for fine-tuning (count = examples).
+callable `objective(model, batch) -> task.Sums` (loss_sum, count, correct, tokens; task.py):
+`pretraining.objective.MlmObjective` (count = masked tokens; with NSP it fills `Sums.extras`,
+the sums named by its `extra_sums`, which are summed like the others and returned as
+"sum/<name>" metrics), `finetuning.objective.ProblemObjective` (count = examples).
 
 One optimizer update ("step") consumes ``grad_accum_steps`` micro-batches on every replica, so
 the global batch is per-replica batch x replicas x grad_accum_steps sequences. Every micro-batch
@@ -17,8 +17,8 @@ advances the step counter, the optimizer's iteration (so the learning-rate sched
 the step count) and the data position, and is counted (``skipped_steps``, ``bad_steps_in_row``;
 under fp16 an overflow with a finite loss is normal: ``overflow_steps``, the loss scale halves).
 
-`train_step` does not wait for the device: it returns tensors, and the loop converts them only
-when it logs (see run.py and step_window.py).
+A `TrainStep` call does not wait for the device: it returns tensors, and the loop converts them only
+when it logs (see loop.py and step_window.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import time
 import tensorflow as tf
 
 from roberta_tf.training.checkpointing import dropout_rng_states
-from roberta_tf.training.objectives import MlmObjective
 
 _SUM = tf.distribute.ReduceOp.SUM
 _FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
@@ -64,7 +63,7 @@ class StepConfig:
   jit_compile: bool = False
 
 
-class Trainer:
+class TrainStep:
   """Owns the step counters, accumulators and the compiled distributed train steps.
 
   Create it under nothing in particular: it enters ``strategy.scope()`` itself. The model and
@@ -72,13 +71,13 @@ class Trainer:
   """
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, config: StepConfig,
-               objective=None):
-    """Args: objective: `(model, batch) -> (loss_sum, count, correct, tokens)`; default MLM."""
+               objective):
+    """Args: objective: `(model, batch) -> task.Sums` (task.py's `Objective`)."""
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
     self.config = config
-    self.objective = objective or MlmObjective()
+    self.objective = objective
     # Further sums an objective reports (e.g. the NSP loss): all-reduced and accumulated like
     # the others, returned as "sum/<name>" metrics.
     self.extra_sums = tuple(getattr(self.objective, "extra_sums", ()))
@@ -133,7 +132,7 @@ class Trainer:
   def _grads(self, batch):
     """Gradients of this replica's (scaled) micro-batch loss sum, and the batch's sums."""
     with tf.GradientTape() as tape:
-      out = self.objective(self.model, batch)  # objectives.Sums
+      out = self.objective(self.model, batch)  # task.Sums
       loss_sum, count, correct, tokens = (tf.cast(x, tf.float32) for x in (
           out.loss_sum, out.count, out.correct, out.tokens))
       extras = [tf.cast(out.extras[k], tf.float32) for k in self.extra_sums]
@@ -252,7 +251,7 @@ class Trainer:
     return {k: self.strategy.experimental_local_results(v)[0] for k, v in out.items()}
 
   # ---- host-side API -----------------------------------------------------------------------
-  def train_step(self, next_batch) -> tuple[dict, float]:
+  def __call__(self, next_batch) -> tuple[dict, float]:
     """Runs one optimizer update; ``next_batch()`` returns the next distributed micro-batch.
 
     Returns:

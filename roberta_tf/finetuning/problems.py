@@ -1,13 +1,14 @@
-"""The four task types: reading and featurizing their data, their loss and dev metrics.
+"""Fine-tuning problems, one class per task type: their data, their loss and dev metrics.
 
-A `Task` gives the trainer everything task-specific:
+A `Problem` is the downstream data set and what is scored on it (the FineTuningTask in task.py
+drives it through the loop); it gives the train step everything data-specific:
   train_dataset(batch_size, seed, update_size) -> tf.data of (inputs, labels), one shuffled epoch,
                                      batched
                                      as `batching` says (bucketing.py: length buckets by default)
   eval_dataset(batch_size)        -> tf.data of inputs, the dev set(s) in file order
   loss_sum(outputs, labels)       -> float32 scalar, the SUM of per-example losses
   evaluate(batch_outputs)         -> dev metrics from the model outputs of eval_dataset
-`TaskInfo` is what a fine-tuned model must remember to be used again (it goes into the model
+`ProblemInfo` is what a fine-tuned model must remember to be used again (it goes into the model
 dir's config.json and drives the SavedModel's signatures).
 """
 
@@ -38,7 +39,7 @@ DEFAULT_METRIC = {task_types.CLASSIFICATION: "accuracy", task_types.REGRESSION: 
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskInfo:
+class ProblemInfo:
   """What using a fine-tuned model needs besides its weights.
 
   Attributes:
@@ -83,7 +84,7 @@ class TaskInfo:
             for k, v in dataclasses.asdict(self).items()}
 
   @classmethod
-  def from_dict(cls, values: dict[str, Any]) -> TaskInfo:
+  def from_dict(cls, values: dict[str, Any]) -> ProblemInfo:
     values = dict(values)
     for key in ("labels", "text_fields"):
       values[key] = tuple(values.get(key, ()))
@@ -120,14 +121,14 @@ def _lengths(ids: tf.RaggedTensor) -> np.ndarray:
   return ids.row_lengths().numpy()
 
 
-class Task:
+class Problem:
   """Base class; see the module docstring. A subclass sets `_train` and `_eval` to
   (ids: int32 ragged [N, None] or [N, C, None], labels: a nest of [N] arrays)."""
 
-  def __init__(self, info: TaskInfo, pad_id: int):
+  def __init__(self, info: ProblemInfo, pad_id: int):
     self.info = info
     self.pad_id = pad_id
-    self.batching = bucketing.RANDOM  # load_task sets the run's --batching
+    self.batching = bucketing.RANDOM  # load_problem sets the run's --batching
     self.glue, self.test_sets = None, []  # GLUE presets: glue.GlueTask, its test sets
     self._train = self._eval = None
     self.num_train = self.num_eval = 0
@@ -169,14 +170,14 @@ def _cross_entropy_sum(labels, logits):
       labels=tf.cast(labels, tf.int32), logits=logits))
 
 
-class SequenceTask(Task):
+class SequenceProblem(Problem):
   """Classification or regression of single texts or text pairs.
 
   `extra_dev` adds dev sets scored beside the main one, their metric names prefixed (MNLI's
   mismatched set: "mismatched_accuracy", ...); the main dev set's metrics keep their names.
   """
 
-  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[task_data.TextExample],
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[task_data.TextExample],
                dev: Sequence[task_data.TextExample], train_path: str = "",
                dev_path: str = "",
                extra_dev: Sequence[tuple[str, Sequence[task_data.TextExample]]] = ()):
@@ -238,10 +239,10 @@ class SequenceTask(Task):
     return out
 
 
-class MultipleChoiceTask(Task):
+class MultipleChoiceProblem(Problem):
   """One `<s> passage </s></s> question+option </s>` sequence per option, softmax over options."""
 
-  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[task_data.ChoiceExample],
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[task_data.ChoiceExample],
                dev: Sequence[task_data.ChoiceExample]):
     super().__init__(info, tokenizer.pad_id)
     for name, examples in (("training", train), ("dev", dev)):
@@ -269,10 +270,10 @@ class MultipleChoiceTask(Task):
     return {"accuracy": metrics.accuracy(self._dev_labels, logits.argmax(-1))}
 
 
-class ExtractiveQATask(Task):
+class ExtractiveQAProblem(Problem):
   """SQuAD: start/end logits over the feature's tokens, decoded back to context text."""
 
-  def __init__(self, info: TaskInfo, tokenizer, train: Sequence[squad.SquadExample],
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[squad.SquadExample],
                dev: Sequence[squad.SquadExample]):
     super().__init__(info, tokenizer.pad_id)
     self.byte_lengths = squad.token_byte_lengths(tokenizer)
@@ -329,29 +330,29 @@ class ExtractiveQATask(Task):
                                na_scores=na_scores, span_predictions=best_spans)
 
 
-def load_task(cfg, tokenizer) -> Task:
+def load_problem(cfg, tokenizer) -> Problem:
   """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig), batched as
   cfg.batching says."""
-  task = _glue_task(cfg, tokenizer) if cfg.glue_task else _read_task(cfg, tokenizer)
-  task.batching = cfg.batching
-  return task
+  problem = _glue_problem(cfg, tokenizer) if cfg.glue_task else _read_problem(cfg, tokenizer)
+  problem.batching = cfg.batching
+  return problem
 
 
-def _glue_task(cfg, tokenizer) -> SequenceTask:
+def _glue_problem(cfg, tokenizer) -> SequenceProblem:
   """A GLUE preset's task (glue.py); its test sets ride along as `test_sets` (leaderboard file,
   examples, indices) for the predictions of the kept model."""
   preset = glue.get(cfg.glue_task)
   data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
-  info = TaskInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
+  info = ProblemInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
                   text_fields=preset.text_fields)
   (_, dev), *extra = data.dev
-  task = SequenceTask(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
+  problem = SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
                       extra_dev=extra)
-  task.glue, task.test_sets = preset, data.test
-  return task
+  problem.glue, problem.test_sets = preset, data.test
+  return problem
 
 
-def _read_task(cfg, tokenizer) -> Task:
+def _read_problem(cfg, tokenizer) -> Problem:
   kind = cfg.task
   if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
     regression = kind == task_types.REGRESSION
@@ -360,13 +361,13 @@ def _read_task(cfg, tokenizer) -> Task:
     dev = task_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
                                        regression)
     labels = () if regression else tuple(task_data.label_names(train, cfg.labels))
-    info = TaskInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
-    return SequenceTask(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
+    info = ProblemInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
+    return SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
   if kind == task_types.MULTIPLE_CHOICE:
     train = task_data.read_choice_examples(cfg.train_file)
     dev = task_data.read_choice_examples(cfg.eval_file)
-    info = TaskInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
-    return MultipleChoiceTask(info, tokenizer, train, dev)
+    info = ProblemInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
+    return MultipleChoiceProblem(info, tokenizer, train, dev)
   skipped = []
   train, train_v2 = squad.read_squad(cfg.train_file, skip_bad=cfg.skip_bad_examples,
                                      on_skip=skipped.append)
@@ -376,9 +377,9 @@ def _read_task(cfg, tokenizer) -> Task:
     print(f"warning: --skip_bad_examples: skipped {len(skipped)} answers whose text is not at "
           f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
           flush=True)
-  info = TaskInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
+  info = ProblemInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
                   doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
                   n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
                   null_score_threshold=cfg.null_score_threshold,
                   answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
-  return ExtractiveQATask(info, tokenizer, train, dev)
+  return ExtractiveQAProblem(info, tokenizer, train, dev)

@@ -41,8 +41,8 @@ strategy_lib.split_cpu(int(sys.argv[1]))
 import tensorflow as tf
 # Grappler spends ~15 s optimizing the 4-replica graph for a 4-step run; the math is the same.
 tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-from roberta_tf.training import pretraining
-from roberta_tf.training.train_config import TrainConfig
+from roberta_tf.pretraining import run as pretraining
+from roberta_tf.pretraining.train_config import TrainConfig
 out, specs, base = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 for name, strategy, accum, resume_from in specs:
   model_dir = os.path.join(out, name)

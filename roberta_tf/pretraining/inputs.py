@@ -1,0 +1,68 @@
+"""Pretraining's inputs (Model Garden's `build_inputs`): the distributed train and eval
+datasets over the shards, positioned at a checkpoint's data position, and the train split's
+unigram baseline (the plateau check's reference)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.data import dataset_info, pipeline, unigram
+from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.training import summaries as summaries_lib
+
+
+def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int:
+  """Sequences per replica per micro-batch: --batch_size / (replicas x --grad_accum_steps)."""
+  replicas = strategy.num_replicas_in_sync
+  if cfg.batch_size % (replicas * cfg.grad_accum_steps):
+    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
+                     f"--grad_accum_steps ({cfg.grad_accum_steps})")
+  return cfg.batch_size // (replicas * cfg.grad_accum_steps)
+
+def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
+                   model_config: models.RobertaConfig, start: int):
+  """The distributed train dataset (from sequence ``start`` of the global stream) and eval.
+
+  The train stream is one sequence order for every split of the global batch (replicas x
+  accumulation steps; data/pipeline.py), positioned by arithmetic: a resume reads no batch it
+  does not use, and may change the number of replicas or accumulation steps.
+  """
+  per_replica = per_replica_batch(cfg, strategy)
+  common = dict(per_replica_batch_size=per_replica, max_seq_len=cfg.max_seq_len,
+                masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
+                skip_corrupt_shards=cfg.skip_corrupt_shards)
+
+  def train_fn(ctx: tf.distribute.InputContext):
+    return pipeline.build_dataset(cfg.train_data, "train", training=True, start=start,
+                                  shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
+
+  train = strategy.distribute_datasets_from_function(train_fn)
+  evaluation = None
+  if cfg.eval_data:
+    def eval_fn(ctx: tf.distribute.InputContext):
+      return pipeline.build_dataset(cfg.eval_data, "validation", training=False,
+                                    shuffle_buffer=0, input_context=ctx, **common)
+    evaluation = strategy.distribute_datasets_from_function(eval_fn)
+  return train, evaluation
+
+def unigram_table(cfg: TrainConfig, model_config: models.RobertaConfig, info: dict):
+  """The train split's unigram log-probabilities [V] (the plateau baseline), or None.
+
+  `info` is the train data's dataset_info.json, as `pretraining.pretrain` already read it. A
+  damaged train shard is an error here, before the first step reaches it
+  (unigram.DamagedShardError names it); with --skip_corrupt_shards it is reported and left out
+  of the count, as training skips it.
+  """
+  on_damaged = None
+  if cfg.skip_corrupt_shards:
+    on_damaged = lambda message: summaries_lib.log(f"warning: unigram baseline: {message}")
+  try:
+    return unigram.train_log_probs(cfg.train_data, model_config.vocab_size,
+                                   info["special_ids"].values(), on_damaged=on_damaged)
+  except unigram.DamagedShardError as e:
+    raise unigram.DamagedShardError(f"{e}, or pass --skip_corrupt_shards to train without it") \
+        from e
+  except (OSError, tf.errors.OpError, dataset_info.DatasetInfoError) as e:
+    summaries_lib.log(f"warning: no unigram baseline ({e})")
+    return None

@@ -1,0 +1,162 @@
+"""A pretraining model dir before the first step: resume checks, --overwrite, config.json and
+the vocabulary files (run on the chief, holding the dir's lock; `run.pretrain` calls them in
+this order: clean_model_dir, check_resumable, check_schedule_change, prepare_model_dir)."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import shutil
+
+from roberta_tf import models
+from roberta_tf.data import vocab_info
+from roberta_tf.models import checkpoint_files
+from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.pretraining import mlm_evaluation
+from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
+from roberta_tf.tokenization.vocab_files import copy_vocab_files
+from roberta_tf.training import checkpointing
+from roberta_tf.training import summaries as summaries_lib
+
+# What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json
+# and the vocab files are written again by the run).
+_RUN_OUTPUTS = ("ckpt-*", checkpoint_files.INDEX_FILE, checkpoint_files.INDEX_FILE + ".tmp*",
+                checkpoint_files.DAMAGED_DIR, "train", "eval", "workertemp_*")
+
+def clean_model_dir(cfg: TrainConfig, log) -> None:
+  """On the chief, holding the model dir's lock, before anything is written there: with
+  --overwrite deletes the earlier run's checkpoints and logs; else removes what a killed save
+  left (ckpt-N_temp/) and refuses a dir whose checkpoint files hold no complete checkpoint
+  (before config.json is rewritten). The restore itself (Checkpointer.restore_latest) picks
+  the newest complete checkpoint and says why."""
+  if cfg.overwrite:
+    removed = [p for pattern in _RUN_OUTPUTS
+               for p in glob.glob(os.path.join(glob.escape(cfg.model_dir), pattern))]
+    for path in removed:
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    if removed:
+      log(f"--overwrite: deleted {len(removed)} checkpoint files and log directories of the "
+          f"earlier run in {cfg.model_dir}")
+    return
+  stale = checkpoint_files.remove_stale_temps(cfg.model_dir)
+  if stale:
+    log(f"removed what an interrupted save left in {cfg.model_dir}: {', '.join(stale)}")
+  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
+  if steps and checkpoint_files.newest_complete(cfg.model_dir) is None:
+    problems = "; ".join(
+        f"ckpt-{s}: {checkpoint_files.problem(checkpoint_files.prefix_of(cfg.model_dir, s))}"
+        for s in reversed(steps))
+    raise checkpointing.CheckpointError(
+        f"--model_dir={cfg.model_dir} holds checkpoint files but no complete checkpoint "
+        f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
+
+def check_resumable(model_dir: str, model_config) -> None:
+  """Refuses to resume a model dir whose checkpoints belong to another architecture.
+
+  Checked before config.json is rewritten, so a wrong --config/--init_from never leaves the old
+  checkpoints beside a config.json that does not describe them. Dropout may change.
+  """
+  if not checkpoint_files.steps_on_disk(model_dir):
+    return
+  try:
+    old = model_dir_lib.read_config(model_dir)
+  except ValueError:
+    return  # no readable config.json yet: the restore itself will check the shapes
+  ignore = ("dropout", "attention_dropout")
+  # Every field, defaults included (to_dict leaves the ablation's fields out when unset).
+  new_d, old_d = dataclasses.asdict(model_config), dataclasses.asdict(old)
+  diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
+  if diff:
+    hint = ("--config/--init_from it was trained with" if diff != ["type_vocab_size"] else
+            "--type_embedding setting it was trained with (--notype_embedding for 0)")
+    raise ValueError(
+        f"--model_dir={model_dir!r} holds checkpoints of another model ("
+        + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
+        + f"): use a new --model_dir, or the {hint}")
+
+# Settings that shape the update at a step besides the data: a resume that changes them goes on
+# from the checkpoint's step under the new values (see check_schedule_change).
+_SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
+                      "weight_decay",
+                      "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
+
+def _lr_at(step: int, peak: float, warmup: int, total: int) -> float:
+  """schedule.WarmupLinearDecay at `step`, in Python."""
+  if step < warmup:
+    return peak * step / max(warmup, 1)
+  return peak * max(0.0, (total - step) / max(total - warmup, 1))
+
+def check_schedule_change(cfg: TrainConfig, log=None) -> None:
+  """On a resume whose schedule or optimizer flags differ from the checkpoint's run: one line
+  naming the old and new values and what happens (the run continues on the new schedule from
+  the checkpoint's step, with the learning rate there under both). A --train_steps below the
+  checkpoint's step leaves nothing to train and is refused.
+
+  Raises:
+    ValueError: --train_steps < the newest checkpoint's step, naming both.
+  """
+  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
+  if not steps or cfg.overwrite:
+    return
+  before = mlm_evaluation.training_config(cfg.model_dir)
+  if before is None:
+    return
+  step = max(steps)
+  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
+             for k in _SCHEDULE_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  if cfg.train_steps < step and not cfg.train_minutes:
+    raise ValueError(
+        f"--model_dir={cfg.model_dir!r} holds a checkpoint at step {step}, past --train_steps="
+        f"{cfg.train_steps} (the run was started with {before.train_steps}): nothing to train; "
+        f"pass a --train_steps above {step} to continue it, or --overwrite to start over")
+  if not changed or log is None:
+    return
+  where = ""
+  if not (cfg.train_minutes or before.train_minutes):  # a budget's rate depends on the clock
+    old = _lr_at(step, before.learning_rate, before.warmup_steps, before.train_steps)
+    new = _lr_at(step, cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
+    where = f", where the learning rate is {new:.3g} (the old schedule's: {old:.3g})"
+  log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
+      f"continuing on the new schedule from step {step}{where}; the optimizer's moments are "
+      "kept")
+
+# Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
+_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "max_seq_len", "seed",
+                        "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
+                        "whole_word_masking", "dupe_factor")
+
+def warn_if_data_order_changed(cfg: TrainConfig) -> None:
+  """Logs a warning when a resume changes what the data position means.
+
+  The position is a count of sequences of the global stream; with another global batch, seed
+  or data, the resumed run reads a different stream than an uninterrupted one would have (it
+  still trains, but is no longer exact). Replicas and accumulation steps may change freely.
+  """
+  if not checkpoint_files.steps_on_disk(cfg.model_dir):
+    return
+  before = mlm_evaluation.training_config(cfg.model_dir)
+  if before is None:
+    return
+  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
+             for k in _DATA_ORDER_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  if changed:
+    summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
+                      + "): the data stream will not continue exactly where it stopped")
+
+def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
+                      replicas: int) -> None:
+  """On the chief, before the first step: warn about changed data settings on resume, write
+  config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
+  warn_if_data_order_changed(cfg)
+  write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
+                    extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
+                                    "vocab": info["vocab"], "special_ids": info["special_ids"],
+                                    "replicas": replicas}})
+  vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
+  if vocab_dir is None or len(copy_vocab_files(vocab_dir, cfg.model_dir)) < 2:
+    summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
+                      f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")

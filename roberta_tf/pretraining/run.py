@@ -1,0 +1,146 @@
+"""The pretraining run: strategy, data, model, resume, the step loop, eval, checkpoints, summaries.
+
+`pretrain(config)` is what `python -m roberta_tf.train` calls:
+  resume from model_dir's newest complete checkpoint (else --init_from, else random init;
+    never start over in a model dir that holds checkpoint files unless --overwrite)
+  → the loop (training/loop.py: when logs, evals, saves, the bad-step stop and SIGTERM
+    happen) driving pretraining's task (task.py, `PretrainingTask`):
+  → every log_every: console line + TensorBoard scalars
+  → every eval_every and at the end: held-out MLM loss / perplexity / accuracy beside the
+    unigram baseline
+  → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
+    counters, dropout RNG state, data position), then on SIGTERM a clean exit
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from roberta_tf.data import dataset_info
+from roberta_tf.models import checkpoint_files
+from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.pretraining import inputs, model_dir_setup
+from roberta_tf.pretraining.task import PretrainingTask, TrainingError, model_config_for
+from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.training import checkpointing
+from roberta_tf.training import cluster as cluster_lib
+from roberta_tf.training import loop as loop_lib
+from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training import strategy as strategy_lib
+from roberta_tf.training import summaries as summaries_lib
+from roberta_tf.training.task import build_train_step
+
+__all__ = ["PretrainingResult", "TrainingError", "pretrain"]
+
+
+@dataclasses.dataclass
+class PretrainingResult:
+  """What `pretrain` returns.
+
+  Attributes:
+    step: the last step run.
+    final_train: the last log window's train metrics: loss and accuracy (means over the
+      window's applied steps, weighted by masked tokens), last_step_loss, grad_norm (mean),
+      learning_rate and loss_scale (of the last step), perplexity, tokens_per_sec,
+      examples_per_sec, mfu, input_wait_fraction, skipped_steps.
+    eval_history: [(step, {"loss", "perplexity", "mlm_accuracy", "masked_tokens"})], with the
+      eval at step 0 (fresh runs) and at the end.
+    stopped_by_signal: SIGTERM ended the run early (after a checkpoint).
+  """
+  step: int
+  final_train: dict
+  eval_history: list
+  stopped_by_signal: bool = False
+
+
+def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -> PretrainingResult:
+  """Runs (or resumes) pretraining as configured; returns the final metrics.
+
+  Raises:
+    TrainingError: ``max_bad_steps`` non-finite steps in a row (after restoring the last good
+      checkpoint), or a save refused because a weight is non-finite.
+    ValueError / DatasetInfoError / ModelDirError: bad configuration or data (names the flag).
+    checkpointing.CheckpointError: another process trains in model_dir, its checkpoint files
+      hold no complete checkpoint, or a save failed (disk full); names the files.
+  """
+  cfg.validate()
+  # The strategy first: multi-worker must configure collectives before TF initializes.
+  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu, cfg.peer_timeout,
+                                                    summaries_lib.log)
+  if cfg.deterministic:
+    tf.config.experimental.enable_op_determinism()
+  keras.utils.set_random_seed(cfg.seed)
+  chief = strategy_lib.is_chief(strategy)
+  # The chief holds the model dir's lock for the whole run: no second process writes there.
+  with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
+    info = dataset_info.read(cfg.train_data)
+    model_config = model_config_for(cfg, info)
+    task = PretrainingTask(cfg, strategy, model_config)
+    if chief:  # after the data and config checks: a bad flag never costs a checkpoint
+      model_dir_setup.clean_model_dir(cfg, summaries_lib.log)
+    model_dir_setup.check_resumable(cfg.model_dir, model_config)
+    model_dir_setup.check_schedule_change(cfg, summaries_lib.log if chief else None)
+    if chief:
+      model_dir_setup.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
+
+    train_step = build_train_step(task, strategy)
+    model, opt = train_step.model, train_step.optimizer
+    ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
+                                                      **train_step.checkpoint_items()},
+                                      keep=cfg.keep_checkpoints, is_chief=chief,
+                                      task_id=strategy_lib.task_id(strategy))
+    try:
+      # A peer lost mid-run: one line naming it and the checkpoint a restart resumes from.
+      with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
+                                      lambda: max(checkpoint_files.steps_on_disk(cfg.model_dir),
+                                                  default=None)):
+        return _run(cfg, strategy, chief, info, task, train_step, ckpt)
+    finally:
+      ckpt.close()
+
+
+def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResult:
+  """Resume, data, then the loop (training/loop.py) driving the task."""
+  model = train_step.model
+  resumed = None if cfg.overwrite else ckpt.restore_latest(chief_dir=cfg.model_dir,
+                                                          log=summaries_lib.log)
+  if resumed:
+    summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
+  elif cfg.init_from:
+    model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
+    summaries_lib.log(f"initialized weights from {cfg.init_from}")
+
+  start = int(train_step.data_position.numpy())
+  if resumed and not start and int(train_step.step.numpy()):
+    # A checkpoint from before data_position: its rounds of this split. The stream's order
+    # changed with it, so this continues at the same amount of data, not the same sequences.
+    start = int(train_step.data_rounds.numpy()) * train_step.config.sequences_per_round
+    train_step.data_position.assign(start)
+    summaries_lib.log(f"warning: {resumed} predates the recorded data position; resuming at "
+                      f"sequence {start} of the current data order (the order has changed "
+                      "since that checkpoint was written)")
+  train_ds, eval_ds = inputs.build_datasets(cfg, strategy, task.model_config, start=start)
+  summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
+  if not resumed and chief:
+    with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
+      summaries.text("train", 0, "config", "```\n" + f.read() + "```")
+  task.attach(train_step, ckpt, resumed, train_ds, eval_ds, (
+      inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
+      summaries)
+  step = int(train_step.step.numpy())
+  if step == 0:
+    task.evaluate(0)
+  result = loop_lib.Loop(strategy, train_step, task, loop_lib.LoopSchedule(
+      # A time budget ends the run, not the step count (the loop's bound is then nominal).
+      total_steps=cfg.train_steps if not cfg.train_minutes else 2**62,
+      budget_s=cfg.train_minutes * 60, log_every=cfg.log_every, eval_every=cfg.eval_every,
+      save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps,
+      check_every=cfg.max_bad_steps), budget_fraction=getattr(
+          optimizer_lib.budget_schedule(train_step.optimizer), "fraction", None)).run(step)
+  return PretrainingResult(step=result.step, final_train=task.final, eval_history=task.history,
+                   stopped_by_signal=result.stopped_by_signal)

@@ -1,0 +1,90 @@
+"""The task interface the one loop drives (Model Garden's `base_task.Task`, for this repo).
+
+A *task* is one kind of training, whole: pretraining (roberta_tf/pretraining/task.py,
+`PretrainingTask`) or fine-tuning on one problem (roberta_tf/finetuning/task.py,
+`FineTuningTask`). It builds what the train step runs (the model, the optimizer, the step's
+settings, the objective) and says what the loop's events mean for it (its data, logs, evals,
+saves and end). `build_train_step(task, strategy)` makes the one train step from the first half;
+`loop.Loop(strategy, train_step, task, schedule)` runs the second.
+
+An *objective* (what the step minimizes) returns `Sums` for one replica's micro-batch; the train
+step all-reduces them and divides the gradient by the global count, so an objective never
+normalizes by its own batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import keras
+import tensorflow as tf
+
+from roberta_tf.training.step_window import StepWindow
+from roberta_tf.training.train_step import StepConfig, TrainStep
+
+
+class Sums(NamedTuple):
+  """What an objective returns for one replica's micro-batch (float32 scalars)."""
+  loss_sum: tf.Tensor  # the loss summed over the predictions (not normalized)
+  count: tf.Tensor     # predictions: masked tokens (MLM) or examples (fine-tuning)
+  correct: tf.Tensor   # correct argmax predictions (0 where a problem scores itself on dev)
+  tokens: tf.Tensor    # real (non-pad) input tokens
+  extras: dict | None = None  # {name in the objective's extra_sums: sum}
+
+
+class Objective(Protocol):
+  """`objective(model, batch) -> Sums`; `extra_sums` names the further sums it reports (summed
+  like the others, returned by the step as "sum/<name>", not differentiated)."""
+
+  extra_sums: tuple[str, ...]
+
+  def __call__(self, model: keras.Model, batch) -> Sums: ...
+
+
+class Task(Protocol):
+  """One kind of training: what it builds, and what the loop's events mean for it (see
+  training/loop.py's docstring for when each event is called)."""
+
+  # ---- what the train step runs (called under the strategy's scope) ----
+  def build_model(self) -> keras.Model:
+    """The model to train, created under the strategy's scope."""
+
+  def build_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
+    """AdamW with the task's schedule for `model`'s trainable variables."""
+
+  def step_config(self) -> StepConfig:
+    """Accumulation, clipping, precision and normalization of the train step."""
+
+  def objective(self) -> Objective:
+    """What the step minimizes."""
+
+  # ---- the loop's events ----
+  def batches(self, step: int) -> Callable[[], object]:
+    """The next-batch function of the data from update `step` on."""
+
+  def log(self, step: int, window: StepWindow, eta_s: float) -> None:
+    """The updates of `window` (since the last log) are done; `eta_s`: the run's ETA."""
+
+  def evaluate(self, step: int) -> bool:
+    """Held-out metrics at `step`; True ends the run (early stopping)."""
+
+  def save(self, step: int, window: StepWindow | None) -> None:
+    """Save the state at `step`; `window`: updates not logged yet (a signal mid-period)."""
+
+  def too_many_bad_steps(self, step: int, bad_in_row: int) -> Exception:
+    """The error to raise (after any restore the task does)."""
+
+  def stopped(self, step: int, reason: str) -> None:
+    """The run stops at `step` on a signal (`reason`: e.g. "SIGTERM"), after `save`."""
+
+  def finish(self, step: int) -> None:
+    """The run reached its end (or stopped early): final save / eval / results."""
+
+
+def build_train_step(task: Task, strategy: tf.distribute.Strategy) -> TrainStep:
+  """The task's model and optimizer under `strategy`'s scope, and the train step over them."""
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = task.build_optimizer(model)
+  return TrainStep(strategy, model, optimizer, task.step_config(), task.objective())
