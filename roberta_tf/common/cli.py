@@ -188,9 +188,10 @@ def run(main: Callable[[list[str]], int | None]) -> None:
   app.run(guard(main), flags_parser=_parse_flags)
 
 
-# The flags each binary's import defined ({module: {name: Flag}}), and the binary whose flags are
-# defined now: `call` parks the others' (absl has one global FlagValues, and binaries share flag
-# names such as --model_dir).
+# The flags each binary defines ({module: {name: Flag}}: those absl attributes to the module,
+# which options.define_flags does too), and the binary whose flags are defined now: `call`
+# parks the others' (absl has one global FlagValues, and binaries share flag names such as
+# --model_dir). Flags of library modules (cli's --verbose, absl's own) stay defined.
 _BINARY_FLAGS: dict[str, dict] = {}
 _active: list[str] = []
 
@@ -199,17 +200,18 @@ def _activate(module: str) -> None:
   """Makes `module`'s flags the defined ones (importing it on first use)."""
   if _active == [module]:
     return
+  for name, defined in FLAGS.flags_by_module_dict().items():  # binaries imported, never called
+    if (name not in _BINARY_FLAGS and name.startswith(("roberta_tf.", "data_prep."))
+        and hasattr(sys.modules.get(name), "main")):
+      _BINARY_FLAGS[name] = {f.name: f for f in defined}
   for name in [n for parked in _BINARY_FLAGS.values() for n in parked]:
     if name in FLAGS:
       delattr(FLAGS, name)
   if module not in _BINARY_FLAGS:
-    if module in sys.modules:  # imported before the first call: absl knows its flags
-      own = {f.name: f for f in FLAGS.flags_by_module_dict().get(module, [])}
-    else:
-      before = set(FLAGS)
-      importlib.import_module(module)
-      own = {n: FLAGS[n] for n in FLAGS if n not in before}
-    _BINARY_FLAGS[module] = own
+    imported = importlib.import_module(module)
+    if not FLAGS.flags_by_module_dict().get(module) and hasattr(imported, "define_flags"):
+      imported.define_flags()  # a binary that is a library too defines its flags on demand
+    _BINARY_FLAGS[module] = {f.name: f for f in FLAGS.flags_by_module_dict().get(module, [])}
   for name, flag in _BINARY_FLAGS[module].items():
     if name not in FLAGS:
       FLAGS[name] = flag
