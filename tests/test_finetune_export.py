@@ -61,15 +61,15 @@ def exported(tmp_path_factory, hf_tiny_dir):
   pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(root / "pretrained"))
   infos = {
       "pair": problems_lib.ProblemInfo("classification", 32, labels=("neg", "pos", "zero"),
-                                 text_fields=("a", "b")),
+                                       text_fields=("a", "b")),
       "regression": problems_lib.ProblemInfo("regression", 40, text_fields=("a",)),
       "choice": problems_lib.ProblemInfo("multiple_choice", 48, num_choices=4),
       "qa": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
-                               max_answer_len=5, version_2=True, null_score_threshold=0.5),
+                                     max_answer_len=5, version_2=True, null_score_threshold=0.5),
       # SQuAD v2 with the paper's answerability classifier deciding "no answer"
       "qa_cls": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
-                                   max_answer_len=5, version_2=True, null_score_threshold=-0.01,
-                                   answer_classifier=True),
+                                         max_answer_len=5, version_2=True,
+                                         null_score_threshold=-0.01, answer_classifier=True),
   }
   out = {}
   for name, info in infos.items():

@@ -162,7 +162,7 @@ def test_init_from_a_finetuned_model_takes_the_encoder_and_a_new_head_when_label
   model_config = models.read_config(cfg.model_dir)
   source, _, source_info = finetuned_dir.load(cfg.model_dir)
   rte_info = problems_lib.ProblemInfo("classification", 64, labels=("entailment", "not_entailment"),
-                                text_fields=("sentence1", "sentence2"))
+                                      text_fields=("sentence1", "sentence2"))
   rte = warm_start.warm_started_model(model_config, rte_info, init_from=cfg.model_dir)
   for a, b in zip(source.encoder.weights, rte.encoder.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -171,7 +171,7 @@ def test_init_from_a_finetuned_model_takes_the_encoder_and_a_new_head_when_label
   for a, b in zip(source.weights, again.weights, strict=True):  # same labels: the head kept
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   stsb = warm_start.warm_started_model(model_config, problems_lib.ProblemInfo("regression", 64),
-                                init_from=cfg.model_dir)
+                                       init_from=cfg.model_dir)
   assert stsb.head.out_proj.kernel.shape == (128, 1)
   assert "a new head (it was classification contradiction/entailment/neutral)" in (
       warm_start.describe(cfg.model_dir, rte_info))

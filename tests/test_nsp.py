@@ -142,7 +142,7 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
   opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
                             warmup_steps=0, train_steps=10)
   train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(),
-                    objective=MlmObjective(next_sentence=True))
+                         objective=MlmObjective(next_sentence=True))
   batch = next(iter(pipeline.build_dataset(pair_shards, "train", training=True,
                                            per_replica_batch_size=8,
                                            max_seq_len=S, model_config=model.config)))

@@ -118,7 +118,7 @@ def test_non_finite_step_is_skipped_counted_and_never_saved(train_shards, tmp_pa
 def test_fp16_overflow_is_skipped_counted_and_halves_the_scale(train_shards):
   """A loss scale of 2^60 overflows fp16 gradients: normal under fp16, not a bad step."""
   train_step, next_batch = _trainer(train_shards, precision="mixed_float16",
-                                 loss_scale_initial=2.0**60)
+                                    loss_scale_initial=2.0**60)
   before = _values(train_step.model.trainable_variables)
   out, _ = train_step(next_batch)
   assert math.isfinite(float(out["loss"])) and float(out["applied"]) == 0.0

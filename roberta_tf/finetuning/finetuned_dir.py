@@ -70,7 +70,7 @@ def read_task_info(model_dir: str) -> ProblemInfo:
 
 
 def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
-                init_from: str = "") -> heads.FinetuneModel:
+              init_from: str = "") -> heads.FinetuneModel:
   """The fine-tuning model: encoder (random, or init_from's weights) + a fresh head."""
   encoder = heads.pretrained_encoder(model_config, dtype=dtype, init_from=init_from)
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,

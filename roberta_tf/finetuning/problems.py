@@ -344,10 +344,10 @@ def _glue_problem(cfg, tokenizer) -> SequenceProblem:
   preset = glue.get(cfg.glue_task)
   data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
   info = ProblemInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
-                  text_fields=preset.text_fields)
+                     text_fields=preset.text_fields)
   (_, dev), *extra = data.dev
   problem = SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
-                      extra_dev=extra)
+                            extra_dev=extra)
   problem.glue, problem.test_sets = preset, data.test
   return problem
 
@@ -378,8 +378,8 @@ def _read_problem(cfg, tokenizer) -> Problem:
           f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
           flush=True)
   info = ProblemInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
-                  doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
-                  n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
-                  null_score_threshold=cfg.null_score_threshold,
-                  answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
+                     doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
+                     n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
+                     null_score_threshold=cfg.null_score_threshold,
+                     answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
   return ExtractiveQAProblem(info, tokenizer, train, dev)

@@ -120,7 +120,7 @@ class FineTuningTask:
     cfg = self.cfg
     micro_batch = cfg.batch_size // cfg.grad_accum_steps
     ds = self.problem.train_dataset(micro_batch, cfg.seed + step // self.steps_per_epoch,
-                                 update_size=cfg.batch_size)
+                                    update_size=cfg.batch_size)
     ds = ds.skip(step % self.steps_per_epoch * cfg.grad_accum_steps)
     self.epoch_start = time.perf_counter()
     replicas = self.strategy.num_replicas_in_sync
@@ -143,7 +143,7 @@ class FineTuningTask:
     epoch = self.epoch(step)
     loss_sum, count = progress["epoch_loss"]
     dev = problem.evaluate([{k: v.numpy() for k, v in self.predict(b).items()}
-                         for b in self.eval_ds])
+                            for b in self.eval_ds])
     improved = problems_lib.is_better(metric, dev[metric], self.best)
     history.append({"epoch": epoch, "step": step, "train_loss": loss_sum / count if count
                     else float("nan"), "skipped_steps": int(self.train_step.skipped_steps.numpy()),

@@ -51,7 +51,7 @@ def describe(init_from: str, target: ProblemInfo) -> str:
 
 
 def warm_started_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
-                init_from: str = "") -> heads.FinetuneModel:
+                       init_from: str = "") -> heads.FinetuneModel:
   """The fine-tuning model for `info`, its weights from init_from (see the module docstring).
 
   model_config may differ from init_from's only in dropout. Build it under the run's strategy

@@ -72,9 +72,9 @@ class PreReducedAdamW(keras.optimizers.AdamW):
 
 
 def adamw(*, variables: Sequence, learning_rate: float, warmup_steps: int,
-                    train_steps: int, weight_decay: float = 0.01, beta_1: float = 0.9,
-                    beta_2: float = 0.98, epsilon: float = 1e-6,
-                    time_budget: bool = False) -> keras.optimizers.Optimizer:
+          train_steps: int, weight_decay: float = 0.01, beta_1: float = 0.9,
+          beta_2: float = 0.98, epsilon: float = 1e-6,
+          time_budget: bool = False) -> keras.optimizers.Optimizer:
   """AdamW with the warmup + linear-decay schedule for `variables` (the model's trainable
   variables); weight decay excluded from LayerNorm parameters and biases (`decays`).
 
