@@ -32,18 +32,16 @@ from roberta_tf.common import atomic_write, directory_lock
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.trial import (  # noqa: F401  (FinetuneError: the binary's)
-    FinetuneError,
-    SweepClock,
-    finished_run,
-    format_metrics,
-    log,
-    run_trial,
+from roberta_tf.finetuning.task import (  # noqa: F401  (FinetuneError: the binary's)
+  FinetuneError,
+  format_metrics,
 )
+from roberta_tf.finetuning.trial import SweepClock, finished_run, run_trial
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training.sigterm import SigtermFlag
+from roberta_tf.training.summaries import log
 
 DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
 SWEEP_FILE = os.path.join("runs", "sweep.json")

@@ -25,13 +25,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import finetuned_dir, run_state
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task import (  # noqa: F401  (the binary's and sweep_runner's names)
-  FinetuneError,
-  FineTuningTask,
-  TrialResult,
-  format_metrics,
-  updates_per_epoch,
-)
+from roberta_tf.finetuning.task import FineTuningTask, TrialResult
 from roberta_tf.training import checkpointing
 from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import strategy as strategy_lib
