@@ -3,6 +3,7 @@ tiny config (results.md rows, a PNG, finite values, a rerun that keeps finished 
 
 import json
 import math
+import os
 
 import pytest
 
@@ -58,13 +59,25 @@ def test_table_rows_are_mean_and_half_range():
   assert "| a | 105.0 ± 5.0 | 0.600 ± 0.100 | 4,096 | 8 | 4 | 0.0001 | 0, 1 |" in md
 
 
+def _every_nth_row(src, dst, n):
+  """A smaller downstream table (the fine-tuning step is checked for running, not for skill)."""
+  with open(src, encoding="utf-8") as f:
+    rows = f.readlines()[::n]
+  dst.write_text("".join(rows), encoding="utf-8")
+  return dst
+
+
 @pytest.mark.slow
 def test_runner_end_to_end_and_rerun(tmp_path):
   """input_format: four packings' shards, pair arms with NSP, one shared held-out set."""
   work = tmp_path / "study"
+  task = os.path.join(TESTDATA, "docs_sections")
+  train = _every_nth_row(os.path.join(task, "train.jsonl"), tmp_path / "train.jsonl", 5)
+  dev = _every_nth_row(os.path.join(task, "dev.jsonl"), tmp_path / "dev.jsonl", 5)
   cmd = ["--study=input_format", f"--work_dir={work}",
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
-         "--base_batch=8", "--seeds=0", "--task_epochs=1", "--vocab_size=600", "--parallel=2"]
+         "--base_batch=8", "--seeds=0", "--task_epochs=1", f"--task_train={train}",
+         f"--task_dev={dev}", "--vocab_size=600", "--parallel=2"]
   out = run_module("roberta_tf.ablate", *cmd, timeout=900)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout

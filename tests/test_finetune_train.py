@@ -271,7 +271,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
     sweep_runner.run_sweep(other)
 
-  proc = run_module("roberta_tf.finetune", *args, env=env)
+  proc = run_module("roberta_tf.finetune", *args)  # in this process: no signal now
   assert proc.returncode == 0, proc.stdout + proc.stderr
   assert "resuming the unfinished sweep" in proc.stdout and "resumed at update" in proc.stdout
   with open(out / "eval_results.json", encoding="utf-8") as f:

@@ -1,6 +1,6 @@
 """`python -m roberta_tf.train` end to end: console, config.json, TensorBoard, evaluate, flags.
 
-One 12-step tiny run (eval at 0, 6 and 12) is shared by the tests; beside it, a run that
+One 12-step tiny run (eval at 0, 6 and 12) is shared by the tests; after it, a run that
 starts from a model with NaN weights must stop with a clear error and a non-zero exit.
 """
 
@@ -24,7 +24,6 @@ from tests.harness import (
   run_module,
   run_script,
   start_command,
-  start_module,
   tiny_config,
 )
 
@@ -37,37 +36,30 @@ TRAIN_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy", "optim/learning_r
 EVAL_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy"}
 
 
-def _start_train(train_shards, model_dir, *extra):
-  return start_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
-                      f"--train_data={train_shards}", f"--eval_data={train_shards}",
-                      f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
-                      f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
-                      "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra,
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _train(train_shards, model_dir, *extra):
+  return run_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
+                    f"--train_data={train_shards}", f"--eval_data={train_shards}",
+                    f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
+                    f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
+                    "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra,
+                    timeout=240)
 
 
 @pytest.fixture(scope="module")
 def trained(train_shards, tmp_path_factory):
   """(model_dir, console output) of the shared run, and (exit code, stderr, model_dir) of the
-  NaN run, started beside it."""
+  NaN run."""
   root = tmp_path_factory.mktemp("binary")
   model_dir, nan_init = str(root / "run"), str(root / "nan_init")
   model = models.RobertaPretrainer(tiny_config())
   kernel = next(v for v in model.trainable_variables if v.path.endswith("query/kernel"))
   kernel.assign(tf.fill(kernel.shape, float("nan")))
   models.save(nan_init, model)
-  procs = [_start_train(train_shards, model_dir),
-           _start_train(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
-                        "--max_bad_steps=2")]
-  try:
-    (out, err), (_, nan_err) = (p.communicate(timeout=240) for p in procs)
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-        p.wait()
-  assert procs[0].returncode == 0, err[-3000:]
-  return model_dir, out, (procs[1].returncode, nan_err, str(root / "nan_run"))
+  run = _train(train_shards, model_dir)
+  nan = _train(train_shards, str(root / "nan_run"), f"--init_from={nan_init}",
+               "--max_bad_steps=2")
+  assert run.returncode == 0, run.stderr[-3000:]
+  return model_dir, run.stdout, (nan.returncode, nan.stderr, str(root / "nan_run"))
 
 
 def _accumulator(model_dir, run):
