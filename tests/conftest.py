@@ -42,14 +42,14 @@ def train_shards(tmp_path_factory):
 
 
 # The longest test files (seconds, measured on 2 cores under `.ci/run`'s `-n 2 --dist loadfile`
-# with `--durations=0`, summed per file: reliability 219, finetune_train 160, ablate 145,
-# finetune_export 110, faults_across_processes 106, finetune_docs_sections 104, train_step 71,
-# export 58, quickstart 51, finetune_glue 49, time_budget 48, preemption_multi_worker 47,
-# train_step_distributed 43) run first, so that no worker starts one of them last while the other
-# sits idle. The order of tests inside a file is kept.
-LONGEST_FIRST = ("test_reliability", "test_finetune_train", "test_ablate", "test_finetune_export",
-                 "test_faults_across_processes", "test_finetune_docs_sections", "test_train_step",
-                 "test_export", "test_quickstart", "test_finetune_glue", "test_time_budget",
+# with `--junitxml`, summed per file: finetune_train 157, ablate 154, faults_across_processes 120,
+# finetune_docs_sections 114, finetune_export 113, reliability 102, finetune_glue 78, quickstart
+# 75, export 62, train_step 58, preemption_multi_worker 47, train_step_distributed 47) run
+# first, so that no worker starts one of them last while the other sits idle. The order of tests
+# inside a file is kept.
+LONGEST_FIRST = ("test_finetune_train", "test_ablate", "test_faults_across_processes",
+                 "test_finetune_docs_sections", "test_finetune_export", "test_reliability",
+                 "test_finetune_glue", "test_quickstart", "test_export", "test_train_step",
                  "test_preemption_multi_worker", "test_train_step_distributed")
 
 
