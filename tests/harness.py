@@ -15,8 +15,9 @@ tiny model.
 - `run_command(argv)` / `start_command`: any other program (`console_script("tensorboard")`,
   `mount`); the four above are these with this interpreter's `-m` / `-c`.
   Every one takes `env=` (default `module_env()`; `module_env(NAME="value")` adds to it),
-  `timeout=` (run_*; seconds, default 300), `text=False` for bytes (output, and argv items may
-  be bytes), `file_size_limit=N` (RLIMIT_FSIZE in the child: a write past N bytes fails as on
+  `timeout=` (run_* in a child process; seconds, default 300; an in-process call has only
+  pytest's timeout), `text=False` for bytes (output, and argv items may be bytes),
+  `file_size_limit=N` (RLIMIT_FSIZE in the child: a write past N bytes fails as on
   a full disk) and, for start_*, Popen's stdout / stderr.
 - `free_port()`: a localhost port nothing listens on (multi-worker TF_CONFIG, TensorBoard).
 - `tiny_config(**overrides)`: the `tiny` preset at the fixture vocabulary's size (8,000) and 64

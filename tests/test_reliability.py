@@ -1,12 +1,16 @@
 """A run is never lost, a failure is one line, bad data is refused (issue 25), binary by binary.
 
-Each case runs the binary in its own process, as a user would, on one tiny vocab + shard dir +
-4-step model built once for the module (checkpoints ckpt-2, ckpt-3, ckpt-4; a case damages its
-own copy). "One line" means: exit code != 0 and exactly one stderr line that is not TF's
-unsuppressible start-up chatter (`_NOISE`), starting with `error:`, no traceback.
+Each case runs the binary through the harness: in this process (its stdout and stderr captured,
+Python's warnings printed there as a fresh interpreter would print them), or in its own process
+where the case needs one (invalid UTF-8 argv, a file-size limit, this process's pid, a signal).
+The data: one tiny vocab + shard dir + 4-step model built once for the module (checkpoints
+ckpt-2, ckpt-3, ckpt-4; a case damages its own copy). "One line" means: exit code != 0 and
+exactly one stderr line that is not TF's unsuppressible start-up chatter (`_NOISE`), starting
+with `error:`, no traceback.
 """
 
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -14,7 +18,9 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
+import warnings
 
 import pytest
 
@@ -36,6 +42,22 @@ def _env(**extra):
   return module_env(TF_CPP_MIN_LOG_LEVEL="2", **extra)
 
 
+@contextlib.contextmanager
+def _warnings_to_stderr():
+  """Python's warnings, filtered as a fresh interpreter filters them (DeprecationWarning and its
+  kin ignored), printed on the current sys.stderr (the harness's capture during an in-process
+  call), not recorded by pytest: a stray warning is a second stderr line here too."""
+  with warnings.catch_warnings():
+    warnings.resetwarnings()
+    warnings.simplefilter("default")
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                     ResourceWarning):
+      warnings.simplefilter("ignore", category)
+    warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: (
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line)))
+    yield
+
+
 def run_binary(module, *args, timeout=300, limit_file_bytes=None, in_process=None):
   """harness.run_module (in this process where it can); lines = its stderr without TF's
   start-up noise. A child process, its output read as UTF-8 with bad bytes replaced, where the
@@ -43,7 +65,8 @@ def run_binary(module, *args, timeout=300, limit_file_bytes=None, in_process=Non
   file-size limit: a write past it fails as on a full disk), or in_process=False."""
   if (limit_file_bytes is None and in_process is not False
       and not any(isinstance(a, bytes) for a in args)):
-    proc = run_module(module, *args, timeout=timeout, in_process=in_process)
+    with _warnings_to_stderr():
+      proc = run_module(module, *args, timeout=timeout, in_process=in_process)
     out, err = proc.stdout, proc.stderr
   else:
     proc = run_module(module, *args, timeout=timeout, env=_env(), text=False,

@@ -41,8 +41,7 @@ def _train(train_shards, model_dir, *extra):
                     f"--train_data={train_shards}", f"--eval_data={train_shards}",
                     f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
                     f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
-                    "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra,
-                    timeout=240)
+                    "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra)
 
 
 @pytest.fixture(scope="module")
