@@ -56,7 +56,8 @@ LONGEST_FIRST = ("test_finetune_train", "test_ablate", "test_faults_across_proce
 def pytest_configure(config):
   # pytest-xdist's --dist loadfile otherwise hands out files by their number of tests, most
   # first, which put the one-test quickstart and docs_sections files last: one worker then ran
-  # ~2 min alone (measured). This keeps the order below (xdist's own --no-loadscope-reorder).
+  # ~2 min alone (measured). Off, xdist keeps the collection order that
+  # pytest_collection_modifyitems sets (the same as passing --no-loadscope-reorder).
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
 
