@@ -1,28 +1,40 @@
 """Atomic writes: a file or directory appears under its final name complete, or not at all.
 
 Everything that a later stage (or a user) takes as finished -- config.json, dataset_info.json,
-vocab files, checkpoints' model dirs, SavedModels, results -- is written here: under a
-temporary name beside the target (same filesystem, so the rename is atomic), then renamed over
-it. An exception (disk full, Ctrl-C) removes the temporary and leaves an existing target as it
+vocab files, checkpoints' model dirs, SavedModels, results -- is written here. Locally (and on
+URLs whose file system renames atomically: ram://, hdfs://): under a temporary name beside the
+target (same file system), then renamed over it. On an object store (gs://, s3://: a rename is
+a copy) a file is written locally and uploaded as one object, which appears whole or not at
+all; a directory is written locally and uploaded file by file with the files its readers look
+for first (saved_model.pb, config.json, dataset_info.json, ...: `COMPLETION_FILES`) last, so a
+reader never sees them before the rest; an old directory there is deleted first.
+
+An exception (disk full, Ctrl-C) removes the temporary and leaves an existing target as it
 was; a failure to write raises WriteError naming the target, not the temporary. Temporary
-names are `<target>.tmp-<pid>` so that concurrent writers never share one; what a killed
-process left (kill -9: no cleanup ran) is removed by the next write of the same target, once
-its pid is no longer alive (a live writer's temporary is never touched).
+names are `<target>.tmp-<pid>` (on a URL `<target>.tmp-<host>-<pid>`) so that concurrent
+writers never share one; what a killed process left (kill -9: no cleanup ran) is removed by
+the next write of the same target from the same host, once its pid is no longer alive (a live
+writer's temporary is never touched).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import json
 import os
 import re
 import shutil
+import socket
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from roberta_tf.common import error_text
+from roberta_tf.common import error_text, files
+
+# The files a reader of a finished directory opens first: uploaded last on object stores.
+COMPLETION_FILES = ("saved_model.pb", "fingerprint.pb", "keras_metadata.pb", "config.json",
+                    "metadata.json", "dataset_info.json", "tokenizer.json", "checkpoint")
 
 
 class WriteError(OSError):
@@ -31,6 +43,9 @@ class WriteError(OSError):
 
 
 def _tmp_name(path: str) -> str:
+  """`<path>.tmp-<pid>` locally; on a URL (seen from many hosts) `<path>.tmp-<host>-<pid>`."""
+  if files.is_url(path):
+    return f"{files.normalize(path)}.tmp-{socket.gethostname()}-{os.getpid()}"
   return f"{os.path.normpath(path)}.tmp-{os.getpid()}"
 
 
@@ -47,17 +62,20 @@ def _pid_alive(pid: int) -> bool:
 def remove_stale_temps(path: str) -> list[str]:
   """Removes `<path>.tmp-<pid>` files or directories whose writer is gone (its pid is not
   alive; this process's own pid is left to its writer). Returns what was removed."""
-  path = os.path.normpath(path)
+  path = files.normalize(path)
+  # A URL's temporaries name their host: only this host's dead writers are known to be gone.
+  own = (rf"\.tmp-{re.escape(socket.gethostname())}-(\d+)" if files.is_url(path)
+         else r"\.tmp-(\d+)")
   removed = []
-  for tmp in glob.glob(glob.escape(path) + ".tmp-*"):
-    m = re.fullmatch(r"\.tmp-(\d+)", tmp[len(path):])
+  for tmp in files.glob(files.escape(path) + ".tmp-*"):
+    m = re.fullmatch(own, tmp[len(path):])
     if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
       continue
-    if os.path.isdir(tmp) and not os.path.islink(tmp):
-      shutil.rmtree(tmp, ignore_errors=True)
+    if files.isdir(tmp) and not os.path.islink(tmp):
+      files.rmtree(tmp, ignore_errors=True)
     else:
       with contextlib.suppress(OSError):
-        os.remove(tmp)
+        files.remove(tmp)
     removed.append(tmp)
   return removed
 
@@ -94,7 +112,15 @@ def atomic_path(path: str, *, umask_mode: bool = False) -> Iterator[str]:
 
   umask_mode: give the file the mode `open()` gives a new file (0666 less the umask), for
     writers that create private files (safetensors writes 0600).
+
+  On a URL the yielded path is a local temporary file (the writer may be a library that only
+  writes local files), published by `_publish_file`.
   """
+  if files.is_url(path):
+    with _local_temp_file(path) as tmp:
+      yield tmp
+      _publish_file(tmp, path)
+    return
   remove_stale_temps(path)
   tmp = _tmp_name(path)
   try:
@@ -109,6 +135,45 @@ def atomic_path(path: str, *, umask_mode: bool = False) -> Iterator[str]:
     if failure is e:
       raise
     raise failure from e
+
+
+@contextlib.contextmanager
+def _local_temp_file(path: str) -> Iterator[str]:
+  """A local temporary file for `path`'s content, removed afterwards; errors name `path`."""
+  fd, tmp = tempfile.mkstemp(prefix="roberta_tf-", suffix="-" + files.basename(path))
+  os.close(fd)
+  try:
+    yield tmp
+  except BaseException as e:
+    failure = _as_write_error(e, tmp, path)
+    if failure is e:
+      raise
+    raise failure from e
+  finally:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+
+
+def _publish_file(local: str, path: str) -> None:
+  """Puts local file `local` at URL `path` whole: uploaded beside it and renamed where the file
+  system renames atomically, else uploaded as one object (object stores show it whole)."""
+  try:
+    if files.has_atomic_move(path):
+      remove_stale_temps(path)
+      tmp = _tmp_name(path)
+      files.copy(local, tmp, overwrite=True)
+      try:
+        files.rename(tmp, path, overwrite=True)
+      except BaseException:
+        with contextlib.suppress(Exception):
+          files.remove(tmp)
+        raise
+    else:
+      files.copy(local, path, overwrite=True)
+  except Exception as e:
+    if isinstance(e, WriteError):
+      raise
+    raise WriteError(errno.EIO, f"cannot write {path}: {error_text.one_line(e)}", path) from e
 
 
 @contextlib.contextmanager
@@ -139,14 +204,28 @@ def write_json(path: str, doc: Any, *, indent: int | None = 2, sort_keys: bool =
 def copy_file(src: str, dst: str) -> str:
   """Copies `src` to `dst` atomically; returns `dst`."""
   with atomic_path(dst) as tmp:
-    shutil.copyfile(src, tmp)
+    files.copy(src, tmp, overwrite=True)
   return dst
 
 
 @contextlib.contextmanager
 def atomic_dir(path: str) -> Iterator[str]:
   """Yields a fresh temporary directory; when the block succeeds it replaces `path` (an
-  existing directory there is removed first), else it is deleted."""
+  existing directory there is removed first), else it is deleted.
+
+  On a URL the yielded directory is local and is published by `_publish_dir`.
+  """
+  if files.is_url(path):
+    with tempfile.TemporaryDirectory(prefix="roberta_tf-") as tmp:
+      try:
+        yield tmp
+      except BaseException as e:
+        failure = _as_write_error(e, tmp, path)
+        if failure is e:
+          raise
+        raise failure from e
+      _publish_dir(tmp, files.normalize(path))
+    return
   path = os.path.normpath(path)
   remove_stale_temps(path)
   tmp = _tmp_name(path)
@@ -163,3 +242,31 @@ def atomic_dir(path: str) -> Iterator[str]:
   if os.path.isdir(path):
     shutil.rmtree(path)
   os.replace(tmp, path)
+
+
+def _publish_dir(local: str, path: str) -> None:
+  """Puts local directory `local` at URL `path`, replacing what is there: uploaded beside it
+  and renamed where renames are atomic; on an object store the old directory is deleted and
+  the files uploaded with COMPLETION_FILES last."""
+  try:
+    # ram://'s rename moves a directory's own entry but not the files under it.
+    if files.has_atomic_move(path) and files.scheme(path) != "ram":
+      remove_stale_temps(path)
+      tmp = _tmp_name(path)
+      files.rmtree(tmp, ignore_errors=True)
+      try:
+        files.copy_tree(local, tmp)
+        if files.exists(path):
+          files.rmtree(path)
+        files.rename(tmp, path, overwrite=True)
+      except BaseException:
+        files.rmtree(tmp, ignore_errors=True)
+        raise
+    else:
+      if files.exists(path):
+        files.rmtree(path)
+      files.copy_tree(local, path, last=COMPLETION_FILES)
+  except Exception as e:
+    if isinstance(e, WriteError):
+      raise
+    raise WriteError(errno.EIO, f"cannot write {path}: {error_text.one_line(e)}", path) from e
