@@ -12,7 +12,7 @@ import json
 
 from absl import app, flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.")
@@ -48,6 +48,9 @@ def main(argv):
   if not FLAGS.eval_data and not FLAGS.minimal_pairs:
     raise app.UsageError("give --eval_data (held-out shards), --minimal_pairs (BLiMP pairs), "
                          "or both")
+  for flag in ("model_dir", "eval_data", "minimal_pairs", "checkpoint"):
+    if getattr(FLAGS, flag):
+      files.check(getattr(FLAGS, flag), f"--{flag}")
   if FLAGS.eval_data:
     _held_out()
   if FLAGS.minimal_pairs:

@@ -10,18 +10,16 @@ CPU has AMX, else float32), `roberta_tf.export`, `roberta_tf.fill_mask`. Ends wi
 perplexity beside the unigram baseline's (what a model that ignores context scores).
 """
 
-import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 
 from absl import flags
 
-from roberta_tf.common import cli, flagfiles
+from roberta_tf.common import atomic_write, cli, files, flagfiles
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
@@ -30,7 +28,7 @@ flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --tr
 flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with AMX, else float32), "
                     "or float32 / mixed_bfloat16 / mixed_float16.")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: this package
 # What a run writes into --work_dir (and what a re-run may delete).
 OUTPUTS = ("vocab", "shards", "model", "saved_model", "quickstart_summary.json")
 SENTENCES = [
@@ -49,7 +47,7 @@ def cpu_has_amx() -> bool:
   (the casts around each matmul cost more than the bf16 dot products save).
   """
   try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:  # local-only: this machine
       cpu_flags = f.read()
   except OSError:
     return False
@@ -79,7 +77,8 @@ def _flagfile(name: str) -> str:
   """flags/<name>.flags in a checkout (relative to REPO, the subprocesses' cwd), else the copy
   an installed package ships (roberta_tf/flags/)."""
   relative = os.path.join("flags", f"{name}.flags")
-  return relative if os.path.isfile(os.path.join(REPO, relative)) else flagfiles.path(name)
+  in_repo = os.path.isfile(os.path.join(REPO, relative))  # local-only: the repository's files
+  return relative if in_repo else flagfiles.path(name)
 
 
 def _is_noise(line: str) -> bool:
@@ -90,20 +89,27 @@ def _is_noise(line: str) -> bool:
 def main(argv):
   del argv
   start = time.time()
-  work = os.path.abspath(FLAGS.work_dir)
-  if os.path.isdir(work):
+  files.check(FLAGS.work_dir, "--work_dir")
+  if files.scheme(FLAGS.work_dir) == "ram":
+    raise ValueError(f"--work_dir={FLAGS.work_dir}: ram:// lives inside one process and the "
+                     "quickstart runs each stage as its own process; give a local directory or "
+                     "a shared URL (gs://...)")
+  work = FLAGS.work_dir
+  if not files.is_url(work):  # the stages run from the repository root: an absolute path
+    work = os.path.abspath(work)  # local-only: a local --work_dir
+  if files.isdir(work):
     # Replaced only when it holds nothing but an earlier quickstart's outputs: a mistyped
     # --work_dir (".", a home directory) must not be deleted.
-    foreign = sorted(n for n in os.listdir(work) if n.split(".tmp-")[0] not in OUTPUTS)
+    foreign = sorted(n for n in files.listdir(work) if n.split(".tmp-")[0] not in OUTPUTS)
     if foreign:
       raise ValueError(f"--work_dir={FLAGS.work_dir} holds files that are not quickstart "
                        f"outputs ({', '.join(foreign[:3])}...); choose another one")
-    shutil.rmtree(work)
-  elif os.path.exists(work):
+    files.rmtree(work)
+  elif files.exists(work):
     raise ValueError(f"--work_dir={FLAGS.work_dir} exists and is not a directory")
-  os.makedirs(work)
-  vocab, shards = os.path.join(work, "vocab"), os.path.join(work, "shards")
-  model, export = os.path.join(work, "model"), os.path.join(work, "saved_model")
+  files.makedirs(work)
+  vocab, shards = files.join(work, "vocab"), files.join(work, "shards")
+  model, export = files.join(work, "model"), files.join(work, "saved_model")
   precision = FLAGS.precision
   if precision == "auto":
     precision = "mixed_bfloat16" if cpu_has_amx() else "float32"
@@ -140,8 +146,7 @@ def main(argv):
     print(f"held-out perplexity: {p0:.1f} at step {s0} -> {p1:.1f} at step {s1}")
     final += (f": held-out perplexity {p1:.1f} = {p1 / unigram:.2f}x the unigram baseline "
               f"{unigram:.1f} (a model that ignores context)")
-  with open(os.path.join(work, "quickstart_summary.json"), "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=2)
+  atomic_write.write_json(files.join(work, "quickstart_summary.json"), summary, sort_keys=False)
   print(final)
   return 0
 

@@ -149,7 +149,17 @@ def listdir(path: str) -> list[str]:
   g = _gfile()
   if not g.isdir(path):
     raise FileNotFoundError(2, "No such directory", path)
-  return [n.rstrip("/") for n in g.listdir(path)]
+  names = {n.rstrip("/") for n in g.listdir(path)}
+  if scheme(path) == "ram":
+    prefix = normalize(path) + "/"
+    # Its listing of `d` also names the tail of a sibling `d_x` ("_x"): keep what is there.
+    names = {n for n in names if g.exists(prefix + n)}
+    # A directory made only by writing a file in it is missing from its parent's listing.
+    for depth in range(1, 9):  # its glob matches stored files only, one level per '*'
+      names |= {m[len(prefix):].split("/", 1)[0]
+                for m in g.glob(escape(prefix) + "/".join(["*"] * depth))
+                if m.startswith(prefix)}
+  return sorted(names) if scheme(path) == "ram" else list(names)
 
 
 def glob(pattern: str) -> list[str]:
@@ -171,8 +181,22 @@ def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
   if not is_url(top):
     yield from os.walk(top)
     return
+  if scheme(top) == "ram":  # its walk misses directories made only by writing files in them
+    yield from _walk_by_listing(normalize(top))
+    return
   for root, dirs, names in _gfile().walk(top):
     yield root, [d.rstrip("/") for d in dirs], list(names)
+
+
+def _walk_by_listing(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+  try:
+    entries = listdir(top)
+  except OSError:
+    return
+  dirs = [e for e in entries if _gfile().isdir(join(top, e))]
+  yield top, dirs, [e for e in entries if e not in dirs]
+  for d in dirs:
+    yield from _walk_by_listing(join(top, d))
 
 
 def getsize(path: str) -> int:
@@ -234,10 +258,21 @@ def rmdir(path: str) -> None:
 
 def rmtree(path: str, ignore_errors: bool = False) -> None:
   try:
-    if is_url(path):
-      _gfile().rmtree(path)
-    else:
+    if not is_url(path):
       shutil.rmtree(path)
+      return
+    try:
+      _gfile().rmtree(path)
+    except _errors().NotFoundError:
+      # ram:// has no entry for a directory made only by writing files in it: delete them.
+      found = [join(root, n) for root, _, names in walk(path) for n in names]
+      if not found:
+        raise FileNotFoundError(2, "No such directory", path) from None
+      for f in found:
+        _gfile().remove(f)
+      for root, _, _ in sorted(walk(path), key=lambda w: -len(w[0])):
+        with contextlib.suppress(Exception):
+          _gfile().rmtree(root)
   except Exception:
     if not ignore_errors:
       raise

@@ -56,7 +56,9 @@ MODEL = {
         "never overwritten."),
     "init_from": Option(
         str, "", "Model dir (imported or trained) whose weights and config start a new run: "
-        "continued pretraining."),
+        "continued pretraining. Shards of a grown vocabulary (train_tokenizer --extend_from) "
+        "grow its token embedding, tied decoder and bias; shards longer than its position table "
+        "grow the table to --max_seq_len (docs/domain_adaptation.md)."),
     "config": Option(
         str, "small", "Model size preset (tiny, small, medium, base, large) or a RobertaConfig "
         "JSON file, for a randomly initialized model. Ignored with --init_from."),
@@ -72,6 +74,12 @@ DATA = {
     "batch_size": Option(
         int, 256, "GLOBAL sequences per optimizer update = per-replica batch x replicas x "
         "--grad_accum_steps (RoBERTa: 8192).", check=POSITIVE),
+    "input_lanes": Option(
+        int, 8, "Lanes of the training stream: lane l reads train shards l, l + L, ... and every "
+        "step takes --batch_size / L sequences of each, so that each of W workers reads only "
+        "its L/W lanes (when W divides L). The run uses the largest L <= this that divides "
+        "--batch_size and the number of train shards; it is fixed for the run (config.json "
+        "records it, a resume keeps it; 1: the stream before lanes).", check=POSITIVE),
 }
 
 OPTIMIZER = {

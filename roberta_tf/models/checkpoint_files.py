@@ -15,19 +15,22 @@ reports no checkpoint at all, and a run would start over and overwrite the other
   checkpoint, with the complete one to pass instead), `rebuild_index` (the `checkpoint` file
   from the files on disk), `move_aside` (a damaged checkpoint's files into `damaged/`, so a
   resumed run never overwrites them), `remove_stale_temps` (what a killed save leaves).
+
+Any scheme (common/files.py). On an object store TF's rename of `ckpt-N_temp/` is a copy, file
+by file, so a killed save can leave a `ckpt-N` with some files: `problem` judges from the files
+themselves (index readable, every data shard there and as long as the index says), so such a
+checkpoint is never taken as complete; a listing that lags a save shows an older newest
+checkpoint, never a partial one as complete.
 """
 
 from __future__ import annotations
 
-import glob
-import os
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write, error_text
+from roberta_tf.common import atomic_write, error_text, files
 
 CHECKPOINT_NAME = "ckpt"
 INDEX_FILE = "checkpoint"
@@ -41,7 +44,7 @@ class CheckpointDamagedError(ValueError):
 
 
 def prefix_of(directory: str, step: int) -> str:
-  return os.path.join(directory, f"{CHECKPOINT_NAME}-{step}")
+  return files.join(directory, f"{CHECKPOINT_NAME}-{step}")
 
 
 def step_of(prefix: str) -> int | None:
@@ -52,7 +55,7 @@ def step_of(prefix: str) -> int | None:
 def steps_on_disk(directory: str) -> list[int]:
   """Sorted steps N with any `ckpt-N.index` or `ckpt-N.data-*` file in `directory`."""
   try:
-    names = os.listdir(directory)
+    names = files.listdir(directory)
   except OSError:
     return []
   return sorted({int(m.group(1)) for m in map(_FILE.match, names) if m})
@@ -60,14 +63,25 @@ def steps_on_disk(directory: str) -> list[int]:
 
 def files_of(prefix: str) -> list[str]:
   """The existing files of checkpoint `prefix` (index and data shards)."""
-  return sorted(p for p in glob.glob(glob.escape(prefix) + ".*")
+  return sorted(p for p in files.glob(files.escape(prefix) + ".*")
                 if p.endswith(".index") or _DATA.search(p))
+
+
+def reader(prefix: str):
+  """A CheckpointReader of `prefix`. Not `tf.train.load_checkpoint`: it first asks whether the
+  prefix is a directory, which ram:// answers yes for any prefix of a stored name."""
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def variable_names(prefix: str) -> list[str]:
+  """The names of the variables checkpoint `prefix` holds (`tf.train.list_variables`'s)."""
+  return sorted(reader(prefix).get_variable_to_shape_map())
 
 
 def problem(prefix: str) -> str | None:
   """None when checkpoint `prefix` looks complete, else what is wrong, naming the file."""
-  name = os.path.basename(prefix)
-  if not os.path.isfile(prefix + ".index"):
+  name = files.basename(prefix)
+  if not files.isfile(prefix + ".index"):
     return f"{name}.index is missing"
   data = [p for p in files_of(prefix) if _DATA.search(p)]
   if not data:
@@ -75,16 +89,16 @@ def problem(prefix: str) -> str | None:
   shards = int(_DATA.search(data[0]).group(2))
   for k in range(shards):
     path = f"{prefix}.data-{k:05d}-of-{shards:05d}"
-    if not os.path.isfile(path):
-      return f"{os.path.basename(path)} is missing"
+    if not files.isfile(path):
+      return f"{files.basename(path)} is missing"
   try:
-    reader = tf.train.load_checkpoint(prefix)
-    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    found = reader(prefix)
+    shapes, dtypes = found.get_variable_to_shape_map(), found.get_variable_to_dtype_map()
   except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
     return f"{name}.index is unreadable ({error_text.tf_message(e)})"
   needed = sum(int(np.prod(shapes[k], dtype=np.int64)) * d.size
                for k, d in dtypes.items() if d != tf.string)
-  have = sum(os.path.getsize(f"{prefix}.data-{k:05d}-of-{shards:05d}") for k in range(shards))
+  have = sum(files.getsize(f"{prefix}.data-{k:05d}-of-{shards:05d}") for k in range(shards))
   if have < needed:
     which = f"{name}.data-00000-of-00001" if shards == 1 else f"{name}.data-* ({shards} files)"
     return f"{which} is truncated ({have:,} bytes; its index lists {needed:,} bytes of tensors)"
@@ -93,8 +107,8 @@ def problem(prefix: str) -> str | None:
 
 def read_problem(prefix: str, exc: BaseException) -> str:
   """What a failed read of checkpoint `prefix` means, naming its data files."""
-  data = ", ".join(os.path.basename(p) for p in files_of(prefix) if _DATA.search(p)) or (
-      os.path.basename(prefix) + ".data-*")
+  data = ", ".join(files.basename(p) for p in files_of(prefix) if _DATA.search(p)) or (
+      files.basename(prefix) + ".data-*")
   why = error_text.tf_message(exc) if error_text.is_tf_error(exc) else str(exc).strip()
   return f"{data} could not be read ({why or type(exc).__name__}): truncated or corrupt"
 
@@ -113,7 +127,7 @@ def newest_complete(directory: str, below: int | None = None) -> str | None:
 def damaged_message(prefix: str, what: str) -> str:
   """`checkpoint P is damaged: <what>; restore its files, or pass --checkpoint=<older>`."""
   step = step_of(prefix)
-  older = newest_complete(os.path.dirname(prefix), below=step) if step is not None else None
+  older = newest_complete(files.dirname(prefix), below=step) if step is not None else None
   advice = (f"restore its files, or pass --checkpoint={older} (the newest complete one before "
             "it)") if older else "restore its files (no older complete checkpoint is there)"
   return f"checkpoint {prefix} is damaged: {what}; {advice}"
@@ -121,8 +135,8 @@ def damaged_message(prefix: str, what: str) -> str:
 
 def index_steps(directory: str) -> list[int] | None:
   """The steps the `checkpoint` index file lists (newest last), or None without a readable one."""
-  path = os.path.join(directory, INDEX_FILE)
-  if not os.path.isfile(path):
+  path = files.join(directory, INDEX_FILE)
+  if not files.isfile(path):
     return None
   try:
     state = tf.train.get_checkpoint_state(directory)
@@ -140,10 +154,10 @@ def rebuild_index(directory: str, keep: int) -> list[str]:
   complete = [s for s in steps_on_disk(directory) if problem(prefix_of(directory, s)) is None]
   names = [f"{CHECKPOINT_NAME}-{s}" for s in complete[-keep:]]
   if names:
-    times = [os.path.getmtime(os.path.join(directory, n + ".index")) for n in names]
+    times = [files.getmtime(files.join(directory, n + ".index")) for n in names]
     # The CheckpointState text proto CheckpointManager writes. last_preserved_timestamp below
     # every listed checkpoint: all of them may rotate out as usual (none is kept forever).
-    atomic_write.write_text(os.path.join(directory, INDEX_FILE), "".join(
+    atomic_write.write_text(files.join(directory, INDEX_FILE), "".join(
         [f'model_checkpoint_path: "{names[-1]}"\n']
         + [f'all_model_checkpoint_paths: "{n}"\n' for n in names]
         + [f"all_model_checkpoint_timestamps: {t!r}\n" for t in times]
@@ -154,16 +168,16 @@ def rebuild_index(directory: str, keep: int) -> list[str]:
 def move_aside(prefix: str) -> str:
   """Moves checkpoint `prefix`'s files into `<its dir>/damaged/` (a numbered subdirectory if
   that already holds files of the same name); returns where they went."""
-  directory = os.path.dirname(prefix)
-  dest = os.path.join(directory, DAMAGED_DIR)
-  files = files_of(prefix)
+  directory = files.dirname(prefix)
+  dest = files.join(directory, DAMAGED_DIR)
+  moved = files_of(prefix)
   n = 1
-  while any(os.path.exists(os.path.join(dest, os.path.basename(f))) for f in files):
+  while any(files.exists(files.join(dest, files.basename(f))) for f in moved):
     n += 1
-    dest = os.path.join(directory, DAMAGED_DIR, str(n))
-  os.makedirs(dest, exist_ok=True)
-  for f in files:
-    os.replace(f, os.path.join(dest, os.path.basename(f)))
+    dest = files.join(directory, DAMAGED_DIR, str(n))
+  files.makedirs(dest)
+  for f in moved:
+    files.rename(f, files.join(dest, files.basename(f)))
   return dest
 
 
@@ -173,17 +187,17 @@ def remove_stale_temps(directory: str) -> list[str]:
   writes there (the training lock, checkpointing.DirectoryLock). Returns the names removed."""
   removed = []
   try:
-    names = os.listdir(directory)
+    names = files.listdir(directory)
   except OSError:
     return removed
   for name in sorted(names):
-    path = os.path.join(directory, name)
-    if re.fullmatch(rf"{CHECKPOINT_NAME}-\d+_temp", name) and os.path.isdir(path):
-      shutil.rmtree(path, ignore_errors=True)
+    path = files.join(directory, name)
+    if re.fullmatch(rf"{CHECKPOINT_NAME}-\d+_temp", name) and files.isdir(path):
+      files.rmtree(path, ignore_errors=True)
     elif ".tempstate" in name or name.startswith(INDEX_FILE + ".tmp"):
-      if not os.path.isfile(path):
+      if not files.isfile(path):
         continue
-      os.remove(path)
+      files.remove(path)
     else:
       continue
     removed.append(name)

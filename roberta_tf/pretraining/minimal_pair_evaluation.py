@@ -10,13 +10,13 @@ and per phenomenon, also goes to TensorBoard: run `eval`, tags `blimp/accuracy` 
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.data import minimal_pairs
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models import pseudo_log_likelihood
@@ -45,7 +45,7 @@ def score_texts(pretrainer, tokenizer, texts: list[str], max_seq_len: int, batch
 
 
 def _checkpoint_step(checkpoint: str) -> int:
-  tail = os.path.basename(checkpoint).rsplit("-", 1)[-1]
+  tail = files.basename(checkpoint).rsplit("-", 1)[-1]
   return int(tail) if tail.isdigit() else 0
 
 
@@ -82,11 +82,11 @@ def evaluate_minimal_pairs(model_dir: str, path: str, *, checkpoint: str | None 
   result = minimal_pairs.summarize(pairs, scores[:len(pairs)], scores[len(pairs):])
   result["checkpoint"] = checkpoint
   if write_summaries:
-    writer = tf.summary.create_file_writer(os.path.join(model_dir, "eval"))
+    writer = tf.summary.create_file_writer(files.join(model_dir, "eval"))
     with writer.as_default(step=_checkpoint_step(checkpoint)):
       tf.summary.scalar("blimp/accuracy", result["accuracy"],
                         description=f"minimal pairs right (PLL), {result['pairs']} pairs of "
-                        f"{os.path.basename(os.path.normpath(path))}")
+                        f"{files.basename(files.normalize(path))}")
       for name, value in result["by_phenomenon"].items():
         tf.summary.scalar(f"blimp/{name}", value)
     writer.close()

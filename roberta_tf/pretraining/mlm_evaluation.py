@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.data import unigram as unigram_lib
@@ -121,7 +121,7 @@ def eval_line(prefix: str, metrics: dict) -> str:
 
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
-  path = os.path.join(model_dir, "config.json")
+  path = files.join(model_dir, "config.json")
   try:
     with tf.io.gfile.GFile(path, "r") as f:
       doc = json.load(f)
@@ -198,7 +198,7 @@ def _unigram_table(model_dir: str, eval_data: str, info: dict, vocab_size: int):
   source = eval_data if "train" in info.get("splits", {}) else None
   if source is None:
     try:
-      with tf.io.gfile.GFile(os.path.join(model_dir, "config.json"), "r") as f:
+      with tf.io.gfile.GFile(files.join(model_dir, "config.json"), "r") as f:
         recorded = json.load(f).get("data", {}).get("train")
       if recorded and "train" in dataset_info.read(recorded).get("splits", {}):
         source = recorded

@@ -17,13 +17,11 @@ checkpoint and the newest complete one.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import directory_lock, error_text
+from roberta_tf.common import directory_lock, error_text, files
 from roberta_tf.models import checkpoint_files
 
 
@@ -74,7 +72,7 @@ def worker_dir(model_dir: str, is_chief: bool, task_id: int) -> str:
   """Where this worker saves: model_dir on the chief; every other worker of a multi-worker run
   must take part in each save too, so it writes to model_dir/workertemp_<task_id> (removed
   after the save). Pretraining's checkpoints and fine-tuning's best-epoch saves both use it."""
-  return model_dir if is_chief else os.path.join(model_dir, f"workertemp_{task_id}")
+  return model_dir if is_chief else files.join(model_dir, f"workertemp_{task_id}")
 
 
 class Checkpointer:
@@ -102,7 +100,7 @@ class Checkpointer:
   def close(self) -> None:
     """Removes a non-chief worker's temporary directory (the chief's model_dir stays)."""
     if not self.is_chief:
-      shutil.rmtree(self.directory, ignore_errors=True)
+      files.rmtree(self.directory, ignore_errors=True)
 
   @property
   def latest(self) -> str | None:
@@ -139,16 +137,16 @@ class Checkpointer:
       skipped.append((prefix, what))
     raise CheckpointError(
         f"--model_dir={directory} holds checkpoint files but no complete checkpoint ("
-        + "; ".join(f"{os.path.basename(p)}: {w}" for p, w in skipped)
+        + "; ".join(f"{files.basename(p)}: {w}" for p, w in skipped)
         + "): restore the files, or pass --overwrite to start over (it deletes them)")
 
   def _repair(self, directory, prefix, listed, skipped, log) -> None:
     """After resuming from `prefix`: damaged newer checkpoints go to damaged/, and the index
     file is rebuilt from the disk when it was missing or did not name `prefix` as the newest."""
-    name = os.path.basename(prefix)
+    name = files.basename(prefix)
     for bad, what in skipped:
       dest = checkpoint_files.move_aside(bad)
-      log(f"warning: {os.path.basename(bad)} is damaged ({what}); moved its files to {dest}")
+      log(f"warning: {files.basename(bad)} is damaged ({what}); moved its files to {dest}")
     if skipped or listed is None or not listed or listed[-1] != checkpoint_files.step_of(prefix):
       why = ("its newest checkpoint was damaged" if skipped else
              "the 'checkpoint' index file was missing or unreadable" if listed is None else
@@ -172,7 +170,7 @@ class Checkpointer:
     """Saves as ``ckpt-<step>``; raises NonFiniteWeightsError if any weight is NaN/Inf."""
     if not weights_finite(self.model):
       raise NonFiniteWeightsError(f"refusing to save step {step}: the model has non-finite weights")
-    os.makedirs(self.directory, exist_ok=True)
+    files.makedirs(self.directory)
     try:
       path = self.manager.save(checkpoint_number=step)  # every worker must take part
     except (OSError, tf.errors.OpError) as e:
@@ -186,7 +184,7 @@ class Checkpointer:
                             if newest else f"{why} (no checkpoint was written yet)") from e
     finally:
       if not self.is_chief:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        files.rmtree(self.directory, ignore_errors=True)
     return path
 
 
@@ -206,7 +204,7 @@ def restore_checkpoint(items: dict, path: str) -> None:
       the message names them.
   """
   try:
-    names = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
+    names = {name.split("/")[0] for name in checkpoint_files.variable_names(path)}
     kept = {k: v for k, v in items.items() if k in names or k not in OPTIONAL_ITEMS}
     tf.train.Checkpoint(**kept).restore(path).assert_existing_objects_matched()
   except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,

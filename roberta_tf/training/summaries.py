@@ -19,10 +19,11 @@ Before these tables, tags were the bare metric names (`loss`, `perplexity`,
 from __future__ import annotations
 
 import datetime
-import os
 import sys
 
 import tensorflow as tf
+
+from roberta_tf.common import files
 
 UNIGRAM_RUN = "unigram"  # under the eval run: model_dir/eval/unigram
 
@@ -77,7 +78,7 @@ def _tag(table: dict, split: str, name: str, values: dict) -> tuple[str, str, st
   if name == "loss" and "mlm_loss" in values and table is PRETRAINING:
     name = "total_loss"  # the NSP ablation's objective; mlm_loss is the MLM part
   if name == "unigram_perplexity":
-    return os.path.join(split, UNIGRAM_RUN), *table[name]
+    return f"{split}/{UNIGRAM_RUN}", *table[name]
   if name in table:
     return split, *table[name]
   return split, f"task/{name}", f"Dev-set {name} (roberta_tf/finetuning/metrics.py)."
@@ -103,7 +104,7 @@ class Summaries:
 
   def _writer(self, run: str):
     if run not in self._writers:
-      self._writers[run] = tf.summary.create_file_writer(os.path.join(self.model_dir, run))
+      self._writers[run] = tf.summary.create_file_writer(files.join(self.model_dir, run))
     return self._writers[run]
 
   def scalars(self, split: str, step: int, values: dict) -> None:
