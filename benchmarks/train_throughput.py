@@ -1,8 +1,9 @@
-r"""Training throughput: our TrainStep vs. keras-hub `RobertaMaskedLM.fit`, tokens/s and MFU.
+r"""Training throughput: our TrainStep vs. keras-hub `RobertaMaskedLM.fit` (or vs. our own step
+under --jit_compile), tokens/s and MFU.
 
     python benchmarks/train_throughput.py [--quick] [--presets=small,medium] \
         [--precisions=float32,mixed_bfloat16] [--batch_size=32] [--max_seq_len=128] \
-        [--warmup_steps=3] [--rounds=4] [--window=3]
+        [--warmup_steps=3] [--rounds=4] [--window=3] [--dropout=0.0] [--jit_compile]
 
 For each preset and precision, on the same synthetic shards (random ids, V=8000, every sequence
 a full --max_seq_len, with a dataset_info.json like data_prep's) read by the real pipeline:
@@ -16,11 +17,16 @@ a full --max_seq_len, with a dataset_info.json like data_prep's) read by the rea
              accuracy too); a window is --window calls of the `train_function` that `fit` runs
              per step, on the same pipeline's batches as (token_ids, padding_mask,
              mask_positions) -> mask_ids, sample weights mask_weights.
-Both use the preset's dropout (0.1) and run --warmup_steps untimed steps first. Then the windows
-alternate, ours / keras-hub, for --rounds rounds. The machine is shared and its load swings
+With --jit_compile the peer is our own step again, built the same way with
+`TrainConfig.jit_compile=True` (train --jit_compile: each replica's forward + backward pass
+XLA-compiled); the ratio is then jit / default (above 1: XLA is faster).
+Both use the preset's dropout (0.1; --dropout overrides it for both) and run --warmup_steps
+untimed steps first (tracing, and XLA's compile). Then the windows alternate, ours / the peer,
+for --rounds rounds. The machine is shared and its load swings
 (windows of one side differ up to 2x), so the ratio is the median of the rounds' paired ratios
 (ours / keras-hub in adjacent windows, which see about the same load); tokens/s per side are
-the median windows, and the best windows are printed too.
+the median windows, and the best windows are printed too. The CPU model (/proc/cpuinfo) is
+printed first.
 MFU = roberta_tf.pretraining.flops.train_step_flops / step time / peak, the peak of TrainConfig
 (the dev CPU's measured 2048^3 matmul; --peak_flops_* override). The matmul rate measured now is
 printed for context.
@@ -71,6 +77,11 @@ def parse_args(argv=None):
                  help="Untimed steps per side (tracing, first allocations).")
   p.add_argument("--rounds", type=int, default=8, help="Timed windows per side.")
   p.add_argument("--window", type=int, default=1, help="Steps per timing window.")
+  p.add_argument("--dropout", type=float, default=-1.0,
+                 help="Dropout of both sides (-1: the preset's, 0.1).")
+  p.add_argument("--jit_compile", action="store_true",
+                 help="Compare our default step with our step under --jit_compile (XLA) instead "
+                 "of keras-hub.")
   p.add_argument("--peak_flops_fp32", type=float, default=TrainConfig.peak_flops_fp32)
   p.add_argument("--peak_flops_bf16", type=float, default=TrainConfig.peak_flops_bf16)
   args = p.parse_args(argv)
@@ -102,10 +113,30 @@ def write_synthetic_shards(out: str, num_sequences: int, seq_len: int, seed: int
                 "size": VOCAB_SIZE},
       "special_ids": SPECIAL_IDS, "max_seq_len": seq_len, "packing": "full_sentences",
       "compression": "none",
+      # Independent random sequences: every shard is a uniform sample in random order, which
+      # this field says (without it the pipeline notes that the shards are in corpus order).
+      "shuffle": {"scheme": dataset_info.GLOBAL_SHUFFLE, "seed": seed},
       "splits": {"train": {"num_sequences": total, "num_tokens": total * seq_len,
                            "packing_efficiency": 1.0, "shards": shards}},
       "source": {"synthetic": True, "vocab_dir": HF_TINY}})
   return out
+
+
+def cpu_model() -> str:
+  """The CPU's model name and its number of logical CPUs, from /proc/cpuinfo (Linux)."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      lines = f.read().splitlines()
+  except OSError:
+    return f"unknown CPU ({os.cpu_count()} logical CPUs)"
+  field = lambda key: next((line.split(":", 1)[1].strip() for line in lines
+                            if line.split(":", 1)[0].strip() == key), "?")
+  logical = sum(line.startswith("processor") for line in lines)
+  isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in field("flags").split()]
+  # A VM's model name can be generic ("Intel(R) Xeon(R) Processor"): family/model/stepping
+  # name the microarchitecture.
+  return (f"{field('model name')} (family {field('cpu family')} model {field('model')} "
+          f"stepping {field('stepping')}), {logical} logical CPUs, {' '.join(isa)}")
 
 
 def matmul_peak(dtype, n=2048, reps=8) -> float:
@@ -122,11 +153,12 @@ def matmul_peak(dtype, n=2048, reps=8) -> float:
   return 2 * n**3 / best
 
 
-def build_ours(args, data, preset, precision):
+def build_ours(args, data, preset, precision, jit_compile=False):
   """A function running one step of our TrainStep on the pipeline; returns a tensor to sync on."""
   cfg = TrainConfig(model_dir="", train_data=data, config=preset, max_seq_len=args.max_seq_len,
                     batch_size=args.batch_size, train_steps=10**6, warmup_steps=1,
-                    learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0)
+                    learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0,
+                    dropout=args.dropout, jit_compile=jit_compile)
   strategy = tf.distribute.get_strategy()
   model_config = model_config_for(cfg, dataset_info.read(data))
   train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
@@ -140,6 +172,8 @@ def build_keras_hub(args, data, preset, precision):
   import keras  # pylint: disable=import-outside-toplevel
   import keras_hub  # pylint: disable=import-outside-toplevel
   config = models.preset(preset, vocab_size=VOCAB_SIZE, max_positions=args.max_seq_len + 2)
+  if args.dropout >= 0:
+    config = config.replace(dropout=args.dropout, attention_dropout=args.dropout)
   keras.utils.set_random_seed(0)
   previous = keras.mixed_precision.global_policy()
   keras.mixed_precision.set_global_policy(precision)
@@ -199,15 +233,22 @@ def main(argv=None):
     os.makedirs(shards)
     data = write_synthetic_shards(shards, num_sequences=1024, seq_len=args.max_seq_len)
     peaks = {"float32": args.peak_flops_fp32, "mixed_bfloat16": args.peak_flops_bf16}
+    peer, peer_label = (("ours_jit", "--jit_compile") if args.jit_compile
+                        else ("keras_hub", "keras-hub"))
+    print(f"CPU: {cpu_model()}", flush=True)
     print(f"matmul 2048^3 now: fp32 {matmul_peak(tf.float32) / 1e9:.0f} GFLOP/s, bf16 "
           f"{matmul_peak(tf.bfloat16) / 1e9:.0f} GFLOP/s; MFU uses peak fp32 "
           f"{peaks['float32'] / 1e9:.0f}, bf16 {peaks['mixed_bfloat16'] / 1e9:.0f} GFLOP/s",
           flush=True)
-    print(f"B={args.batch_size} S={args.max_seq_len} V={VOCAB_SIZE}; tokens/s = median of "
+    print(f"B={args.batch_size} S={args.max_seq_len} V={VOCAB_SIZE} dropout "
+          f"{args.dropout if args.dropout >= 0 else 'preset'}; tokens/s = median of "
           f"{args.rounds} alternating {args.window}-step windows after {args.warmup_steps} "
-          "warm-up steps; ratio = median of paired window ratios", flush=True)
-    header = (f"{'preset':8} {'precision':15} {'ours tok/s':>10} {'MFU':>6} "
-              f"{'keras-hub tok/s':>15} {'MFU':>6} {'ratio':>6}  [paired range]")
+          "warm-up steps; ratio = median of paired window ratios ("
+          f"{'--jit_compile / default' if args.jit_compile else 'ours / keras-hub'})",
+          flush=True)
+    ours_label = "default tok/s" if args.jit_compile else "ours tok/s"
+    header = (f"{'preset':8} {'precision':15} {ours_label:>13} {'MFU':>6} "
+              f"{peer_label + ' tok/s':>15} {'MFU':>6} {'ratio':>6}  [paired range]")
     print(header, flush=True)
     rows = []
     for preset in args.presets.split(","):
@@ -219,26 +260,33 @@ def main(argv=None):
           intermediate_size=config.intermediate_size, vocab_size=VOCAB_SIZE,
           seq_len=args.max_seq_len, predictions_per_seq=predictions, sequences=args.batch_size)
       for precision in args.precisions.split(","):
-        rates = time_windows({"ours": build_ours(args, data, preset, precision),
-                              "keras_hub": build_keras_hub(args, data, preset, precision)},
-                             args)
-        ours, theirs = (statistics.median(rates[k]) for k in ("ours", "keras_hub"))
+        ours_step = build_ours(args, data, preset, precision)
+        if args.jit_compile:
+          peer_step = build_ours(args, data, preset, precision, jit_compile=True)
+        else:
+          peer_step = build_keras_hub(args, data, preset, precision)
+        rates = time_windows({"ours": ours_step, peer: peer_step}, args)
+        ours, theirs = (statistics.median(rates[k]) for k in ("ours", peer))
         best = {k: max(v) for k, v in rates.items()}
-        paired = [a / b for a, b in zip(rates["ours"], rates["keras_hub"], strict=True)]
+        # The ratio says how much faster ours is than keras-hub, or --jit_compile than ours.
+        ratio = (lambda a, b: b / a) if args.jit_compile else (lambda a, b: a / b)
+        paired = [ratio(a, b) for a, b in zip(rates["ours"], rates[peer], strict=True)]
         def mfu(rate, step_flops=step_flops, peak=peaks[precision]):
           return rate / (args.batch_size * args.max_seq_len) * step_flops / peak
         row = {"preset": preset, "precision": precision, "ours_tokens_per_sec": ours,
-               "ours_mfu": mfu(ours), "keras_hub_tokens_per_sec": theirs,
-               "keras_hub_mfu": mfu(theirs), "ratio": statistics.median(paired),
+               "ours_mfu": mfu(ours), f"{peer}_tokens_per_sec": theirs,
+               f"{peer}_mfu": mfu(theirs), "ratio": statistics.median(paired),
                "paired_ratio_range": [min(paired), max(paired)],
                "ours_best_tokens_per_sec": best["ours"],
-               "keras_hub_best_tokens_per_sec": best["keras_hub"], "windows": rates}
+               f"{peer}_best_tokens_per_sec": best[peer], "windows": rates}
         rows.append(row)
-        print(f"{preset:8} {precision:15} {ours:10,.0f} {row['ours_mfu']:6.2f} "
-              f"{theirs:15,.0f} {row['keras_hub_mfu']:6.2f} {row['ratio']:6.2f}x  "
+        print(f"{preset:8} {precision:15} {ours:13,.0f} {row['ours_mfu']:6.2f} "
+              f"{theirs:15,.0f} {row[f'{peer}_mfu']:6.2f} {row['ratio']:6.2f}x  "
               f"[{min(paired):.2f}-{max(paired):.2f}]  best windows {best['ours']:,.0f} vs "
-              f"{best['keras_hub']:,.0f} ({best['ours'] / best['keras_hub']:.2f}x)", flush=True)
+              f"{best[peer]:,.0f} ({ratio(best['ours'], best[peer]):.2f}x)", flush=True)
     print(json.dumps(rows))
+    if args.jit_compile:  # a measurement, not a target
+      return 0
     slower = [r for r in rows if r["ratio"] < 1.0]
     if slower:
       print(f"SLOWER than keras-hub at: {[(r['preset'], r['precision']) for r in slower]}")

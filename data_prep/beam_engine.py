@@ -14,10 +14,20 @@ which the local engine runs too, so the output is the same files byte for byte w
 runner and worker count (buckets are key ranges: how many there are does not change the order).
 Shards are written as ``<name>.tmp`` in ``output_dir``, sorted buckets and the counters (one
 JSON file that the launcher reads back) in ``spill_dir``; shard_builder.py renames, writes
-dataset_info.json and removes ``spill_dir``. Both must be paths every worker sees. Memory per
-worker: one group's blocks, or one bucket (``settings["sort_bytes"]``). Parallelism is per file
-(reading), per group (encoding) and per bucket (sorting): a corpus of one huge file reads on
-one worker.
+dataset_info.json and removes ``spill_dir``. Memory per worker: one group's blocks, or one
+bucket (``settings["sort_bytes"]``). Parallelism is per file (reading), per group (encoding)
+and per bucket (sorting): a corpus of one huge file reads on one worker.
+
+File access inside the pipeline goes through Beam's own file systems
+(``apache_beam.io.filesystems.FileSystems``: ``open``, ``create``, ``delete``; gs:// is native
+there, s3:// / hdfs:// with their Beam extras), never a local path API or ``tf.io.gfile``: the
+inputs are opened with ``FileSystems.open`` (``BeamFiles``), the sorted buckets and the result
+are written with ``FileSystems.create``, and the vocabulary travels inside the pipeline (the
+bytes the launcher read and hashed), so a Dataflow / Flink / Spark job needs no shared mount:
+only paths its file systems know (``check_paths`` refuses others, e.g. ram://, up front). A
+worker's only local files are scratch: the vocabulary copy the tokenizer loads from, and each
+shard written by TF's TFRecordWriter (the local engine's bytes, gzip included) before it is
+copied to its ``FileSystems.create`` stream.
 """
 
 from __future__ import annotations
@@ -26,9 +36,11 @@ import collections
 import json
 import os
 import shlex
+import tempfile
 
 import apache_beam as beam
-import tensorflow as tf
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from data_prep import (
@@ -42,6 +54,51 @@ from data_prep import (
 )
 
 RESULT_FILE = "_beam_result.json"
+_COPY_CHUNK = 1 << 20
+
+
+class BeamPathError(ValueError):
+  """A path no Beam file system handles; the message names the flag."""
+
+
+def check_paths(paths: dict[str, list[str]]) -> None:
+  """Raises BeamPathError for a path (of the flag it is keyed by) whose scheme Beam's
+  FileSystems do not handle here (ram://, or gs:// without apache-beam[gcp])."""
+  for flag, values in paths.items():
+    for path in values:
+      if path == corpus.STDLIB:
+        continue
+      try:
+        FileSystems.get_filesystem(path)
+      except ValueError as e:
+        raise BeamPathError(
+            f"{flag}={path}: --engine=beam reads and writes through Beam's file systems, which "
+            f"do not handle '{FileSystems.get_scheme(path)}://' here (use a local path, gs:// "
+            "with apache-beam[gcp], ...; or --engine=local)") from e
+
+
+def _open(path: str):
+  return FileSystems.open(path, mime_type="application/octet-stream",
+                          compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _create(path: str):
+  return FileSystems.create(path, mime_type="application/octet-stream",
+                            compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+class BeamFiles:
+  """corpus.iter_documents' ``fs`` on Beam's file systems: seekable binary files and sizes."""
+
+  @staticmethod
+  def open(path: str, mode: str = "rb"):
+    if mode != "rb":
+      raise ValueError(f"BeamFiles.open reads only (mode {mode!r})")
+    return _open(path)
+
+  @staticmethod
+  def getsize(path: str) -> int:
+    return FileSystems.get_filesystem(path).size(path)
 
 
 class ReadGroups(beam.DoFn):
@@ -57,10 +114,10 @@ class ReadGroups(beam.DoFn):
         self._files, file_index, text_field=self._s["text_field"],
         max_line_bytes=self._s["max_line_bytes"], seed=self._s["seed"],
         validation_fraction=self._s["validation_fraction"], group_bytes=self._s["group_bytes"],
-        stats=stats):
+        stats=stats, fs=BeamFiles):
       yield g.key, g.docs, g.last_in_corpus
     yield beam.pvalue.TaggedOutput("stats", {k: getattr(stats, k) for k in (
-        "documents", "sentences", "total_bytes", "invalid_utf8", "split_lines")})
+        "documents", "sentences", "total_bytes", "invalid_utf8", "split_lines", "null_texts")})
 
 
 def _doc_counts(group) -> dict[str, int]:
@@ -83,17 +140,19 @@ def _last_document_rule(group, counts: dict, validation_fraction: float):
 
 
 class EncodePack(beam.DoFn):
-  """A group → ``((split, shard), entry)`` per packed block (data_prep/block_order.py)."""
+  """A group → ``((split, shard), entry)`` per packed block (data_prep/block_order.py).
 
-  def __init__(self, vocab_dir: str, encoder: str, settings: dict, bos_id: int, eos_id: int):
-    self._vocab_dir, self._encoder, self._s = vocab_dir, encoder, settings
-    self._bos, self._eos = bos_id, eos_id
+  Holds the vocabulary's bytes (``sentence_encoders.Vocab``): workers never read --vocab_dir.
+  """
+
+  def __init__(self, vocab: sentence_encoders.Vocab, encoder: str, settings: dict):
+    self._vocab, self._encoder, self._s = vocab, encoder, settings
+    self._bos, self._eos = vocab.special_ids["bos"], vocab.special_ids["eos"]
     self._encode = None
 
   def setup(self):
-    # Once per worker: loading the vocabulary and tracing the tokenizer's graph take seconds.
-    vocab = sentence_encoders.load_vocab(self._vocab_dir)
-    self._encode = sentence_encoders.make_encoder(self._encoder, vocab)
+    # Once per worker: building the tokenizer and tracing its graph take seconds.
+    self._encode = sentence_encoders.make_encoder(self._encoder, self._vocab)
 
   def process(self, group):
     key, docs, last = group
@@ -116,22 +175,50 @@ def _bucket(keyed, shard_bytes: dict, settings: dict):
 
 
 class SortBucket(beam.DoFn):
-  """((split, shard, bucket), entries) → the bucket sorted into a spill file in ``spill_dir``;
-  yields ((split, shard), (bucket, path))."""
+  """((split, shard, bucket), entries) → the bucket sorted into a spill-format file in
+  ``spill_dir`` (``FileSystems.create``); yields ((split, shard), (bucket, path))."""
 
   def __init__(self, spill_dir: str, settings: dict):
     self._dir, self._s = spill_dir, settings
 
   def process(self, element):
     (split, shard, bucket), entries = element
-    path = os.path.join(self._dir, f"{split}-{shard:05d}-{bucket:05d}")
-    external_sort.write_spill(path, sorted(entries, key=block_order.sort_key(self._s["order"])))
+    path = FileSystems.join(self._dir, f"{split}-{shard:05d}-{bucket:05d}")
+    f = _create(path)
+    try:
+      external_sort.write_entries(f, sorted(entries, key=block_order.sort_key(self._s["order"])))
+    finally:
+      f.close()
     yield (split, shard), (bucket, path)
 
 
+def _read_buckets(paths: list[str]):
+  """The entries of the sorted bucket files ``paths``, in order (``FileSystems.open``)."""
+  for path in paths:
+    f = _open(path)
+    try:
+      yield from external_sort.iter_entries(f, path)
+    finally:
+      f.close()
+
+
+def _copy_to(local: str, path: str) -> None:
+  """Copies local scratch file ``local`` to ``path`` through ``FileSystems.create``."""
+  out = _create(path)
+  try:
+    with open(local, "rb") as src:  # local-only: the worker's scratch copy of the shard
+      while chunk := src.read(_COPY_CHUNK):
+        out.write(chunk)
+  finally:
+    out.close()
+
+
 class WriteShard(beam.DoFn):
-  """((split, shard), [(bucket, spill path) or None]) → the shard's temporary file from its
-  sorted buckets in order; yields its counts."""
+  """((split, shard), [(bucket, bucket file) or None]) → the shard's temporary file
+  ``output_dir/<name>.tmp`` from its sorted buckets in order; yields its counts.
+
+  TF's TFRecordWriter writes the shard to a worker-local scratch file (the local engine's
+  bytes, gzip included), which is then copied through ``FileSystems.create``."""
 
   def __init__(self, output_dir: str, settings: dict):
     self._dir, self._s = output_dir, settings
@@ -140,17 +227,22 @@ class WriteShard(beam.DoFn):
     (split, shard), parts = element
     paths = [path for _, path in sorted(p for p in parts if p is not None)]
     name = shard_writer.shard_name(split, shard, self._s["num_shards"][split])
-    stats = shard_writer.write_shard(
-        self._dir, name, (e for path in paths for e in external_sort.read_entries(path)),
-        self._s["compression"])
-    for path in paths:
-      os.remove(path)
+    with tempfile.TemporaryDirectory(prefix="roberta_tf-shard-") as tmp:  # local-only: scratch
+      local = os.path.join(tmp, name)
+      stats = shard_writer.write_records(local, name, _read_buckets(paths),
+                                         self._s["compression"])
+      _copy_to(local, FileSystems.join(self._dir, name + shard_writer.TMP_SUFFIX))
+    if paths:
+      FileSystems.delete(paths)
     yield {"shard": [split, shard, name, stats.num_sequences, stats.num_tokens]}
 
 
 def _write_result(parts: list, spill_dir: str) -> None:
-  with tf.io.gfile.GFile(os.path.join(spill_dir, RESULT_FILE), "w") as f:
-    json.dump(parts, f)
+  f = _create(FileSystems.join(spill_dir, RESULT_FILE))
+  try:
+    f.write(json.dumps(parts).encode("utf-8"))
+  finally:
+    f.close()
 
 
 def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_dir: str, *,
@@ -167,9 +259,7 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_di
       _last_document_rule, counts=beam.pvalue.AsSingleton(counts),
       validation_fraction=settings["validation_fraction"])
   packed = (groups | "SpreadGroups" >> beam.Reshuffle()
-            | "EncodePack" >> beam.ParDo(EncodePack(
-                vocab.vocab_dir, encoder, settings, vocab.special_ids["bos"],
-                vocab.special_ids["eos"])))
+            | "EncodePack" >> beam.ParDo(EncodePack(vocab, encoder, settings)))
   shard_bytes = (packed | "EntryBytes" >> beam.Map(
       lambda x: (x[0], external_sort.entry_bytes(x[1])))
                  | "ShardBytes" >> beam.CombinePerKey(sum))
@@ -193,15 +283,22 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_di
 def run(files: list[str], output_dir: str, spill_dir: str, *, vocab: sentence_encoders.Vocab,
         encoder: str, settings: dict, beam_options: str):
   """Runs the pipeline to completion; returns (shard stats per split, documents per split,
-  corpus stats) as shard_builder's local engine does. Temporary shards stay for the caller."""
+  corpus stats) as shard_builder's local engine does. Temporary shards stay for the caller.
+
+  ``files``, ``output_dir`` and ``spill_dir`` are paths of Beam's file systems (``check_paths``);
+  the launcher reads the result file through them too."""
+  check_paths({"--input": files, "--output_dir": [output_dir, spill_dir]})
   options = PipelineOptions(shlex.split(beam_options or ""))
   with beam.Pipeline(options=options) as p:
     build_pipeline(p, files, output_dir, spill_dir, vocab=vocab, encoder=encoder,
                    settings=settings)
-  path = os.path.join(spill_dir, RESULT_FILE)
-  with tf.io.gfile.GFile(path) as f:
-    parts = json.load(f)
-  tf.io.gfile.remove(path)
+  path = FileSystems.join(spill_dir, RESULT_FILE)
+  f = _open(path)
+  try:
+    parts = json.loads(f.read().decode("utf-8"))
+  finally:
+    f.close()
+  FileSystems.delete([path])
   shard_stats = {split: [shard_writer.ShardStats(shard_writer.shard_name(
       split, i, settings["num_shards"][split])) for i in range(settings["num_shards"][split])]
                  for split in settings["splits"]}

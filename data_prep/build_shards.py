@@ -18,6 +18,7 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli  # first: it quiets TensorFlow's start-up logs before TF loads
+from roberta_tf.common import files as files_lib
 
 # isort: split
 from data_prep import corpus, doc_groups, external_sort, sentence_encoders, shard_writer
@@ -26,11 +27,14 @@ from data_prep import progress as progress_lib
 from data_prep.shard_builder import build_shards, summary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "Corpus: .txt/.jsonl(.gz) files, globs, directories (comma "
-                    "list), or 'stdlib' (the running Python's documentation).")
-flags.DEFINE_string("vocab_dir", None, "Directory with vocab.json and merges.txt; must be the "
-                    "vocabulary the model is trained with (dataset_info.json records its sha256).")
-flags.DEFINE_string("output_dir", None, "Where the shards and dataset_info.json go.")
+flags.DEFINE_string("input", None, "Corpus: .txt/.jsonl(.gz)/.parquet files, globs, directories "
+                    "(comma list; local paths or URLs), or 'stdlib' (the running Python's "
+                    "documentation).")
+flags.DEFINE_string("vocab_dir", None, "Directory (local or a URL) with vocab.json and "
+                    "merges.txt; must be the vocabulary the model is trained with "
+                    "(dataset_info.json records its sha256; a copy goes beside the shards).")
+flags.DEFINE_string("output_dir", None, "Where the shards and dataset_info.json go (local or a "
+                    "URL; dataset_info.json, written last, marks it complete).")
 flags.DEFINE_integer("max_seq_len", 512, "Ids per sequence at most, <s> and </s> included; "
                      "must be <= the model's max_seq_len.")
 flags.DEFINE_enum("packing", packing_lib.FULL_SENTENCES, list(packing_lib.PACKINGS),
@@ -45,7 +49,8 @@ flags.DEFINE_integer("seed", 0, "Seeds the validation split and the global shuff
                      "(which shard each goes to, and its place there).")
 flags.DEFINE_enum("compression", "none", list(shard_writer.COMPRESSIONS),
                   "TFRecord compression of the shards.")
-flags.DEFINE_string("text_field", "text", "The .jsonl field holding a document's text.")
+flags.DEFINE_string("text_field", "text", "The .jsonl field (.parquet column) holding a "
+                    "document's text.")
 flags.DEFINE_boolean("overwrite", False, "Replace the shards in a non-empty --output_dir.")
 flags.DEFINE_integer("max_line_bytes", corpus.DEFAULT_MAX_LINE_BYTES,
                      "Lines longer than this are split before encoding.")
@@ -72,6 +77,11 @@ def main(argv):
   for name in ("input", "vocab_dir", "output_dir"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
+  files_lib.check(FLAGS.vocab_dir, "--vocab_dir")
+  files_lib.check(FLAGS.output_dir, "--output_dir")
+  for part in FLAGS.input.split(","):
+    if part.strip() and part.strip() != corpus.STDLIB:
+      files_lib.check(part.strip(), "--input")
   # Errors (BuildError, CorpusError, VocabError, OSError: disk full names the file) are one
   # line from cli.
   info = build_shards(

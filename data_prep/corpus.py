@@ -6,10 +6,22 @@ The corpus formats (the contract every data_prep binary shares):
 - ``.jsonl``: one JSON object a line is a document; its ``text_field`` (default ``text``) holds
   the text, whose newlines separate sentences.
 - either one gzip-compressed (``.gz``).
+- ``.parquet``: one row is a document; its ``text_field`` column (a string or binary column)
+  holds the text, whose newlines separate sentences, exactly as in a ``.jsonl`` document (a
+  Parquet corpus and its JSONL twin give the same documents). Read one row group at a time
+  (never the whole file) through a seekable file object, so a URL reads as a local file does. A
+  null text is skipped like an empty one and counted in ``CorpusStats.null_texts``; a missing
+  column is a CorpusError naming the file and the columns it has.
 - an input spec is a comma list of files, globs and directories (searched recursively for the
   formats above), or ``stdlib``: the documentation of the running Python (module, class and
   function docstrings of the standard library, parsed with ``ast`` without importing anything,
   plus pydoc's topic texts), so a demo needs no download.
+
+Every path may be a URL (gs://, ram://, ...: roberta_tf/common/files.py): files, globs and
+directories are resolved through ``files`` (on a URL a glob's ``*`` stays within one directory
+level; locally ``**`` recurses). ``iter_documents`` reads through ``files`` too, or through any
+object with ``open(path, "rb")`` and ``getsize(path)`` (the Beam engine passes Beam's file
+systems: data_prep/beam_engine.py).
 
 Invalid UTF-8 is replaced with U+FFFD, one per invalid byte sequence (Python's ``errors="replace"``)
 and counted in ``CorpusStats.invalid_utf8``. Over-long lines are split near ``max_line_bytes``
@@ -21,16 +33,22 @@ from __future__ import annotations
 import ast
 import codecs
 import dataclasses
-import glob
 import gzip
 import inspect
 import json
 import os
 import sysconfig
 from collections.abc import Iterator
+from typing import Any
+
+from roberta_tf.common import error_text
+from roberta_tf.common import files as files_lib
 
 STDLIB = "stdlib"
-_FORMATS = (".txt", ".jsonl", ".txt.gz", ".jsonl.gz")
+PARQUET = ".parquet"
+_FORMATS = (".txt", ".jsonl", ".txt.gz", ".jsonl.gz", PARQUET)
+# Rows converted to Python at once when reading a Parquet row group.
+_PARQUET_BATCH_ROWS = 1024
 # Larger lines are split before tokenization: bounded work per line, and memory that does not
 # depend on the longest line in the corpus.
 DEFAULT_MAX_LINE_BYTES = 1 << 20
@@ -50,6 +68,7 @@ class CorpusStats:
   total_bytes: int = 0      # sum of the input file sizes (compressed for .gz): ETA's denominator
   invalid_utf8: int = 0     # invalid byte sequences replaced with U+FFFD
   split_lines: int = 0      # lines longer than max_line_bytes that were split
+  null_texts: int = 0       # Parquet rows whose text is null (skipped)
 
 
 # Files that mark a directory as this project's output (shards or a vocabulary), not a corpus:
@@ -59,18 +78,20 @@ _PREPARED_MARKERS = ("dataset_info.json", "merges.txt", "vocab.json")
 
 def _refuse_prepared_dir(directory: str) -> None:
   """Raises CorpusError if `directory` (or a subdirectory) holds shards or a vocabulary."""
-  for root, _, names in os.walk(directory):
+  for root, _, names in files_lib.walk(directory):
     marker = next((n for n in _PREPARED_MARKERS if n in names), None)
     if marker:
-      raise CorpusError(f"input directory {directory!r} holds {os.path.join(root, marker)}: it is "
-                        "a shard or vocabulary directory, not a corpus; give the text files")
+      raise CorpusError(f"input directory {directory!r} holds {files_lib.join(root, marker)}: "
+                        "it is a shard or vocabulary directory, not a corpus; give the text "
+                        "files")
 
 
 def resolve_inputs(spec: str) -> list[str]:
   """Expands a comma list of files, globs and directories into a sorted file list.
 
   ``stdlib`` stays as the single entry ``["stdlib"]``. Raises CorpusError naming any part that
-  matches nothing, or a file of an unknown format.
+  matches nothing, or a file of an unknown format; files.UnknownSchemeError (a ValueError) for a
+  URL no file system handles.
   """
   parts = [p.strip() for p in spec.split(",") if p.strip()]
   if not parts:
@@ -81,31 +102,33 @@ def resolve_inputs(spec: str) -> list[str]:
   for part in parts:
     if part == STDLIB:
       raise CorpusError("'stdlib' cannot be combined with other inputs")
-    if os.path.isdir(part):
+    files_lib.check(part, "--input")
+    if files_lib.isdir(part):
       _refuse_prepared_dir(part)
       found = sorted(
-          os.path.join(root, name)
-          for root, _, names in os.walk(part) for name in names if name.endswith(_FORMATS))
+          files_lib.join(root, name)
+          for root, _, names in files_lib.walk(part) for name in names
+          if name.endswith(_FORMATS))
       if not found:
         raise CorpusError(f"directory {part!r} holds no {'/'.join(_FORMATS)} files")
       files.extend(found)
     elif any(c in part for c in "*?["):
-      found = sorted(p for p in glob.glob(part, recursive=True) if os.path.isfile(p))
+      found = sorted(p for p in files_lib.glob(part) if files_lib.isfile(p))
       if not found:
         raise CorpusError(f"glob {part!r} matches no file")
       files.extend(found)
     else:
-      if not os.path.exists(part):
+      if not files_lib.exists(part):
         raise CorpusError(f"input file {part!r} does not exist")
-      if not os.path.isfile(part):
+      if not files_lib.isfile(part):
         raise CorpusError(f"input {part!r} is not a regular file")
       files.append(part)
   for f in files:
-    if os.path.basename(f) == "merges.txt":
-      _refuse_prepared_dir(os.path.dirname(f) or ".")
+    if files_lib.basename(f) == "merges.txt":
+      _refuse_prepared_dir(files_lib.dirname(f) or ".")
     if not f.endswith(_FORMATS):
       raise CorpusError(f"input file {f!r}: unknown format (expected one of {', '.join(_FORMATS)})")
-    if not os.access(f, os.R_OK):
+    if not files_lib.readable(f):
       raise CorpusError(f"input file {f!r} is not readable")
   return list(dict.fromkeys(files))  # dedupe, keep order
 
@@ -154,20 +177,37 @@ def split_long_line(line: str, max_bytes: int) -> list[str]:
   return pieces
 
 
-def _open_binary(path: str):
+def _is_read_error(e: BaseException) -> bool:
+  """A failure to read a file: an OSError (Beam's BeamIOError is one), EOF inside a gzip
+  stream, or a TensorFlow file system's error (URLs)."""
+  return isinstance(e, (OSError, EOFError, gzip.BadGzipFile)) or error_text.is_tf_error(e)
+
+
+def _open(path: str, fs: Any):
+  """``fs.open(path, "rb")``, its failures as a CorpusError naming ``path``."""
   try:
-    raw = open(path, "rb")
-  except OSError as e:
-    raise CorpusError(f"cannot open input file {path!r}: {e.strerror}") from e
-  if path.endswith(".gz"):
-    return raw, gzip.GzipFile(fileobj=raw, mode="rb")
-  return raw, raw
+    return fs.open(path, "rb")
+  except Exception as e:
+    if not _is_read_error(e):
+      raise
+    raise CorpusError(f"cannot open input file {path!r}: "
+                      f"{getattr(e, 'strerror', None) or error_text.one_line(e)}") from e
+
+
+def _text_sentences(text: str) -> list[str]:
+  """A .jsonl / .parquet document's text as its non-empty sentences ("\r\n" line ends inside
+  the text end a sentence like "\n", as in .txt files)."""
+  return [s.rstrip("\r") for s in text.split("\n") if s.strip()]
 
 
 def _iter_file(path: str, text_field: str, stats: CorpusStats, max_line_bytes: int,
-               bytes_before: int) -> Iterator[list[str]]:
+               bytes_before: int, fs: Any) -> Iterator[list[str]]:
+  if path.endswith(PARQUET):
+    yield from _iter_parquet(path, text_field, stats, max_line_bytes, bytes_before, fs)
+    return
   is_jsonl = path.endswith((".jsonl", ".jsonl.gz"))
-  raw, stream = _open_binary(path)
+  raw = _open(path, fs)
+  stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
   doc: list[str] = []
   with raw, stream:
     try:
@@ -184,8 +224,7 @@ def _iter_file(path: str, text_field: str, stats: CorpusStats, max_line_bytes: i
           if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
             raise CorpusError(f"{path}:{lineno}: no string field {text_field!r} "
                               "(set --text_field)")
-          # "\r\n" line ends inside the text end a sentence like "\n" (as in .txt files).
-          sentences = [s.rstrip("\r") for s in obj[text_field].split("\n") if s.strip()]
+          sentences = _text_sentences(obj[text_field])
           if sentences:
             yield _split_sentences(sentences, max_line_bytes, stats)
         elif line.strip():
@@ -193,10 +232,69 @@ def _iter_file(path: str, text_field: str, stats: CorpusStats, max_line_bytes: i
         elif doc:
           yield _split_sentences(doc, max_line_bytes, stats)
           doc = []
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-      raise CorpusError(f"input file {path!r} is corrupt or unreadable: {e}") from e
+    except Exception as e:
+      if not _is_read_error(e):
+        raise
+      raise CorpusError(f"input file {path!r} is corrupt or unreadable: "
+                        f"{error_text.one_line(e)}") from e
   if doc:
     yield _split_sentences(doc, max_line_bytes, stats)
+
+
+def _iter_parquet(path: str, text_field: str, stats: CorpusStats, max_line_bytes: int,
+                  bytes_before: int, fs: Any) -> Iterator[list[str]]:
+  """A Parquet file's documents: one a row, its ``text_field`` column's text, read one row
+  group at a time (bounded memory) from a seekable file object."""
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+
+  def unreadable(e):
+    return CorpusError(f"input file {path!r} is not a readable Parquet file: "
+                       f"{error_text.one_line(e)}")
+
+  raw = _open(path, fs)
+  with raw:
+    try:
+      pf = pq.ParquetFile(raw)
+    except Exception as e:
+      if not (_is_read_error(e) or isinstance(e, pa.ArrowException)):
+        raise
+      raise unreadable(e) from e
+    schema = pf.schema_arrow
+    if text_field not in schema.names:
+      raise CorpusError(f"{path}: no column {text_field!r} (its columns: "
+                        f"{', '.join(schema.names) or 'none'}; set --text_field)")
+    kind = schema.field(text_field).type
+    if pa.types.is_dictionary(kind):
+      kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+            or pa.types.is_string_view(kind) or pa.types.is_binary_view(kind)):
+      raise CorpusError(f"{path}: column {text_field!r} holds {kind}, not text "
+                        "(set --text_field)")
+    size = fs.getsize(path)
+    rows_total, rows_done = pf.metadata.num_rows, 0
+    try:
+      for row_group in range(pf.num_row_groups):
+        for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, row_groups=[row_group],
+                                     columns=[text_field], use_threads=False):
+          column = batch.column(0)
+          if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+          # As bytes, decoded here: invalid UTF-8 is replaced and counted as in .txt/.jsonl.
+          for value in column.cast(pa.large_binary()).to_pylist():
+            if value is None:
+              stats.null_texts += 1
+              continue
+            sentences = _text_sentences(_decode(value, stats))
+            if sentences:
+              yield _split_sentences(sentences, max_line_bytes, stats)
+          rows_done += batch.num_rows
+          stats.bytes_read = bytes_before + size * rows_done // max(rows_total, 1)
+    except Exception as e:
+      if not (_is_read_error(e) or isinstance(e, pa.ArrowException)):
+        raise
+      raise unreadable(e) from e
 
 
 def _split_sentences(sentences: list[str], max_line_bytes: int, stats: CorpusStats) -> list[str]:
@@ -219,14 +317,14 @@ def stdlib_documents() -> list[list[str]]:
   skip_dirs = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3",
                "turtledemo", "__pycache__", "ensurepip", "config-3"}
   docs = []
-  for dirpath, dirnames, filenames in os.walk(root):
+  for dirpath, dirnames, filenames in os.walk(root):  # local-only: this Python's stdlib
     dirnames[:] = sorted(d for d in dirnames
                          if d not in skip_dirs and not d.startswith(("config-", "test")))
     for name in sorted(filenames):
       if not name.endswith(".py") or name.startswith("test_"):
         continue
       try:
-        with open(os.path.join(dirpath, name), "rb") as f:
+        with open(os.path.join(dirpath, name), "rb") as f:  # local-only: this Python's stdlib
           tree = ast.parse(f.read())
       except (SyntaxError, ValueError, OSError):
         continue
@@ -251,17 +349,21 @@ def stdlib_documents() -> list[list[str]]:
 
 def iter_documents(files: list[str], text_field: str = "text",
                    stats: CorpusStats | None = None,
-                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[list[str]]:
+                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                   fs: Any = None) -> Iterator[list[str]]:
   """Yields documents (lists of non-empty sentences, no trailing newlines) from ``files``.
 
   Args:
     files: the output of ``resolve_inputs``.
-    text_field: the JSON field that holds a .jsonl document's text.
+    text_field: the JSON field (.jsonl) or column (.parquet) that holds a document's text.
     stats: counters to fill while reading (optional).
     max_line_bytes: longer lines are split (see ``split_long_line``).
+    fs: what opens the files: an object with ``open(path, "rb")`` (a seekable binary file
+      object) and ``getsize(path)``; default roberta_tf.common.files (local paths and TF's URLs).
   Raises:
     CorpusError naming the file on unreadable or malformed input.
   """
+  fs = fs if fs is not None else files_lib
   stats = stats if stats is not None else CorpusStats()
   if files == [STDLIB]:
     docs = stdlib_documents()
@@ -274,13 +376,14 @@ def iter_documents(files: list[str], text_field: str = "text",
       stats.sentences += len(doc)
       yield doc
     return
-  stats.total_bytes = sum(os.path.getsize(f) for f in files)
+  sizes = [fs.getsize(f) for f in files]
+  stats.total_bytes = sum(sizes)
   done = 0
-  for path in files:
+  for path, size in zip(files, sizes):
     stats.files += 1
-    for doc in _iter_file(path, text_field, stats, max_line_bytes, done):
+    for doc in _iter_file(path, text_field, stats, max_line_bytes, done, fs):
       stats.documents += 1
       stats.sentences += len(doc)
       yield doc
-    done += os.path.getsize(path)
+    done += size
     stats.bytes_read = done

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 from data_prep import corpus
 
@@ -62,12 +63,13 @@ def document_split(seed: int, validation_fraction: float, file_index: int, doc_i
 
 def read_file_groups(files: list[str], file_index: int, *, text_field: str, max_line_bytes: int,
                      seed: int, validation_fraction: float, group_bytes: int,
-                     stats: corpus.CorpusStats) -> Iterator[Group]:
+                     stats: corpus.CorpusStats, fs: Any = None) -> Iterator[Group]:
   """The groups of ``files[file_index]``, documents labelled train/validation; fills ``stats``.
 
-  ``files`` is ``corpus.resolve_inputs``'s list (``["stdlib"]`` included).
+  ``files`` is ``corpus.resolve_inputs``'s list (``["stdlib"]`` included); ``fs`` opens it
+  (``corpus.iter_documents``; default roberta_tf.common.files).
   """
-  docs = corpus.iter_documents([files[file_index]], text_field, stats, max_line_bytes)
+  docs = corpus.iter_documents([files[file_index]], text_field, stats, max_line_bytes, fs=fs)
   group: list[tuple[str, list[str]]] = []
   size, index = 0, 0
   last_file = file_index == len(files) - 1

@@ -9,6 +9,11 @@ recursively. Memory is then one bucket whatever the shard's size, and disk at mo
 twice. Buckets are ranges of the key, so the order (by key, then position) does not depend on
 how many there are: an engine may bucket differently (the Beam engine buckets before its
 GroupByKey) and still write the same bytes.
+
+Spill files are local scratch files (the local engine puts them beside a local --output_dir or
+in a temporary directory: data_prep/shard_builder.py), hence the plain file calls here. The Beam
+engine writes its sorted buckets through Beam's file systems with ``write_entries`` and reads
+them with ``iter_entries``: the same format on any file object.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from data_prep import block_order
 
@@ -38,16 +44,25 @@ class SpillWriter:
   def __init__(self, path: str):
     self.path = path
     self.num_bytes = 0
-    self._f = open(path, "wb", buffering=1 << 16)  # pylint: disable=consider-using-with
+    self._f = open(path, "wb", buffering=1 << 16)  # local-only: a spill file (local scratch)
 
   def add(self, entry: block_order.Entry) -> None:
-    key, file_index, group_index, block_index, num_ids, record = entry
-    self._f.write(HEADER.pack(key, file_index, group_index, block_index, num_ids, len(record)))
-    self._f.write(record)
-    self.num_bytes += HEADER.size + len(record)
+    self.num_bytes += _write_entry(self._f, entry)
 
   def close(self) -> None:
     self._f.close()
+
+
+def _write_entry(f: BinaryIO, entry: block_order.Entry) -> int:
+  key, file_index, group_index, block_index, num_ids, record = entry
+  f.write(HEADER.pack(key, file_index, group_index, block_index, num_ids, len(record)))
+  f.write(record)
+  return HEADER.size + len(record)
+
+
+def write_entries(f: BinaryIO, entries: Iterable[block_order.Entry]) -> int:
+  """Writes ``entries`` to the binary file object ``f`` in spill format; returns the bytes."""
+  return sum(_write_entry(f, e) for e in entries)
 
 
 def write_spill(path: str, entries: Iterable[block_order.Entry]) -> int:
@@ -63,15 +78,20 @@ def write_spill(path: str, entries: Iterable[block_order.Entry]) -> int:
 
 def read_entries(path: str) -> Iterator[block_order.Entry]:
   """The entries of a spill file, in file order."""
-  with open(path, "rb", buffering=1 << 20) as f:
-    while head := f.read(HEADER.size):
-      if len(head) < HEADER.size:
-        raise OSError(f"spill file {path} is truncated (was the disk full?)")
-      key, file_index, group_index, block_index, num_ids, size = HEADER.unpack(head)
-      record = f.read(size)
-      if len(record) < size:
-        raise OSError(f"spill file {path} is truncated (was the disk full?)")
-      yield key, file_index, group_index, block_index, num_ids, record
+  with open(path, "rb", buffering=1 << 20) as f:  # local-only: a spill file (local scratch)
+    yield from iter_entries(f, path)
+
+
+def iter_entries(f: BinaryIO, name: str) -> Iterator[block_order.Entry]:
+  """The entries of spill-format binary file object ``f`` (named ``name`` in errors)."""
+  while head := f.read(HEADER.size):
+    if len(head) < HEADER.size:
+      raise OSError(f"spill file {name} is truncated (was the disk full?)")
+    key, file_index, group_index, block_index, num_ids, size = HEADER.unpack(head)
+    record = f.read(size)
+    if len(record) < size:
+      raise OSError(f"spill file {name} is truncated (was the disk full?)")
+    yield key, file_index, group_index, block_index, num_ids, record
 
 
 def bucket_of(key: int, num_buckets: int, lo: int = 0, hi: int = KEY_SPACE) -> int:
@@ -98,10 +118,10 @@ def sorted_entries(path: str, *, order: str, sort_bytes: int = DEFAULT_SORT_BYTE
                    lo: int = 0, hi: int = KEY_SPACE) -> Iterator[block_order.Entry]:
   """The entries of spill file ``path`` (keys in [lo, hi)) in write order; removes the file
   (and its buckets) once read."""
-  size = os.path.getsize(path)
+  size = os.path.getsize(path)  # local-only: a spill file (local scratch)
   if num_buckets(size, sort_bytes, order) == 1 or hi - lo < 2:
     ordered = sorted(read_entries(path), key=block_order.sort_key(order))
-    os.remove(path)
+    os.remove(path)  # local-only: a spill file (local scratch)
     yield from ordered
     return
   n = 2 * num_buckets(size, sort_bytes, order)  # half the budget each: room for uneven buckets
@@ -112,7 +132,7 @@ def sorted_entries(path: str, *, order: str, sort_bytes: int = DEFAULT_SORT_BYTE
   finally:
     for w in writers:
       w.close()
-  os.remove(path)
+  os.remove(path)  # local-only: a spill file (local scratch)
   for b, w in enumerate(writers):
     start, end = _bucket_range(b, n, lo, hi)
     yield from sorted_entries(w.path, order=order, sort_bytes=sort_bytes, lo=start, hi=end)

@@ -21,20 +21,30 @@ never starts with a space token, whatever precedes it in the document.
 encoders release the GIL while they work (TF graph ops run in C++; ``tokenizers``' batch encode
 runs in Rust), so while workers encode, the main thread reads the corpus and packs/writes the
 previous batches: both cores are busy without a process pool (the benchmark reports how busy).
+
+``--vocab_dir`` may be a URL: ``load_vocab`` reads the two files once (through
+roberta_tf.common.files) and keeps their bytes, which are what is hashed, copied beside the
+shards and shipped to Beam workers; the encoders load from a local scratch copy of those bytes
+(``local_vocab_dir``), so nothing but the launcher reads ``--vocab_dir``.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
+import hashlib
 import itertools
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
+from roberta_tf.common import error_text
+from roberta_tf.common import files as files_lib
 from roberta_tf.data import vocab_info
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.vocab_files import MERGES_FILE, SPECIAL_TOKENS, VOCAB_FILE
@@ -49,7 +59,7 @@ VocabError = vocab_files.VocabFileError
 
 @dataclasses.dataclass(frozen=True)
 class Vocab:
-  """What shard building needs to know about a vocabulary directory."""
+  """What shard building needs to know about a vocabulary directory (and its files' bytes)."""
   vocab_dir: str
   vocab_path: str
   merges_path: str
@@ -57,21 +67,59 @@ class Vocab:
   special_ids: dict[str, int]
   sha256: str
   merges_sha256: str
+  vocab_json: bytes = dataclasses.field(default=b"", repr=False)
+  merges_txt: bytes = dataclasses.field(default=b"", repr=False)
+
+  def file_bytes(self) -> dict[str, bytes]:
+    """{vocab.json: bytes, merges.txt: bytes}: the files as read (and hashed)."""
+    return {VOCAB_FILE: self.vocab_json, MERGES_FILE: self.merges_txt}
+
+
+def _read_bytes(path: str) -> bytes:
+  try:
+    return files_lib.read_bytes(path)
+  except Exception as e:
+    if not (isinstance(e, OSError) or error_text.is_tf_error(e)):
+      raise
+    raise VocabError(f"cannot read {path!r}: {error_text.one_line(e)}") from e
 
 
 def load_vocab(vocab_dir: str) -> Vocab:
-  """Checks ``vocab_dir`` holds a GPT-2/RoBERTa vocab.json + merges.txt; raises VocabError."""
-  if not os.path.isdir(vocab_dir):
+  """Checks ``vocab_dir`` (a local path or URL) holds a GPT-2/RoBERTa vocab.json + merges.txt
+  and reads them; raises VocabError (files.UnknownSchemeError for an unknown URL scheme)."""
+  files_lib.check(vocab_dir, "--vocab_dir")
+  if not files_lib.isdir(vocab_dir):
     raise VocabError(f"--vocab_dir {vocab_dir!r} is not a directory")
-  present = vocab_files.present(vocab_dir)
-  for name in (n for n in vocab_files.FILES if n not in present):
-    raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
-                     f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
-  vocab_path, merges_path = vocab_files.paths(vocab_dir)
-  info = vocab_info.VocabInfo.from_vocab_json(vocab_path)
-  return Vocab(vocab_dir=vocab_dir, vocab_path=vocab_path, merges_path=merges_path,
-               size=info.vocab_size, special_ids=info.special_ids, sha256=info.sha256,
-               merges_sha256=vocab_files.file_sha256(merges_path))
+  vocab_path, merges_path = (files_lib.join(vocab_dir, VOCAB_FILE),
+                             files_lib.join(vocab_dir, MERGES_FILE))
+  for name, path in ((VOCAB_FILE, vocab_path), (MERGES_FILE, merges_path)):
+    if not files_lib.isfile(path):
+      raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
+                       f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
+  vocab_json, merges_txt = _read_bytes(vocab_path), _read_bytes(merges_path)
+  vocab = Vocab(vocab_dir=vocab_dir, vocab_path=vocab_path, merges_path=merges_path, size=0,
+                special_ids={}, sha256=hashlib.sha256(vocab_json).hexdigest(),
+                merges_sha256=hashlib.sha256(merges_txt).hexdigest(), vocab_json=vocab_json,
+                merges_txt=merges_txt)
+  with local_vocab_dir(vocab) as local:
+    info = vocab_info.VocabInfo.from_vocab_json(os.path.join(local, VOCAB_FILE),
+                                                sha256=vocab.sha256)
+  return dataclasses.replace(vocab, size=info.vocab_size, special_ids=info.special_ids)
+
+
+@contextlib.contextmanager
+def local_vocab_dir(vocab: Vocab) -> Iterator[str]:
+  """A local scratch directory holding ``vocab``'s two files (the bytes ``load_vocab`` read),
+  for libraries that load from files; removed afterwards. A VocabError raised inside names
+  ``vocab.vocab_dir``, not the scratch directory."""
+  with tempfile.TemporaryDirectory(prefix="roberta_tf-vocab-") as tmp:  # local-only: scratch
+    for name, data in vocab.file_bytes().items():
+      with open(os.path.join(tmp, name), "wb") as f:  # local-only: the scratch copy
+        f.write(data)
+    try:
+      yield tmp
+    except VocabError as e:
+      raise VocabError(str(e).replace(tmp, files_lib.normalize(vocab.vocab_dir))) from e
 
 
 class HfEncoder:
@@ -81,7 +129,9 @@ class HfEncoder:
     import tokenizers  # pylint: disable=import-outside-toplevel
     from tokenizers import models, pre_tokenizers  # pylint: disable=import-outside-toplevel
     try:
-      tok = tokenizers.Tokenizer(models.BPE.from_file(vocab.vocab_path, vocab.merges_path))
+      with local_vocab_dir(vocab) as local:
+        tok = tokenizers.Tokenizer(models.BPE.from_file(os.path.join(local, VOCAB_FILE),
+                                                        os.path.join(local, MERGES_FILE)))
     except Exception as e:  # tokenizers raises plain Exception on a malformed file
       raise VocabError(f"{vocab.vocab_dir}: tokenizers cannot load {VOCAB_FILE}/{MERGES_FILE}: "
                        f"{e}") from e
@@ -108,7 +158,8 @@ class TfEncoder:
 
     from roberta_tf.tokenization import tokenizer  # pylint: disable=import-outside-toplevel
     self._tf = tf
-    self._tok = tokenizer.BytePairTokenizer.from_dir(vocab.vocab_dir)  # raises VocabError
+    with local_vocab_dir(vocab) as local:  # read whole: the scratch copy may go
+      self._tok = tokenizer.BytePairTokenizer.from_dir(local)  # raises VocabError
     # Trace the tokenizer's graph now (seconds, once), not inside the first batch. Its
     # `tokenize` is a tf.function over tf.string [None]: one graph for every batch size, whose
     # ops run in C++ without the GIL.

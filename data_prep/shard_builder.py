@@ -21,13 +21,21 @@ data_prep/external_sort.py sorts a shard larger than memory).
 Shards are written under temporary names, renamed when all are complete, and dataset_info.json
 is written last; on any failure the temporary files are removed, so a directory holding
 dataset_info.json is a complete one.
+
+Every path may be a URL (gs://, ram://, ...: roberta_tf/common/files.py): the inputs, the
+vocabulary (read once; the bytes read are hashed and copied beside the shards) and
+``output_dir`` (shards through TF's TFRecordWriter, renames and dataset_info.json through
+files / atomic_write; on an object store a rename is a copy, and dataset_info.json, written
+last, is still what marks the directory complete). The local engine's spill files are local
+scratch: in ``output_dir``/_build_shards.tmp when ``output_dir`` is local (its disk), else in
+a temporary directory (``TMPDIR``). The Beam engine reads and writes through Beam's file systems
+(data_prep/beam_engine.py), so its paths must be ones Beam knows (local, gs://, ...; not ram://).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
+import tempfile
 import time
 from typing import Any
 
@@ -42,15 +50,17 @@ from data_prep import (
 )
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
+from roberta_tf.common import atomic_write
+from roberta_tf.common import files as files_lib
 from roberta_tf.data import dataset_info
-from roberta_tf.tokenization import vocab_files
 
 TRAIN = "train"
 VALIDATION = "validation"
 ENGINES = ("local", "beam")
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
 _TEMP_SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord\.tmp$")
-# The spill files of the global shuffle (data_prep/external_sort.py) while a build runs.
+# The spill files of the global shuffle (data_prep/external_sort.py) while a build runs (local
+# engine, local output_dir), or the Beam engine's sorted buckets.
 SPILL_DIR = "_build_shards.tmp"
 _LEFTOVERS = (SPILL_DIR,)  # and the temporary shards: what a killed build leaves
 
@@ -61,26 +71,29 @@ class BuildError(ValueError):
 
 def _prepare_output_dir(output_dir: str, overwrite: bool) -> bool:
   """Creates ``output_dir`` or checks it may be written; returns whether it was created."""
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+  if files_lib.exists(output_dir) and not files_lib.isdir(output_dir):
     raise BuildError(f"--output_dir {output_dir!r} exists and is not a directory")
-  if os.path.isdir(output_dir):
-    names = os.listdir(output_dir)
+  if files_lib.isdir(output_dir):
+    names = files_lib.listdir(output_dir)
     leftovers = [n for n in names if n in _LEFTOVERS or _TEMP_SHARD_RE.match(n)]
     if len(leftovers) < len(names) and not overwrite:
       raise BuildError(f"--output_dir {output_dir!r} is not empty; pass --overwrite to replace "
                        "its shards")
     # Temporary files of a build that was killed: nothing reads them, nothing else writes them.
     for name in leftovers:
-      path = os.path.join(output_dir, name)
-      shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+      path = files_lib.join(output_dir, name)
+      if files_lib.isdir(path):
+        files_lib.rmtree(path)
+      else:
+        files_lib.remove(path)
     # The old dataset_info.json goes first: until the new one is written the directory must not
     # look complete.
-    info_path = os.path.join(output_dir, dataset_info.FILENAME)
-    if os.path.exists(info_path):
-      os.remove(info_path)
+    info_path = files_lib.join(output_dir, dataset_info.FILENAME)
+    if files_lib.exists(info_path):
+      files_lib.remove(info_path)
     return False
   try:
-    os.makedirs(output_dir)
+    files_lib.makedirs(output_dir)
   except OSError as e:
     raise BuildError(f"cannot create --output_dir {output_dir!r}: {e.strerror}") from e
   return True
@@ -88,9 +101,9 @@ def _prepare_output_dir(output_dir: str, overwrite: bool) -> bool:
 
 def _remove_stale_shards(output_dir: str, keep: set[str]) -> None:
   """Removes shards of an earlier run (--overwrite) that the new run does not rewrite."""
-  for name in os.listdir(output_dir):
+  for name in files_lib.listdir(output_dir):
     if _SHARD_RE.match(name) and name not in keep:
-      os.remove(os.path.join(output_dir, name))
+      files_lib.remove(files_lib.join(output_dir, name))
 
 
 def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict[str, Any]:
@@ -107,12 +120,12 @@ def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict
 
 def _add_stats(total: corpus.CorpusStats, part: corpus.CorpusStats) -> None:
   for field in ("files", "documents", "sentences", "bytes_read", "total_bytes", "invalid_utf8",
-                "split_lines"):
+                "split_lines", "null_texts"):
     setattr(total, field, getattr(total, field) + getattr(part, field))
 
 
 def _spill_writers(spill_dir: str, settings) -> dict[str, list[external_sort.SpillWriter]]:
-  return {split: [external_sort.SpillWriter(os.path.join(spill_dir, shard_writer.shard_name(
+  return {split: [external_sort.SpillWriter(files_lib.join(spill_dir, shard_writer.shard_name(
       split, i, settings["num_shards"][split]))) for i in range(settings["num_shards"][split])]
           for split in settings["splits"]}
 
@@ -151,7 +164,7 @@ def _run_local(files, output_dir, spill_dir, *, vocab, encode, settings, num_wor
       total = files_bytes or stats.total_bytes + file_stats.total_bytes
       progress.update(stats.bytes_read + file_stats.bytes_read, total, sequences, force=force)
 
-  files_bytes = sum(os.path.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
+  files_bytes = sum(files_lib.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
   spills = _spill_writers(spill_dir, settings)
   sequences = 0
   try:
@@ -189,6 +202,26 @@ def _run_local(files, output_dir, spill_dir, *, vocab, encode, settings, num_wor
   return shard_stats, doc_counts, stats
 
 
+def make_settings(*, max_seq_len: int = 512, packing: str = packing_lib.FULL_SENTENCES,
+                  num_shards: int = 16, num_validation_shards: int = 1,
+                  validation_fraction: float = 0.01, seed: int = 0, compression: str = "none",
+                  text_field: str = "text",
+                  max_line_bytes: int = corpus.DEFAULT_MAX_LINE_BYTES,
+                  group_bytes: int = doc_groups.DEFAULT_GROUP_BYTES,
+                  batch_sentences: int = 4096,
+                  sort_bytes: int = external_sort.DEFAULT_SORT_BYTES,
+                  shuffle_blocks: bool = True) -> dict[str, Any]:
+  """What both engines need to know of ``build_shards``' arguments (see there), as one dict."""
+  splits = [TRAIN] + ([VALIDATION] if validation_fraction > 0 else [])
+  return {
+      "splits": splits, "num_shards": {TRAIN: num_shards, VALIDATION: num_validation_shards},
+      "compression": compression, "text_field": text_field, "max_line_bytes": max_line_bytes,
+      "seed": seed, "validation_fraction": validation_fraction, "group_bytes": group_bytes,
+      "batch_sentences": batch_sentences, "sort_bytes": sort_bytes,
+      "order": block_order.ORDER_GLOBAL if shuffle_blocks else block_order.ORDER_CORPUS,
+      "max_seq_len": max_seq_len, "packing": packing}
+
+
 def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_len: int = 512,
                  packing: str = packing_lib.FULL_SENTENCES, num_shards: int = 16,
                  num_validation_shards: int = 1, validation_fraction: float = 0.01,
@@ -203,8 +236,9 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
 
   Args:
     input_spec: files, globs, directories (comma list) or ``stdlib``; see data_prep/corpus.py.
-    vocab_dir: holds vocab.json + merges.txt.
-    output_dir: created if absent; must be empty unless ``overwrite``.
+      Local paths or URLs.
+    vocab_dir: holds vocab.json + merges.txt (a local path or URL).
+    output_dir: created if absent; must be empty unless ``overwrite`` (a local path or URL).
     max_seq_len: ids per block at most, ``<s>`` and ``</s>`` included.
     packing: ``full_sentences`` or ``doc_sentences`` (data_prep/packing.py); for the NSP
       ablation ``segment_pair`` or ``sentence_pair`` (data_prep/pair_packing.py).
@@ -212,7 +246,7 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     validation_fraction: the chance a document goes to validation, in [0, 1); 0: no validation.
     seed: fixes the validation split and the shuffle of blocks.
     compression: ``none`` or ``gzip`` (TFRecord compression).
-    text_field: the .jsonl field holding a document's text.
+    text_field: the .jsonl field (.parquet column) holding a document's text.
     max_line_bytes: longer lines are split before encoding (bounded time and memory).
     overwrite: replace the shards of an earlier run in ``output_dir``.
     encoder: ``tf`` (roberta_tf.tokenization.tokenizer, the default), ``hf`` (Hugging Face
@@ -229,10 +263,12 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
       memory; does not change the output.
     progress: reports progress while running if given (local engine).
   Raises:
-    BuildError, corpus.CorpusError, sentence_encoders.VocabError: with a message naming the
-      flag or file.
+    BuildError, corpus.CorpusError, sentence_encoders.VocabError, files.UnknownSchemeError:
+      with a message naming the flag or file.
     Nothing is left under a final name on failure.
   """
+  files_lib.check(output_dir, "--output_dir")
+  files_lib.check(vocab_dir, "--vocab_dir")
   if packing not in packing_lib.PACKINGS:
     raise BuildError(f"--packing={packing!r}; expected one of {', '.join(packing_lib.PACKINGS)}")
   if max_seq_len < 3:
@@ -261,7 +297,10 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     raise BuildError("the beam engine takes an encoder name (tf, hf), not a callable")
   vocab = sentence_encoders.load_vocab(vocab_dir)
   files = corpus.resolve_inputs(input_spec)
-  if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+  if engine == "beam":
+    from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
+    beam_engine.check_paths({"--input": files, "--output_dir": [output_dir]})
+  if files_lib.isdir(output_dir) and files_lib.listdir(output_dir) and not overwrite:
     # Checked again below; here too so that a refused run fails before the tokenizer's setup.
     _prepare_output_dir(output_dir, overwrite)
   setup_start = time.monotonic()  # loading the tokenizer and tracing its graph: a fixed cost
@@ -274,27 +313,28 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
   start, start_cpu = time.monotonic(), time.process_time()
   if progress:
     progress.reset("reading")
-  splits = [TRAIN] + ([VALIDATION] if validation_fraction > 0 else [])
-  settings = {
-      "splits": splits, "num_shards": {TRAIN: num_shards, VALIDATION: num_validation_shards},
-      "compression": compression, "text_field": text_field, "max_line_bytes": max_line_bytes,
-      "seed": seed, "validation_fraction": validation_fraction, "group_bytes": group_bytes,
-      "batch_sentences": batch_sentences, "sort_bytes": sort_bytes,
-      "order": block_order.ORDER_GLOBAL if shuffle_blocks else block_order.ORDER_CORPUS,
-      "max_seq_len": max_seq_len, "packing": packing}
-  spill_dir = os.path.join(output_dir, SPILL_DIR)
+  settings = make_settings(
+      max_seq_len=max_seq_len, packing=packing, num_shards=num_shards,
+      num_validation_shards=num_validation_shards, validation_fraction=validation_fraction,
+      seed=seed, compression=compression, text_field=text_field, max_line_bytes=max_line_bytes,
+      group_bytes=group_bytes, batch_sentences=batch_sentences, sort_bytes=sort_bytes,
+      shuffle_blocks=shuffle_blocks)
+  if engine == "local" and files_lib.is_url(output_dir):
+    # Spill files are local scratch: the shards' content, read back once.
+    spill_dir = tempfile.mkdtemp(prefix="roberta_tf-build_shards-")  # local-only: scratch
+  else:  # beside a local output_dir (its disk), or the Beam workers' shared sorted buckets
+    spill_dir = files_lib.join(output_dir, SPILL_DIR)
   try:
-    os.makedirs(spill_dir)
+    files_lib.makedirs(spill_dir)
     if engine == "local":
       shard_stats, doc_counts, stats = _run_local(
           files, output_dir, spill_dir, vocab=vocab, encode=encode, settings=settings,
           num_workers=num_workers, progress=progress)
     else:
-      from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
       shard_stats, doc_counts, stats = beam_engine.run(
           files, output_dir, spill_dir, vocab=vocab, encoder=encoder, settings=settings,
           beam_options=beam_options)
-    shutil.rmtree(spill_dir)
+    files_lib.rmtree(spill_dir)
     if stats.documents == 0:
       raise BuildError(f"--input={input_spec!r} holds no text (0 non-empty documents)")
     if not sum(s.num_sequences for s in shard_stats[TRAIN]):
@@ -306,11 +346,11 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     _remove_stale_shards(output_dir, keep | {f + shard_writer.TMP_SUFFIX for f in keep})
     shard_writer.commit(output_dir, sorted(keep))
   except BaseException:
-    shutil.rmtree(spill_dir, ignore_errors=True)
+    files_lib.rmtree(spill_dir, ignore_errors=True)
     shard_writer.remove_temp(output_dir, [shard_writer.shard_name(split, i, n) for split, n in (
         (TRAIN, num_shards), (VALIDATION, num_validation_shards)) for i in range(n)])
-    if created and os.path.isdir(output_dir) and not os.listdir(output_dir):
-      os.rmdir(output_dir)
+    if created and files_lib.isdir(output_dir) and not files_lib.listdir(output_dir):
+      files_lib.rmdir(output_dir)
     raise
   elapsed = time.monotonic() - start
   warnings = [f"{split} has {sum(1 for s in ss if not s.num_sequences)} empty shards "
@@ -335,8 +375,8 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "input": input_spec,
           "files": files,
           "vocab_dir": vocab_dir,
-          "vocab_file": os.path.basename(vocab.vocab_path),
-          "merges_file": os.path.basename(vocab.merges_path),
+          "vocab_file": files_lib.basename(vocab.vocab_path),
+          "merges_file": files_lib.basename(vocab.merges_path),
           "text_field": text_field,
           "seed": seed,
           "validation_fraction": validation_fraction,
@@ -347,10 +387,14 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "input_bytes": stats.total_bytes,
           "invalid_utf8": stats.invalid_utf8,
           "split_lines": stats.split_lines,
+          "null_texts": stats.null_texts,
           "warnings": warnings,
       },
   }
-  vocab_files.copy_vocab_files(vocab.vocab_dir, output_dir)
+  # The vocabulary beside the shards: the bytes read and hashed above (atomically each).
+  for name, data in vocab.file_bytes().items():
+    with atomic_write.atomic_file(files_lib.join(output_dir, name), "wb") as f:
+      f.write(data)
   dataset_info.write(output_dir, info)
   if progress:
     progress.done()
@@ -374,6 +418,8 @@ def summary(info: dict[str, Any], output_dir: str) -> str:
                  f"{len(s['shards'])} shards, packing efficiency {s['packing_efficiency']:.3f}")
   if src["invalid_utf8"]:
     lines.append(f"  invalid UTF-8: {src['invalid_utf8']} byte sequences replaced with U+FFFD")
+  if src.get("null_texts"):
+    lines.append(f"  {src['null_texts']} Parquet rows with a null text were skipped")
   if src["split_lines"]:
     lines.append(f"  {src['split_lines']} lines longer than --max_line_bytes="
                  f"{src['max_line_bytes']} were split")

@@ -5,25 +5,37 @@ r"""Trains RoBERTa's byte-level BPE vocabulary: corpus -> vocab.json + merges.tx
 
 The engine is Hugging Face `tokenizers`' BPE trainer on GPT-2's byte-level pre-tokenization
 (the same split `roberta_tf.tokenization.tokenizer` applies), fed one sentence (line) at a time from
-data_prep/corpus.py, so every corpus format works (.txt, .jsonl, .gz, globs, comma lists,
-`stdlib`). The files are in the GPT-2/RoBERTa format with roberta-base's id layout: `<s>`=0,
-`<pad>`=1, `</s>`=2, `<unk>`=3, then the 256 byte symbols and the merges, and `<mask>` last
-(id vocab_size - 1). Same input and flags, same files. Both files are written under temporary
-names and renamed when complete, vocab.json last (so its presence marks a complete pair).
+data_prep/corpus.py, so every corpus format works (.txt, .jsonl, .gz, .parquet, globs, comma
+lists, `stdlib`), and `--input` / `--output_dir` may be URLs (gs://, ram://, ...:
+roberta_tf/common/files.py). The files are in the GPT-2/RoBERTa format with roberta-base's id
+layout: `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then the 256 byte symbols and the merges, and
+`<mask>` last (id vocab_size - 1). Same input and flags, same files. Both files are written
+under temporary names and renamed when complete (on a URL: atomic_write's publishing),
+vocab.json last (so its presence marks a complete pair).
+
+A domain's vocabulary grows an existing one instead (continued pretraining; docs/
+domain_adaptation.md):
+
+    python -m data_prep.train_tokenizer --extend_from=vocab/ --add_tokens=2000 \
+        --input=domain.txt --output_dir=vocab_domain/
+
+learns up to --add_tokens merges on the domain corpus over the old vocabulary's pieces; every
+old token keeps its id and every old merge its rank, the new tokens follow `<mask>`
+(data_prep/vocab_extension.py), so a word that no new merge touches is encoded as before.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 
 from absl import app, flags
 
-from data_prep import corpus
+from data_prep import corpus, vocab_extension
 from data_prep import progress as progress_lib
 from roberta_tf.common import atomic_write, cli
+from roberta_tf.common import files as files_lib
 from roberta_tf.tokenization.vocab_files import BOS, EOS, MASK, MERGES_FILE, PAD, UNK, VOCAB_FILE
 
 MIN_VOCAB_SIZE = 256 + 5  # the byte alphabet and the five special tokens
@@ -47,32 +59,30 @@ def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int 
   """Trains the vocabulary and writes `output_dir`/vocab.json and merges.txt.
 
   Args:
-    input_spec: files, globs, directories (comma list) or `stdlib` (see data_prep/corpus.py).
+    input_spec: files, globs, directories (comma list) or `stdlib` (see data_prep/corpus.py);
+      local paths or URLs.
     vocab_size: the size of the vocabulary, `<mask>` included (roberta-base: 50265). A corpus
       too small to learn that many merges gives a smaller one (`<mask>` still last).
-    output_dir: created if needed; must be empty unless `overwrite`.
+    output_dir: created if needed; must be empty unless `overwrite` (a local path or URL).
     min_frequency: a pair seen fewer times is never merged.
-    text_field: the JSON field of .jsonl documents.
+    text_field: the JSON field of .jsonl documents (the column of .parquet ones).
     overwrite: replace vocab.json/merges.txt in a non-empty directory.
     show_progress: reading progress and the trainer's progress bars on stderr.
   Returns:
-    counters: vocab_size, num_merges, documents, sentences, invalid_utf8.
+    counters: vocab_size, num_merges, documents, sentences, invalid_utf8, null_texts.
   Raises:
-    TrainTokenizerError, corpus.CorpusError.
+    TrainTokenizerError, corpus.CorpusError, files.UnknownSchemeError.
   """
   from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
+  files_lib.check(output_dir, "--output_dir")
   if vocab_size < MIN_VOCAB_SIZE:
     raise TrainTokenizerError(f"--vocab_size={vocab_size}: must be >= {MIN_VOCAB_SIZE} "
                               "(256 byte symbols + 5 special tokens)")
   if min_frequency < 0:
     raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    raise TrainTokenizerError(f"--output_dir={output_dir!r} exists and is not a directory")
-  if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise TrainTokenizerError(f"--output_dir={output_dir!r} is not empty (pass --overwrite to "
-                              "replace its vocab.json and merges.txt)")
+  _check_output_dir(output_dir, overwrite)
   files = corpus.resolve_inputs(input_spec)
-  os.makedirs(output_dir, exist_ok=True)
+  files_lib.makedirs(output_dir)
 
   tokenizer = Tokenizer(models.BPE())
   tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -99,32 +109,100 @@ def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int 
       range(len(vocab))):
     raise AssertionError(f"unexpected id layout from tokenizers: {list(vocab.items())[:8]}")
 
+  _write(output_dir, vocab, merges)
+  return {"vocab_size": len(vocab), "num_merges": len(merges), "documents": stats.documents,
+          "sentences": stats.sentences, "invalid_utf8": stats.invalid_utf8,
+          "null_texts": stats.null_texts}
+
+def _write(output_dir: str, vocab: dict[str, int], merges: list[str]) -> None:
+  """vocab.json (by id) and merges.txt ("left right" lines, by rank) into `output_dir`."""
   ordered = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
   # vocab.json is written last and marks a complete pair: an old one goes first, so that a run
   # stopped between the two files never leaves new merges beside an old vocab.json.
-  if os.path.exists(os.path.join(output_dir, VOCAB_FILE)):
-    os.remove(os.path.join(output_dir, VOCAB_FILE))
-  atomic_write.write_text(os.path.join(output_dir, MERGES_FILE),
-                "#version: 0.2\n" + "".join(m + "\n" for m in merges))
-  atomic_write.write_text(os.path.join(output_dir, VOCAB_FILE),
-                json.dumps(ordered, ensure_ascii=False, separators=(",", ":")) + "\n")
-  return {"vocab_size": len(vocab), "num_merges": len(merges), "documents": stats.documents,
-          "sentences": stats.sentences, "invalid_utf8": stats.invalid_utf8}
+  vocab_path = files_lib.join(output_dir, VOCAB_FILE)
+  if files_lib.exists(vocab_path):
+    files_lib.remove(vocab_path)
+  atomic_write.write_text(files_lib.join(output_dir, MERGES_FILE),
+                          "#version: 0.2\n" + "".join(m + "\n" for m in merges))
+  atomic_write.write_text(vocab_path,
+                          json.dumps(ordered, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+def _check_output_dir(output_dir: str, overwrite: bool) -> None:
+  files_lib.check(output_dir, "--output_dir")
+  if files_lib.exists(output_dir) and not files_lib.isdir(output_dir):
+    raise TrainTokenizerError(f"--output_dir={output_dir!r} exists and is not a directory")
+  if files_lib.isdir(output_dir) and files_lib.listdir(output_dir) and not overwrite:
+    raise TrainTokenizerError(f"--output_dir={output_dir!r} is not empty (pass --overwrite to "
+                              "replace its vocab.json and merges.txt)")
+
+
+def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
+           min_frequency: int = 2, text_field: str = "text", overwrite: bool = False,
+           show_progress: bool = True) -> dict[str, int | float]:
+  """Grows the vocabulary in `extend_from` with up to `add_tokens` tokens learned on the corpus
+  (data_prep/vocab_extension.py: old ids and merge ranks kept, new tokens after them) and
+  writes the grown vocab.json and merges.txt to `output_dir`.
+
+  Returns:
+    counters: vocab_size, old_vocab_size, added, num_merges, documents, sentences, words
+    (distinct), old_tokens_per_word and new_tokens_per_word (on the corpus), invalid_utf8,
+    null_texts.
+  Raises:
+    TrainTokenizerError, vocab_extension.VocabExtensionError, corpus.CorpusError,
+    files.UnknownSchemeError.
+  """
+  files_lib.check(extend_from, "--extend_from")
+  if add_tokens < 1:
+    raise TrainTokenizerError(f"--add_tokens={add_tokens}: must be >= 1")
+  if min_frequency < 0:
+    raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
+  _check_output_dir(output_dir, overwrite)
+  if (files_lib.isdir(output_dir) and files_lib.normalize(output_dir)
+      == files_lib.normalize(extend_from)):
+    raise TrainTokenizerError(f"--output_dir={output_dir!r} is --extend_from: write the grown "
+                              "vocabulary to another directory (the old one stays the model's)")
+  vocab, merges = vocab_extension.read_old(extend_from)
+  files = corpus.resolve_inputs(input_spec)
+  stats = corpus.CorpusStats()
+  report = progress_lib.Progress() if show_progress else None
+  grown, grown_merges, counts = vocab_extension.extend(
+      vocab, merges, _sentences(files, text_field, stats, report), add_tokens, min_frequency)
+  if report is not None:
+    report.update(stats.bytes_read, stats.total_bytes, stats.sentences, force=True)
+    report.done()
+  if stats.sentences == 0:
+    raise TrainTokenizerError(f"--input={input_spec!r} holds no text")
+  files_lib.makedirs(output_dir)
+  _write(output_dir, grown, [f"{a} {b}" for a, b in grown_merges])
+  return {"vocab_size": len(grown), "old_vocab_size": len(vocab), "added": counts["added"],
+          "num_merges": len(grown_merges), "documents": stats.documents,
+          "sentences": stats.sentences, "words": counts["words"],
+          "old_tokens_per_word": counts["old_tokens_per_word"],
+          "new_tokens_per_word": counts["new_tokens_per_word"],
+          "invalid_utf8": stats.invalid_utf8, "null_texts": stats.null_texts}
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "Corpus: files, globs, directories (comma list) of .txt / "
-                    ".jsonl (optionally .gz), or 'stdlib' (the running Python's docs).")
+flags.DEFINE_string("input", None, "Corpus: files, globs, directories (comma list; local or "
+                    "URLs) of .txt / .jsonl (optionally .gz) / .parquet, or 'stdlib' (the "
+                    "running Python's docs).")
 flags.DEFINE_integer("vocab_size", 50265, "Vocabulary size including the 5 special tokens "
                      "(roberta-base: 50265). Must match the model config's vocab_size.")
-flags.DEFINE_string("output_dir", None, "Directory for vocab.json and merges.txt; must be empty "
-                    "unless --overwrite.")
+flags.DEFINE_string("output_dir", None, "Directory (local or a URL) for vocab.json and "
+                    "merges.txt; must be empty unless --overwrite.")
 flags.DEFINE_integer("min_frequency", 2, "Pairs seen fewer times are never merged.")
-flags.DEFINE_string("text_field", "text", "JSON field holding a .jsonl document's text.")
+flags.DEFINE_string("text_field", "text", "JSON field (.jsonl) or column (.parquet) holding "
+                    "a document's text.")
 flags.DEFINE_bool("overwrite", False, "Replace vocab.json/merges.txt in a non-empty directory.")
 flags.DEFINE_bool("progress", True, "Progress output on stderr.")
+flags.DEFINE_string("extend_from", "", "Grow this vocabulary directory (vocab.json + "
+                    "merges.txt) instead of training one: up to --add_tokens new merges learned "
+                    "on --input over the old pieces; every old token keeps its id and every old "
+                    "merge its rank, the new tokens come after <mask> (data_prep/"
+                    "vocab_extension.py). --vocab_size does not apply.")
+flags.DEFINE_integer("add_tokens", 0, "With --extend_from: the most new tokens (= new merges) "
+                     "to add; fewer when no pair is seen --min_frequency times.")
 
 
 def main(argv):
@@ -132,6 +210,12 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.input or not FLAGS.output_dir:
     raise app.UsageError("--input and --output_dir are required")
+  files_lib.check(FLAGS.output_dir, "--output_dir")
+  for part in FLAGS.input.split(","):
+    if part.strip() and part.strip() != corpus.STDLIB:
+      files_lib.check(part.strip(), "--input")
+  if FLAGS.extend_from or FLAGS.add_tokens:
+    return _main_extend()
   # Errors (TrainTokenizerError, CorpusError, OSError naming the file) are one line from cli.
   counts = train(FLAGS.input, FLAGS.vocab_size, FLAGS.output_dir,
                  min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
@@ -139,6 +223,28 @@ def main(argv):
   print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
         f"{counts['vocab_size'] - 1}) and {MERGES_FILE} ({counts['num_merges']} merges) from "
         f"{counts['documents']} documents, {counts['sentences']} sentences"
+        + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
+           if counts["invalid_utf8"] else "")
+        + (f", {counts['null_texts']} null Parquet texts skipped"
+           if counts["null_texts"] else ""), file=sys.stderr)
+  return 0
+
+
+def _main_extend():
+  if not FLAGS.extend_from:
+    raise app.UsageError("--add_tokens needs --extend_from=VOCAB_DIR (the vocabulary to grow)")
+  if FLAGS["vocab_size"].present:
+    raise app.UsageError("--vocab_size does not apply with --extend_from: the grown size is the "
+                         "old size + --add_tokens")
+  counts = extend(FLAGS.input, FLAGS.extend_from, FLAGS.add_tokens, FLAGS.output_dir,
+                  min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
+                  overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
+  print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens: "
+        f"{counts['old_vocab_size']} of {FLAGS.extend_from} with their ids, {counts['added']} "
+        f"new at ids {counts['old_vocab_size']}..{counts['vocab_size'] - 1}) and {MERGES_FILE} "
+        f"({counts['num_merges']} merges) from {counts['documents']} documents, "
+        f"{counts['sentences']} sentences; tokens per word on them "
+        f"{counts['old_tokens_per_word']:.3f} -> {counts['new_tokens_per_word']:.3f}"
         + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
            if counts["invalid_utf8"] else ""), file=sys.stderr)
   return 0

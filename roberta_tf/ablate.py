@@ -9,16 +9,19 @@ of its packing: input_format's arms differ in that, at equal real tokens per upd
 evaluated on one shared fixed-mask held-out set, and is fine-tuned on a small downstream task
 (docs-sections by default; --task_* for your own). Writes DIR/results.md (the table),
 DIR/results.json and DIR/<study>.png (held-out perplexity against tokens seen). Rerunning the
-same command continues an interrupted study (finished runs are kept).
+same command continues an interrupted study (finished runs are kept). --work_dir and the
+--task_* files may be URLs (gs://, ...: roberta_tf/common/files.py) on a file system every step's
+process sees (each step is a process of its own: not ram://, which lives in one process).
 """
 
 import os
 
 from absl import app, flags
 
-from roberta_tf.common import cli, directory_lock
+from roberta_tf.common import cli, directory_lock, files
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The default downstream task: this checkout's own test data.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: the package
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 
 FLAGS = flags.FLAGS
@@ -72,6 +75,9 @@ flags.mark_flags_as_required(["study", "work_dir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  for name in ("work_dir", "task_train", "task_dev", "minimal_pairs", "corpus"):
+    if FLAGS[name].value:  # an unknown URL scheme: one line naming the flag
+      files.check(FLAGS[name].value, f"--{name}")
   from roberta_tf.ablation import runner, studies  # pylint: disable=import-outside-toplevel
   for name in ("steps", "base_batch", "vocab_size", "task_epochs"):
     if FLAGS[name].value is not None and FLAGS[name].value < 1:
@@ -101,7 +107,7 @@ def main(argv):
   # line from cli.
   study = studies.build(FLAGS.study, steps, base_batch, base_lr, minutes=FLAGS.minutes)
   for path in (FLAGS.task_train, FLAGS.task_dev):
-    if not os.path.isfile(path):
+    if not files.isfile(path):
       raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")
   opts = {"config": FLAGS.config, "warmup_fraction": FLAGS.warmup_fraction,
           "vocab_size": FLAGS.vocab_size, "train_flags": list(FLAGS.train_flags),
@@ -110,7 +116,9 @@ def main(argv):
           "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
           "task_learning_rate": FLAGS.task_learning_rate, "minimal_pairs": FLAGS.minimal_pairs,
           "pairs_per_paradigm": FLAGS.pairs_per_paradigm}
-  work_dir = os.path.abspath(FLAGS.work_dir)
+  # Absolute, as the printed commands give it (a URL stays as given).
+  work_dir = (files.normalize(FLAGS.work_dir) if files.is_url(FLAGS.work_dir)
+              else os.path.abspath(FLAGS.work_dir))  # local-only: a local path
   # One study a work dir: a second command there is refused (the first is unaffected).
   with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):
     runner.run_study(FLAGS.study, study, FLAGS.corpus, work_dir, seeds, opts,

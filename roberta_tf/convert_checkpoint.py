@@ -18,7 +18,8 @@ keras-hub presets (what `keras_hub.models.RobertaMaskedLM.from_preset(DIR)` and
   python -m roberta_tf.convert_checkpoint --from_keras_hub_preset=preset/ --model_dir=models/kh
 
 The HF side is read and written with safetensors' numpy API (no torch, no pickle). vocab.json
-and merges.txt, when present, are copied along so the result carries its tokenizer.
+and merges.txt, when present, are copied along so the result carries its tokenizer. Every
+directory may be a URL (gs://, ram://, ...: any scheme tf.io.gfile has registered).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import sys
 
 from absl import app, flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, files
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.tokenization import vocab_files
 
@@ -40,7 +41,7 @@ flags.DEFINE_string("model_dir", None, "roberta_tf model dir: config.json + TF c
 flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of importing.")
 flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest checkpoint, vocab "
                     "files) as a keras-hub preset directory here.")
-flags.DEFINE_string("from_keras_hub_preset", None, "Import this local keras-hub RoBERTa preset "
+flags.DEFINE_string("from_keras_hub_preset", None, "Import this keras-hub RoBERTa preset "
                     "directory into --model_dir.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.")
 flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset: the checkpoint "
@@ -58,10 +59,10 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
 def missing_vocab_warning(hf_dir: str, out_model_dir: str) -> str | None:
   """The warning for an import whose HF dir lacked vocab.json/merges.txt, or None."""
   missing = [name for name in vocab_files.FILES
-             if not os.path.isfile(os.path.join(out_model_dir, name))]
+             if not files.isfile(files.join(out_model_dir, name))]
   if not missing:
     return None
-  has_fast = os.path.isfile(os.path.join(hf_dir, "tokenizer.json"))
+  has_fast = files.isfile(files.join(hf_dir, "tokenizer.json"))
   return (f"warning: {hf_dir} has no {' or '.join(missing)}"
           f"{' (only tokenizer.json, which is not read)' if has_fast else ''}: {out_model_dir} "
           "has weights but no tokenizer, so export, fine-tuning and continued pretraining "
@@ -75,8 +76,8 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   config.json + model.safetensors; with the model dir's vocab files also vocab.json,
   merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
   """
-  weights = os.path.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
-  if os.path.exists(weights) and not overwrite:
+  weights = files.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
+  if files.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
   pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
   hf_weights.save_hf(out_hf_dir, pretrainer)
@@ -93,7 +94,7 @@ def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
   model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
-  missing = [p for p in (vocab, merges) if not os.path.isfile(p)]
+  missing = [p for p in (vocab, merges) if not files.isfile(p)]
   if missing:
     raise model_dir.ModelDirError(f"{', '.join(missing)} not found: a keras-hub preset carries "
                                   f"its tokenizer, so {in_model_dir!r} needs its vocab files")
@@ -108,13 +109,29 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
   Returns (checkpoint prefix written, whether the preset had an MLM head).
   """
   pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
-  files = keras_hub_preset.vocab_paths(preset_dir)
-  prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=files)
+  vocab = keras_hub_preset.vocab_paths(preset_dir)
+  prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=vocab)
   return prefix, head_loaded
 
 
+_PATH_FLAGS = ("hf_dir", "model_dir", "to_keras_hub_preset", "from_keras_hub_preset",
+               "checkpoint")
+
+
+def _overlap(a: str, b: str) -> bool:
+  """Whether directory `a` is, holds or lies inside directory `b`."""
+  if not files.is_url(a) and not files.is_url(b):
+    src, dst = (os.path.realpath(p) for p in (a, b))  # local-only: both local, links resolved
+    return os.path.commonpath([src, dst]) in (src, dst)
+  if files.scheme(a) != files.scheme(b):
+    return False  # a URL and a local path, or two file systems
+  a, b = files.normalize(a), files.normalize(b)
+  return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
 def _check_flags():
-  """Raises app.UsageError unless the flags name exactly one conversion."""
+  """Raises app.UsageError unless the flags name exactly one conversion; UnknownSchemeError
+  for a path flag whose URL scheme no file system handles."""
   to_kh, from_kh = FLAGS.to_keras_hub_preset, FLAGS.from_keras_hub_preset
   if not FLAGS.model_dir:
     raise app.UsageError("--model_dir is required")
@@ -127,6 +144,9 @@ def _check_flags():
                          "--from_keras_hub_preset)")
   if FLAGS.checkpoint and not (to_kh or FLAGS.to_hf):
     raise app.UsageError("--checkpoint picks what --to_hf / --to_keras_hub_preset convert")
+  for flag in _PATH_FLAGS:
+    if getattr(FLAGS, flag):
+      files.check(getattr(FLAGS, flag), f"--{flag}")
 
 
 def main(argv):
@@ -134,8 +154,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   _check_flags()
   if FLAGS.to_keras_hub_preset:
-    src, dst = (os.path.realpath(p) for p in (FLAGS.model_dir, FLAGS.to_keras_hub_preset))
-    if os.path.commonpath([src, dst]) in (src, dst):
+    if _overlap(FLAGS.model_dir, FLAGS.to_keras_hub_preset):
       # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
       raise keras_hub_preset.KerasHubPresetError(
           f"--to_keras_hub_preset={FLAGS.to_keras_hub_preset} and --model_dir="

@@ -4,12 +4,13 @@
 
 Signatures: fill_mask, encode, mlm_logits, tokenize, score (see roberta_tf/serving/mlm_export.py
 and README).
-The export is float32 whatever precision the model was trained in.
+The export is float32 whatever precision the model was trained in. Every path may be a URL
+(gs://, ram://, ...: any scheme tf.io.gfile has registered).
 """
 
 from absl import app, flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).")
@@ -25,6 +26,9 @@ flags.mark_flags_as_required(["model_dir", "export_dir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  for flag in ("model_dir", "export_dir", "checkpoint", "vocab_dir"):
+    if getattr(FLAGS, flag):
+      files.check(getattr(FLAGS, flag), f"--{flag}")
   from roberta_tf.serving import mlm_export  # pylint: disable=import-outside-toplevel
   path = mlm_export.export_saved_model(
       FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint, vocab_dir=FLAGS.vocab_dir,

@@ -8,15 +8,15 @@ longer than the model's limit is truncated by the SavedModel: the report says so
 decoded with U+FFFD for the bad bytes (and says so); the other texts are unaffected.
 """
 
-import os
 import re
 
 from absl import app, flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, files
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export.")
+flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
+                    "URL such as gs://bucket/export).")
 flags.mark_flags_as_required(["saved_model"])
 
 MASK = "<mask>"
@@ -118,9 +118,10 @@ def main(argv):
   args = argv[1:]
   if not args:
     raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>."')
-  if not os.path.isdir(FLAGS.saved_model):
+  files.check(FLAGS.saved_model, "--saved_model")
+  if not files.isdir(FLAGS.saved_model):
     raise ValueError(f"--saved_model={FLAGS.saved_model}: "
-                     f"{'not a directory' if os.path.exists(FLAGS.saved_model) else 'not found'}"
+                     f"{'not a directory' if files.exists(FLAGS.saved_model) else 'not found'}"
                      " (give the directory roberta_tf.export wrote)")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import

@@ -17,12 +17,15 @@ top-level in OUT/eval_results.json; roberta_tf/finetuning/finetuned_dir.py has t
 encoder, a new head when the labels differ). Without --init_from the same model starts from
 random init (--config names its size, --vocab_dir its vocabulary): the baseline.
 --export_only exports an existing fine-tuned --model_dir to --export_dir.
+Every path flag (data files, --data_dir, --init_from, --model_dir, --predictions_dir,
+--export_dir, ...) may be a URL: gs://, s3://, hdfs://, ram://, any file system TensorFlow has
+registered (roberta_tf/common/files.py).
 """
 
 from absl import app, flags
 
 from roberta_tf.common import cli, options
-from roberta_tf.finetuning import glue
+from roberta_tf.finetuning import finetune_config, glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
 FLAGS = flags.FLAGS
@@ -41,6 +44,8 @@ def main(argv):
     if given:
       raise app.UsageError(f"--glue_task={FLAGS.glue_task} sets {', '.join(given)}; leave "
                            f"{'it' if len(given) == 1 else 'them'} out")
+  # Every path flag may be a URL (gs://, ram://, ...): an unknown scheme is one line naming it.
+  finetune_config.check_paths({name: FLAGS[name].value for name in finetune_config.PATH_FLAGS})
   # Logical CPU devices must exist before TensorFlow initializes: split before the imports.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(FLAGS.cpu_replicas)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from absl import app, flags
 
-from roberta_tf.common import cli  # before TensorFlow loads: it quiets TF's start-up logs
+from roberta_tf.common import cli, files  # cli before TensorFlow: it quiets its start-up logs
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig, unmask
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
@@ -91,7 +90,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
   ds = build_pretraining_dataset(data_dir, split, vocab, config, masking)
   special = vocab.special_flags()
   vocab_dir = vocab_dir or find_vocab_dir(data_dir, info)
-  decoder = Decoder(os.path.join(vocab_dir, VOCAB_FILE), vocab.special_ids) if vocab_dir else None
+  decoder = Decoder(files.join(vocab_dir, VOCAB_FILE), vocab.special_ids) if vocab_dir else None
 
   totals = dict(rows=0, real=0, slots=0, maskable=0, selected=0, mask=0, random=0, keep=0)
   max_used, examples = 0, []
@@ -169,7 +168,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   """Defined on demand, so importing the library defines no flags (no clash with others)."""
-  flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json).")
+  flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json); a path or a URL "
+                      "(gs://, ...).")
   flags.DEFINE_string("split", "train", "Split to read.")
   flags.DEFINE_integer("num_batches", 10, "Batches to measure.")
   flags.DEFINE_integer("batch_size", 8, "Sequences per batch.")
@@ -187,6 +187,9 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.data:
     raise app.UsageError("--data is required: a directory written by data_prep.build_shards")
+  files.check(FLAGS.data, "--data")
+  if FLAGS.vocab_dir:
+    files.check(FLAGS.vocab_dir, "--vocab_dir")
   if FLAGS.num_batches < 1 or FLAGS.batch_size < 1:
     raise app.UsageError(f"--num_batches={FLAGS.num_batches} and --batch_size="
                          f"{FLAGS.batch_size} must be >= 1")

@@ -4,11 +4,13 @@ tiny config (results.md rows, a PNG, finite values, a rerun that keeps finished 
 import json
 import math
 import os
+import uuid
 
 import pytest
 
-from roberta_tf.ablation import report, studies
-from tests.conftest import TESTDATA
+from roberta_tf.ablation import report, runner, studies
+from roberta_tf.common import files
+from tests.conftest import REPO, TESTDATA
 from tests.harness import run_module
 
 
@@ -57,6 +59,42 @@ def test_table_rows_are_mean_and_half_range():
            "curve": []} for s, p, v in ((0, 100.0, 0.5), (1, 110.0, 0.7))]
   md = report.table("masking", rows)
   assert "| a | 105.0 ± 5.0 | 0.600 ± 0.100 | 4,096 | 8 | 4 | 0.0001 | 0, 1 |" in md
+
+
+def test_results_and_settings_in_a_work_dir_on_a_url(tmp_path):
+  """A --work_dir on ram:// (TF's in-memory file system, standing for gs://): results.json,
+  results.md and the plot are there and equal the local ones; study.json guards it as locally,
+  and --overwrite's cleanup removes the study's outputs there."""
+  rows = [{"arm": "a", "seed": 0, "perplexity": 100.0, "task_value": 0.5,
+           "task_metric": "accuracy", "tokens": 4096, "batch_size": 8, "train_steps": 4,
+           "learning_rate": 1e-4, "curve": [[1000, 200.0], [2000, 100.0]]}]
+  root = f"ram://ablate_{uuid.uuid4().hex[:8]}"
+  files.makedirs(root)
+  report.write("masking", rows, root)
+  report.write("masking", rows, str(tmp_path))
+  for name in ("results.json", "results.md"):
+    assert files.read_text(files.join(root, name)) == (tmp_path / name).read_text(), name
+  assert "![masking](masking.png)" in files.read_text(files.join(root, "results.md"))
+  assert files.getsize(files.join(root, "masking.png")) > 1000
+  settings = {"study": "masking", "seeds": 1}
+  runner.check_settings(root, settings)
+  assert files.read_json(files.join(root, "study.json")) == settings
+  runner.check_settings(root, settings)  # the same study: accepted
+  files.makedirs(files.join(root, "runs", "dynamic", "seed0"))
+  with pytest.raises(runner.RunnerError, match=f"{root} holds a study run with other settings"):
+    runner.check_settings(root, {**settings, "study": "batch_size"})
+  runner.check_settings(root, {**settings, "study": "batch_size"}, overwrite=True)
+  assert sorted(files.listdir(root)) == ["study.json"]
+  assert not os.path.exists("ram:")
+  files.rmtree(root)
+
+
+def test_binary_refuses_an_unknown_url_scheme_naming_the_flag():
+  out = run_module("roberta_tf.ablate", "--study=masking", "--work_dir=nofs://bucket/study")
+  assert out.returncode == 1
+  assert out.stderr.strip().splitlines()[-1].startswith(
+      "error: --work_dir=nofs://bucket/study: no file system handles 'nofs://'"), out.stderr
+  assert not os.path.exists(os.path.join(REPO, "nofs:"))
 
 
 def _every_nth_row(src, dst, n):

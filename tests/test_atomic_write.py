@@ -143,6 +143,7 @@ def test_the_lock_on_a_url_names_its_owner_and_a_stale_one_is_taken_over(capsys)
   import socket  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+
   from roberta_tf.common import directory_lock, files  # pylint: disable=import-outside-toplevel
   model_dir = _ram("model")
   lock = directory_lock.DirectoryLock(model_dir)

@@ -2,15 +2,24 @@
 
 Real Beam runners in this process (DirectRunner, one worker) and in worker processes
 (DirectRunner multi_processing, two workers, through the binary), on a corpus written here:
-several files of both formats, split into several document groups each.
+several files of both formats, split into several document groups each. And the pipeline on
+``mem://``, a Beam file system of this test only (a dict): every file the pipeline touches goes
+through Beam's FileSystems, none through a local path API or tf.io.gfile (neither knows
+``mem://``).
 """
 
 import gzip
+import io
 import json
 import os
+import threading
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
 
+from data_prep import beam_engine, sentence_encoders
 from data_prep import shard_builder as bs
 from tests.conftest import TESTDATA
 from tests.harness import run_module
@@ -74,3 +83,119 @@ def test_beam_writes_the_local_engines_pair_shards(tmp_path):
   bs.build_shards(src, VOCAB, str(tmp_path / "beam"), encoder="tf", engine="beam",
                   beam_options="--runner=DirectRunner --direct_num_workers=1", **flags)
   assert _files(tmp_path / "beam") == _files(tmp_path / "local")
+
+
+class MemFileSystem(FileSystem):
+  """``mem://``: files in a dict of this process, for Beam's FileSystems (test only)."""
+
+  FILES: dict[str, bytes] = {}
+  _lock = threading.Lock()
+
+  @classmethod
+  def scheme(cls):
+    return "mem"
+
+  def join(self, basepath, *paths):
+    return "/".join([basepath.rstrip("/"), *(p.strip("/") for p in paths)])
+
+  def split(self, path):
+    head, _, tail = path.rpartition("/")
+    return head, tail
+
+  def mkdirs(self, path):
+    pass
+
+  def has_dirs(self):
+    return False
+
+  def _list(self, dir_or_prefix):
+    with self._lock:
+      items = [(p, len(b)) for p, b in self.FILES.items() if p.startswith(dir_or_prefix)]
+    for path, size in items:
+      yield FileMetadata(path, size)
+
+  def create(self, path, mime_type=None, compression_type=None):
+    fs = self
+
+    class Writer(io.BytesIO):
+      def close(self):
+        if not self.closed:
+          with fs._lock:
+            fs.FILES[path] = self.getvalue()
+        super().close()
+
+    return Writer()
+
+  def open(self, path, mime_type=None, compression_type=None):
+    with self._lock:
+      if path not in self.FILES:
+        raise BeamIOError("open failed", {path: FileNotFoundError(path)})
+      return io.BytesIO(self.FILES[path])
+
+  def copy(self, source_file_names, destination_file_names):
+    with self._lock:
+      for src, dst in zip(source_file_names, destination_file_names, strict=True):
+        self.FILES[dst] = self.FILES[src]
+
+  def rename(self, source_file_names, destination_file_names):
+    with self._lock:
+      for src, dst in zip(source_file_names, destination_file_names, strict=True):
+        self.FILES[dst] = self.FILES.pop(src)
+
+  def exists(self, path):
+    return path in self.FILES
+
+  def size(self, path):
+    return len(self.FILES[path])
+
+  def last_updated(self, path):
+    return 0.0
+
+  def metadata(self, path):
+    return FileMetadata(path, self.size(path))
+
+  def delete(self, paths):
+    with self._lock:
+      for path in paths:
+        del self.FILES[path]
+
+
+def test_the_pipeline_does_all_its_file_access_through_beams_file_systems(tmp_path):
+  """Inputs (gzip JSONL, text, Parquet) on mem://, shards and sorted buckets written there:
+  the local engine's bytes (gzip shards), and nothing left but the temporary shards."""
+  src = _corpus(str(tmp_path / "corpus"))
+  with gzip.open(os.path.join(src, "part0.jsonl.gz"), "rt") as f:
+    texts = [json.loads(line)["text"] for line in f]
+  os.remove(os.path.join(src, "part0.jsonl.gz"))
+  pq.write_table(pa.table({"text": texts}), os.path.join(src, "part0.parquet"),
+                 row_group_size=2)
+  names = sorted(os.listdir(src))
+  flags = {**FLAGS, "compression": "gzip"}
+  local = bs.build_shards(src, VOCAB, str(tmp_path / "local"), encoder="hf", **flags)
+  MemFileSystem.FILES.clear()
+  for name in names:
+    with open(os.path.join(src, name), "rb") as f:
+      MemFileSystem.FILES[f"mem://corpus/{name}"] = f.read()
+
+  settings = bs.make_settings(**flags)
+  shard_stats, doc_counts, stats = beam_engine.run(
+      [f"mem://corpus/{n}" for n in names], "mem://out", "mem://out/_build_shards.tmp",
+      vocab=sentence_encoders.load_vocab(VOCAB), encoder="hf", settings=settings,
+      beam_options="--runner=DirectRunner --direct_num_workers=1")
+  assert doc_counts == local["source"]["documents"]
+  assert stats.total_bytes == sum(len(MemFileSystem.FILES[f"mem://corpus/{n}"]) for n in names)
+  expected = {n: b for n, b in _files(tmp_path / "local").items() if n.endswith(".tfrecord")}
+  assert {p for p in MemFileSystem.FILES if p.startswith("mem://out")} == {
+      f"mem://out/{n}.tmp" for n in expected}  # the buckets and the result file are gone
+  for name, data in expected.items():
+    assert MemFileSystem.FILES[f"mem://out/{name}.tmp"] == data, name
+  for split, shards in shard_stats.items():
+    assert [s.num_sequences for s in shards] == [
+        s["num_sequences"] for s in local["splits"][split]["shards"]]
+  assert not os.path.exists("mem:")
+
+  with pytest.raises(beam_engine.BeamPathError, match="--output_dir=ram://x: --engine=beam"):
+    beam_engine.check_paths({"--input": ["mem://corpus/part1.jsonl.gz"],
+                             "--output_dir": ["ram://x"]})
+  with pytest.raises(beam_engine.BeamPathError, match="--output_dir=ram://o"):
+    bs.build_shards(src, VOCAB, "ram://o", encoder="hf", engine="beam", **FLAGS)

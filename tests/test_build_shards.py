@@ -5,6 +5,7 @@ import functools
 import gzip
 import json
 import os
+import uuid
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import tensorflow as tf
 
 from data_prep import corpus, sentence_encoders
 from data_prep import shard_builder as bs
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import TESTDATA
@@ -266,6 +268,73 @@ def test_any_encoder_callable_plugs_in(tmp_path):
                   validation_fraction=0, shuffle_blocks=False, encoder=byte_ids)
   assert _split_records(tmp_path / "out", "train") == [
       [[BOS, 102, 103, 104, 105, EOS], [BOS, 106, 107, EOS]]]  # "abcd" fills a block
+
+
+def _ram_copy(ram):
+  """The fixture vocabulary and the small corpus under ``ram`` (a ram:// folder)."""
+  files.makedirs(f"{ram}/vocab")
+  files.makedirs(f"{ram}/corpus")
+  for name in ("vocab.json", "merges.txt"):
+    files.copy(os.path.join(VOCAB, name), f"{ram}/vocab/{name}")
+  files.copy(SMALL, f"{ram}/corpus/small.jsonl.gz")
+
+
+def _url_files(out):
+  return {n: files.read_bytes(files.join(out, n)) for n in sorted(files.listdir(out))}
+
+
+def _without_paths(info_bytes):
+  """dataset_info.json's content less the paths it records (they name the inputs)."""
+  info = json.loads(info_bytes)
+  for key in ("input", "files", "vocab_dir"):
+    del info["source"][key]
+  return info
+
+
+def test_urls_for_input_vocab_and_output_give_the_local_files(tmp_path):
+  ram = f"ram://{uuid.uuid4().hex}"
+  _ram_copy(ram)
+  kw = {"max_seq_len": 64, "num_shards": 2, "validation_fraction": 0.2, "compression": "gzip",
+        "sort_bytes": 5000}  # a small sort buffer: the local spill files are bucketed
+  bs.build_shards(SMALL, VOCAB, str(tmp_path / "local"), encoder=_encoder("tf"), **kw)
+  expected = _files(tmp_path / "local")
+  info = bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", encoder=_encoder("tf"),
+                         **kw)
+  assert info["source"]["files"] == [f"{ram}/corpus/small.jsonl.gz"]
+  got = _url_files(f"{ram}/out")
+  assert got.keys() == expected.keys()  # no spill folder or temporary file left there
+  assert {n: b for n, b in got.items() if n != "dataset_info.json"} == {
+      n: b for n, b in expected.items() if n != "dataset_info.json"}
+  assert _without_paths(got["dataset_info.json"]) == _without_paths(
+      expected["dataset_info.json"])
+  assert dataset_info.read(f"{ram}/out")["splits"] == info["splits"]
+
+  # The binary (in process): the same shards; an unknown scheme is refused in one line.
+  r = _run_binary(f"--input={ram}/corpus/*.jsonl.gz", f"--vocab_dir={ram}/vocab",
+                  f"--output_dir={ram}/bin", "--max_seq_len=64", "--num_shards=2",
+                  "--validation_fraction=0.2", "--compression=gzip", "--encoder=hf",
+                  "--noprogress")
+  assert r.returncode == 0, r.stderr
+  assert f"wrote {ram}/bin:" in r.stdout
+  assert {n: b for n, b in _url_files(f"{ram}/bin").items() if n != "dataset_info.json"} == {
+      n: b for n, b in expected.items() if n != "dataset_info.json"}
+  r = _run_binary(f"--input={SMALL}", f"--vocab_dir={VOCAB}", "--output_dir=nofs://b/out")
+  assert r.returncode == 1 and "--output_dir=nofs://b/out: no file system handles 'nofs://'" in (
+      r.stderr), r.stderr
+
+  # A failure leaves nothing that looks complete on the URL either.
+  files.copy(SMALL, f"{ram}/corpus/a.jsonl.gz")
+  with files.open(f"{ram}/corpus/z_corrupt.jsonl.gz", "wb") as f:
+    f.write(gzip.compress(b'{"text": "fine"}\n' * 1000)[:-40] + b"garbage" * 10)
+  with pytest.raises(corpus.CorpusError, match=f"{ram}/corpus/z_corrupt.jsonl.gz"):
+    bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/new", encoder=_encoder("tf"), **kw)
+  assert not files.exists(f"{ram}/new")
+  with pytest.raises(corpus.CorpusError, match="z_corrupt"):
+    bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", encoder=_encoder("tf"),
+                    overwrite=True, **kw)
+  names = files.listdir(f"{ram}/out")
+  assert "dataset_info.json" not in names and not any(n.endswith(".tmp") for n in names)
+  assert not os.path.exists("ram:")  # nothing went to a local "ram:" folder
 
 
 def _run_binary(*args):

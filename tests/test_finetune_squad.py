@@ -1,11 +1,14 @@
 """SQuAD features and decoding: token offsets, doc-stride windows, labels, n-best, TF parity."""
 
 import json
+import os
+import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common import files
 from roberta_tf.finetuning import squad, squad_tf
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import finetune_fixtures as fx
@@ -183,3 +186,21 @@ def test_write_predictions(tmp_path):
   nbest = json.loads((tmp_path / "nbest_predictions.json").read_text())
   assert nbest["q"][0] == {"text": "x", "score": 1.5, "start_char": 0, "end_char": 1,
                            "null_score": -2.0}
+
+
+def test_read_and_write_on_a_url(tmp_path):
+  """SQuAD JSON read from ram:// (TF's in-memory file system, standing for gs://) as from local
+  disk; the predictions written there; errors name the URL."""
+  root = f"ram://squad_{uuid.uuid4().hex[:8]}"
+  local = fx.write_squad(str(tmp_path / "dev.json"), paragraphs=2, seed=0, version_2=True)
+  files.makedirs(root)
+  files.copy(local, files.join(root, "dev.json"))
+  assert squad.read_squad(files.join(root, "dev.json")) == squad.read_squad(local)
+  with pytest.raises(squad.SquadError, match=f"^{root}/none.json: cannot read SQuAD JSON"):
+    squad.read_squad(files.join(root, "none.json"))
+  squad.write_predictions(files.join(root, "out"), {"q": "x"},
+                          {"q": [squad.Candidate("x", 1.5, 0, 1)]}, {"q": -2.0})
+  assert files.read_json(files.join(root, "out", "predictions.json")) == {"q": "x"}
+  assert files.read_json(files.join(root, "out", "nbest_predictions.json"))["q"][0]["score"] == 1.5
+  assert not os.path.exists("ram:")
+  files.rmtree(root)

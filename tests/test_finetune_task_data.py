@@ -3,11 +3,13 @@
 import gzip
 import json
 import os
+import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common import files
 from roberta_tf.finetuning import featurize, task_data
 from tests import finetune_fixtures as fx
 
@@ -84,6 +86,30 @@ def test_race_layouts(tmp_path):
                                "answer": 0}]))
   with pytest.raises(task_data.TaskDataError, match="different numbers of options"):
     task_data.read_choice_examples(str(flat))
+
+
+def test_tables_and_race_files_on_a_url_read_as_on_local_disk(tmp_path):
+  """ram:// (TF's in-memory file system, standing for gs:// and the like): every table format,
+  gzipped too, and a RACE directory; errors name the URL as given."""
+  root = f"ram://task_data_{uuid.uuid4().hex[:8]}"
+  files.makedirs(files.join(root, "race", "high"))
+  rows = fx.sentiment_rows(4, seed=0)
+  locals_ = [fx.write_table(str(tmp_path / f"t{ext}"), rows) for ext in (".tsv", ".csv", ".jsonl")]
+  with gzip.open(tmp_path / "t.jsonl.gz", "wt", encoding="utf-8") as f, open(locals_[2]) as src:
+    f.write(src.read())
+  for local in [*locals_, str(tmp_path / "t.jsonl.gz")]:
+    url = files.join(root, os.path.basename(local))
+    files.copy(local, url)
+    assert (task_data.read_text_examples(url, ["sentence", "sentence2"], "label") ==
+            task_data.read_text_examples(local, ["sentence", "sentence2"], "label")), url
+  race = fx.write_race(str(tmp_path / "race.jsonl"), passages=2, seed=0)
+  files.copy(race, files.join(root, "race", "high", "1.jsonl"))
+  assert (task_data.read_choice_examples(files.join(root, "race")) ==
+          task_data.read_choice_examples(race))
+  with pytest.raises(task_data.TaskDataError, match=f"^{root}/none.tsv: no such file"):
+    task_data.read_records(files.join(root, "none.tsv"))
+  assert not os.path.exists("ram:")
+  files.rmtree(root)
 
 
 def test_option_text():

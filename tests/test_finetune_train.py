@@ -1,21 +1,27 @@
 """Fine-tuning runs end to end (tiny model, synthetic data): every task type, the LR sweep,
-early stopping, mixed precision (bf16, fp16 with loss scaling), and 2-replica mirrored ==
-1 replica (via the binary, which also exports)."""
+early stopping, mixed precision (bf16, fp16 with loss scaling), 2-replica mirrored ==
+1 replica (via the binary, which also exports), and a run whose files are all on ram:// (TF's
+in-memory file system, standing for gs:// and the like) == the same run on local disk."""
 
 import dataclasses
 import json
 import os
 import signal
 import subprocess
+import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import finetuned_dir, squad_eval, sweep_runner
+from roberta_tf.common import files
+from roberta_tf.finetuning import finetuned_dir, run_state, squad_eval, sweep_runner
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.finetuning.task import FineTuningTask
+from roberta_tf.training.sigterm import SigtermFlag
 from tests import finetune_fixtures as fx
+from tests.conftest import REPO
 from tests.harness import module_env, run_module, start_module
 
 
@@ -229,14 +235,117 @@ def test_non_finite_steps_in_a_row_stop_the_run(data, tmp_path):
   assert not os.path.exists(os.path.join(cfg.model_dir, "eval_results.json"))
 
 
-def test_accumulation_equals_the_whole_batch(data, tmp_path):
+@pytest.fixture(scope="module")
+def regression_run(data, tmp_path_factory):
+  """One epoch (6 updates) of the regression task, dropout 0, on local disk: the reference of
+  the accumulation and ram:// tests."""
+  cfg = _config(data, tmp_path_factory.mktemp("acc1"), "regression", text_fields=("sentence",),
+                label_field="score", learning_rate=2e-3, epochs=1, dropout=0.0)
+  return cfg, sweep_runner.run_sweep(cfg)
+
+
+def test_accumulation_equals_the_whole_batch(regression_run, tmp_path):
   """batch 16 as 1 x 16 or 4 x 4 micro-batches: the same updates (dropout 0, float32)."""
-  results = [sweep_runner.run_sweep(_config(
-      data, tmp_path / f"acc{a}", "regression", text_fields=("sentence",), label_field="score",
-      learning_rate=2e-3, epochs=1, dropout=0.0, grad_accum_steps=a)) for a in (1, 4)]
-  np.testing.assert_allclose(results[1]["runs"][0]["history"][0]["train_loss"],
-                             results[0]["runs"][0]["history"][0]["train_loss"], rtol=1e-5)
-  np.testing.assert_allclose(results[1]["mse"], results[0]["mse"], rtol=1e-4)
+  cfg, whole = regression_run
+  accumulated = sweep_runner.run_sweep(dataclasses.replace(
+      cfg, model_dir=str(tmp_path / "acc4"), grad_accum_steps=4))
+  np.testing.assert_allclose(accumulated["runs"][0]["history"][0]["train_loss"],
+                             whole["runs"][0]["history"][0]["train_loss"], rtol=1e-5)
+  np.testing.assert_allclose(accumulated["mse"], whole["mse"], rtol=1e-4)
+
+
+def _flags(cfg):
+  """The binary's flags for a _config(...) of the regression task."""
+  return ["--task=regression", f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
+          f"--eval_file={cfg.eval_file}", f"--model_dir={cfg.model_dir}", "--text_fields=sentence",
+          "--label_field=score", "--max_seq_len=48", "--batch_size=16",
+          f"--epochs={cfg.epochs}", f"--learning_rate={cfg.learning_rate}", "--dropout=0.0",
+          "--max_query_len=12", "--doc_stride=16", "--max_answer_len=6", "--seeds=1"]
+
+
+def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkeypatch):
+  """--train_file, --eval_file, --init_from and --model_dir all on ram:// (in this process
+  only): a run stopped by a signal mid-epoch saves its state there, the binary (in-process)
+  resumes it from there, and the result is the local-disk run's."""
+  cfg, want = regression_run
+  root = f"ram://finetune_{uuid.uuid4().hex[:8]}"
+  files.makedirs(root)
+  for name in ("train_file", "eval_file"):
+    files.copy(getattr(cfg, name), files.join(root, os.path.basename(getattr(cfg, name))))
+  files.copy_tree(cfg.init_from, files.join(root, "pretrained"))
+  ram = dataclasses.replace(
+      cfg, train_file=files.join(root, os.path.basename(cfg.train_file)),
+      eval_file=files.join(root, os.path.basename(cfg.eval_file)),
+      init_from=files.join(root, "pretrained"), model_dir=files.join(root, "out"))
+  # A SIGTERM after update 3 of 6 (its flag raised as the handler would raise it).
+  flags, batches = [], FineTuningTask.batches
+
+  class Flag(SigtermFlag):
+    def __enter__(self):
+      flags.append(self)
+      return super().__enter__()
+
+  def counted_batches(task, step):
+    next_batch, taken = batches(task, step), [step]
+
+    def next_counted():
+      taken[0] += 1
+      if taken[0] == 3:
+        flags[-1].raised, flags[-1].name = True, "SIGTERM"
+      return next_batch()
+    return next_counted
+
+  with monkeypatch.context() as m:
+    m.setattr(sweep_runner, "SigtermFlag", Flag)
+    m.setattr(FineTuningTask, "batches", counted_batches)
+    stopped = sweep_runner.run_sweep(ram)
+  run_dir = files.join(ram.model_dir, "runs", stopped["run"])
+  assert stopped["stopped_by_signal"]
+  assert files.isfile(files.join(run_dir, run_state.STATE_DIR, run_state.PROGRESS_FILE))
+  assert not files.exists(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
+
+  proc = run_module("roberta_tf.finetune", *_flags(ram))
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "resumed at update 3" in proc.stdout, proc.stdout
+  got = files.read_json(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
+  np.testing.assert_allclose([h["train_loss"] for h in got["runs"][0]["history"]],
+                             [h["train_loss"] for h in want["runs"][0]["history"]], rtol=1e-5)
+  np.testing.assert_allclose(got["mse"], want["mse"], rtol=1e-5)
+  assert got["epoch"] == want["epoch"] and got["init_from"] == ram.init_from
+  # The model dir is complete there; the run's state is gone; nothing went to a local "ram:".
+  assert finetuned_dir.read_task_info(ram.model_dir).labels == ()
+  assert {"config.json", "checkpoint", "vocab.json", "merges.txt", "results.md"} <= set(
+      files.listdir(ram.model_dir))
+  assert not files.exists(files.join(run_dir, run_state.STATE_DIR))
+  assert not os.path.exists("ram:") and not os.path.exists(os.path.join(REPO, "ram:"))
+  files.rmtree(root)
+
+
+def test_binary_refuses_an_unknown_url_scheme_naming_the_flag(data, tmp_path):
+  proc = run_module("roberta_tf.finetune", "--task=classification",
+                    f"--init_from={data['pretrained']}", f"--train_file={data['train.tsv']}",
+                    f"--eval_file={data['dev.tsv']}", "--model_dir=nofs://bucket/out")
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      "error: --model_dir=nofs://bucket/out: no file system handles 'nofs://'"), proc.stderr
+  assert not os.path.exists("nofs:") and not os.path.exists(os.path.join(REPO, "nofs:"))
+
+
+def test_model_dir_checks_and_cleanup_on_a_url():
+  """check_writable and prepare on ram://: only what a fine-tuning run wrote is removed."""
+  root = f"ram://finetuned_dir_{uuid.uuid4().hex[:8]}"
+  files.makedirs(files.join(root, "runs", "bs16_lr1e-05_seed0"))
+  for name in ("eval_results.json", "ckpt-3.index", "vocab.json", "notes.txt"):
+    with files.open(files.join(root, name), "w") as f:
+      f.write("{}")
+  with pytest.raises(ValueError, match=f"--model_dir='{root}' is not empty"):
+    finetuned_dir.check_writable(root, overwrite=False)
+  with pytest.raises(ValueError, match="is the --init_from/--vocab_dir directory"):
+    finetuned_dir.check_writable(root + "/", overwrite=True, protected=(root,))
+  finetuned_dir.check_writable(root, overwrite=True)
+  finetuned_dir.prepare(root)
+  assert files.listdir(root) == ["notes.txt"]
+  files.rmtree(root)
 
 
 @pytest.mark.slow

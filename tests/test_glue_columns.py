@@ -3,10 +3,13 @@ a row that lost or gained a tab is refused naming file:line, or skipped and coun
 
 import os
 import shutil
+import uuid
 
 import pytest
 
+from roberta_tf.common import files
 from roberta_tf.finetuning import glue
+from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.task_data import TaskDataError
 from tests.conftest import REPO
 
@@ -86,3 +89,28 @@ def test_headerless_cola_rows_need_four_columns(tmp_path):
     glue.read_file(cola, str(path), cola.train)
   examples, _ = glue.read_file(cola, str(path), cola.train, skip_bad=True, log=lambda _: None)
   assert [(e.text_a, e.label) for e in examples] == [("Good sentence.", "1")]
+
+
+def _preset_config(name, data_dir):
+  return FinetuneConfig(task="", model_dir="", train_file="", eval_file="", glue_task=name,
+                        data_dir=data_dir)
+
+
+def test_a_glue_folder_on_a_url_reads_as_on_local_disk():
+  """--data_dir and --glue_diagnostic on ram:// (TF's in-memory file system, standing for gs://):
+  the preset's files are URLs there and read the same rows."""
+  root = f"ram://glue_{uuid.uuid4().hex[:8]}"
+  files.copy_tree(os.path.join(GLUE, "MNLI"), files.join(root, "MNLI"))
+  files.copy(os.path.join(GLUE, "diagnostic", "diagnostic.tsv"), files.join(root, "ax.tsv"))
+  cfg = glue.apply_preset(_preset_config("mnli", files.join(root, "MNLI")))
+  assert cfg.train_file == f"{root}/MNLI/train.tsv"
+  assert cfg.eval_file == f"{root}/MNLI/dev_matched.tsv"
+  got = glue.read_data(MNLI, files.join(root, "MNLI"), diagnostic=files.join(root, "ax.tsv"))
+  want = glue.read_data(MNLI, os.path.join(GLUE, "MNLI"),
+                        diagnostic=os.path.join(GLUE, "diagnostic", "diagnostic.tsv"))
+  assert got == want and [name for name, _, _ in got.test] == ["MNLI-m.tsv", "MNLI-mm.tsv",
+                                                               "AX.tsv"]
+  with pytest.raises(ValueError, match="needs --data_dir"):
+    glue.apply_preset(_preset_config("rte", files.join(root, "RTE")))
+  assert not os.path.exists("ram:")
+  files.rmtree(root)

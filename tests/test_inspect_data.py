@@ -2,7 +2,9 @@
 
 import json
 import os
+import re
 import shutil
+import uuid
 
 import pytest
 import tensorflow as tf
@@ -10,9 +12,10 @@ import tokenizers
 
 from data_prep.shard_builder import build_shards
 from roberta_tf import inspect_data as inspect_lib
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
-from tests.conftest import HF_TINY, TESTDATA
+from tests.conftest import HF_TINY, REPO, TESTDATA
 from tests.harness import run_module
 
 
@@ -96,3 +99,40 @@ def test_cli_prints_json_and_fails_clearly_on_bad_data(shards, tmp_path):
   assert bad.returncode != 0
   assert f"error: shard {shard} is truncated or corrupt:" in bad.stderr, bad.stderr[-2000:]
   assert "Traceback" not in bad.stderr
+
+
+def test_cli_on_a_url_reports_what_it_reports_on_disk(shards):
+  """--data and --vocab_dir on TF's in-memory ram:// (a URL, as gs://... is): the same report
+  as for the local shards (the vocab copied beside them found there too), naming the URLs."""
+  repo_before = set(os.listdir(REPO))
+  root = f"ram://inspect-{uuid.uuid4().hex[:8]}"
+  try:
+    files.copy_tree(shards, files.join(root, "shards"))
+    files.makedirs(files.join(root, "vocab"))
+    for name in ("vocab.json", "merges.txt"):
+      files.copy(os.path.join(HF_TINY, name), files.join(root, "vocab", name))
+    args = ("--num_batches=2", "--batch_size=4", "--seed=3", "--json", "--num_examples=1")
+    reports = []
+    for data, vocab in ((f"{root}/shards", f"{root}/vocab"), (shards, HF_TINY)):
+      done = run_cli(f"--data={data}", f"--vocab_dir={vocab}", *args)
+      assert done.returncode == 0, done.stderr[-3000:]
+      report = json.loads(done.stdout)
+      assert report.pop("data") == data
+      assert report.pop("decoder") == files.join(vocab, "vocab.json")
+      reports.append(report)
+    assert reports[0] == reports[1]
+    beside = inspect_lib.inspect_data(f"{root}/shards", num_batches=1, batch_size=2,
+                                      num_examples=1)  # the vocab data_prep copied there
+    assert beside["decoder"] == f"{root}/shards/vocab.json" and beside["examples"]
+  finally:
+    files.rmtree(root, ignore_errors=True)
+  assert set(os.listdir(REPO)) <= repo_before | {".pytest_cache"}
+
+
+@pytest.mark.parametrize("flag", ["--data", "--vocab_dir"])
+def test_an_unknown_scheme_is_one_error_line_naming_the_flag(flag, shards):
+  given = {"--data": shards, "--vocab_dir": HF_TINY, flag: "nosuch://bucket/x"}
+  bad = run_cli(*(f"{k}={v}" for k, v in given.items()))
+  assert bad.returncode == 1
+  assert re.fullmatch(rf"error: {flag}=nosuch://bucket/x: no file system handles 'nosuch://' "
+                      r"here \(registered: .*ram://.*\n", bad.stderr), bad.stderr

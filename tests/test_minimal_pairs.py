@@ -5,6 +5,7 @@ independent NumPy scorer that only uses the `mlm_logits` signature."""
 import gzip
 import json
 import os
+import uuid
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.data import minimal_pairs
 from roberta_tf.models.pseudo_log_likelihood import pll_scores
 from tests import finetune_fixtures as fx
@@ -42,6 +44,33 @@ def test_reader_keeps_blimps_fields_and_names_bad_lines(tmp_path):
     minimal_pairs.read(str(bad))
   with pytest.raises(minimal_pairs.MinimalPairsError, match="no such file"):
     minimal_pairs.read(str(tmp_path / "missing.jsonl"))
+
+
+def test_reader_on_a_url():
+  """A file, a gzipped file and a directory of them on TF's in-memory ram:// (a URL, as
+  gs://... is) read as the local file does; errors name the URL."""
+  pairs = minimal_pairs.read(SAMPLE)
+  root = f"ram://minimal-pairs-{uuid.uuid4().hex[:8]}"
+  try:
+    files.makedirs(files.join(root, "dir"))
+    files.copy(SAMPLE, files.join(root, "dir", "a.jsonl"))
+    with files.open(files.join(root, "dir", "b.jsonl.gz"), "wb") as f:
+      f.write(gzip.compress(files.read_bytes(SAMPLE)))
+    with files.open(files.join(root, "dir", "notes.txt"), "w") as f:
+      f.write("not read")
+    assert minimal_pairs.read(files.join(root, "dir", "a.jsonl")) == pairs
+    assert minimal_pairs.read(files.join(root, "dir", "b.jsonl.gz")) == pairs
+    assert minimal_pairs.read(files.join(root, "dir")) == pairs + pairs
+    assert minimal_pairs.read(files.join(root, "dir"), per_paradigm=1) == minimal_pairs.sample(
+        pairs + pairs, 1)
+    with pytest.raises(minimal_pairs.MinimalPairsError, match=f"{root}/none.jsonl: no such file"):
+      minimal_pairs.read(files.join(root, "none.jsonl"))
+    with files.open(files.join(root, "bad.jsonl"), "w") as f:
+      f.write('{"sentence_good": "a", "sentence_bad": "b"}\nnot json\n')
+    with pytest.raises(minimal_pairs.MinimalPairsError, match=f"{root}/bad.jsonl:2: invalid"):
+      minimal_pairs.read(files.join(root, "bad.jsonl"))
+  finally:
+    files.rmtree(root, ignore_errors=True)
 
 
 def test_a_fixed_sample_per_paradigm():

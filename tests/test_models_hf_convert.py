@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import uuid
 
 import numpy as np
 import pytest
@@ -9,8 +11,10 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
+from tests.conftest import REPO
 from tests.harness import run_module, tiny_config
 
 
@@ -218,3 +222,56 @@ def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
                                                              "pre_layer_norm")):
     with pytest.raises(keras_hub_weights.KerasHubWeightsError, match=rf"^{name} \(--{name}\)"):
       keras_hub_weights.build_backbone(tiny_config(vocab_size=300, max_seq_len=30, **recipe))
+
+
+def test_hf_conversions_on_a_url_equal_the_local_ones(hf_tiny_dir, tmp_path):
+  """Import from, and --to_hf export to, TF's in-memory ram:// (a URL, as gs://... is): the
+  exported folder's files are byte for byte the local export's, and our --hf_dir import of it
+  on ram:// gives the local model's weights. Nothing lands in a local `ram:` folder."""
+  repo_before = set(os.listdir(REPO))
+  root = f"ram://hf-convert-{uuid.uuid4().hex[:8]}"
+  j = lambda *p: files.join(root, *p)  # noqa: E731
+  local = lambda *p: str(tmp_path.joinpath(*p))  # noqa: E731
+  try:
+    files.copy_tree(hf_tiny_dir, j("hf_in"))
+    results = [_run_cli(*args) for args in (
+        (f"--hf_dir={j('hf_in')}", f"--model_dir={j('model')}"),
+        ("--to_hf", f"--model_dir={j('model')}", f"--hf_dir={j('hf_out')}"),
+        (f"--hf_dir={j('hf_out')}", f"--model_dir={j('again')}"),
+        (f"--hf_dir={hf_tiny_dir}", f"--model_dir={local('model')}"),
+        ("--to_hf", f"--model_dir={local('model')}", f"--hf_dir={local('hf_out')}"))]
+    for result in results:
+      assert result.returncode == 0, result.stderr
+    assert results[0].stdout == (f"wrote {j('model')}/config.json and checkpoint "
+                                 f"{j('model', 'ckpt-0')}\n")
+    assert results[1].stdout.startswith(f"wrote {j('hf_out')}/{{config.json,model.safetensors,")
+    names = sorted(os.listdir(local("hf_out")))
+    assert sorted(files.listdir(j("hf_out"))) == names
+    for name in names:
+      assert files.read_bytes(j("hf_out", name)) == files.read_bytes(local("hf_out", name)), name
+    assert sorted(files.listdir(j("again"))) == sorted(os.listdir(local("model")))
+    want = models.load(local("model"))
+    for got in (models.load(j("model")), models.load(j("again")), hf_weights.load_hf(
+        j("hf_out"))):
+      for a, b in zip(want.weights, got.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    result = _run_cli("--to_hf", f"--model_dir={j('model')}", f"--hf_dir={j('hf_out')}")
+    assert result.returncode == 1 and f"{j('hf_out')}/model.safetensors exists" in result.stderr
+    result = _run_cli(f"--hf_dir={j('none')}", f"--model_dir={j('m2')}")
+    assert result.returncode == 1 and f"{j('none')}/config.json not found" in result.stderr
+    assert not files.exists(j("m2"))
+  finally:
+    files.rmtree(root, ignore_errors=True)
+  assert set(os.listdir(REPO)) <= repo_before | {".pytest_cache"}
+
+
+@pytest.mark.parametrize("flag", ["--hf_dir", "--model_dir", "--checkpoint"])
+def test_an_unknown_scheme_is_one_error_line_naming_the_flag(flag, tmp_path):
+  given = {"--hf_dir": str(tmp_path / "hf"), "--model_dir": str(tmp_path / "m"),
+           "--checkpoint": str(tmp_path / "m" / "ckpt-0")}
+  given[flag] = "nosuch://bucket/x"
+  result = _run_cli("--to_hf", *(f"{k}={v}" for k, v in given.items()))
+  assert result.returncode == 1
+  assert re.fullmatch(rf"error: {flag}=nosuch://bucket/x: no file system handles 'nosuch://' "
+                      r"here \(registered: .*ram://.*\n", result.stderr), result.stderr
+  assert not os.listdir(tmp_path)

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import uuid
 
 import keras
 import keras_hub
@@ -9,9 +11,11 @@ import numpy as np
 import pytest
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.models import hf_weights, keras_hub_preset, keras_hub_weights
 from roberta_tf.models.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
+from tests.conftest import REPO
 from tests.harness import run_module
 
 # Texts of tokenizer_cases.jsonl where keras-hub's RobertaTokenizer gives other ids than HF
@@ -241,3 +245,62 @@ def test_cli_errors_exit_non_zero(ours, tmp_path):
   result = _run_cli(f"--to_keras_hub_preset={tmp_path / 'p'}", "--to_hf",
                     f"--model_dir={ours[0]}")
   assert result.returncode != 0 and "separate conversions" in result.stderr
+
+
+def _tree(root):
+  """{relative path: size} of the files under `root` (a path or URL)."""
+  return {f"{base[len(root):].strip('/')}/{name}".lstrip("/"): files.getsize(files.join(base, name))
+          for base, _, names in files.walk(root) for name in names}
+
+
+def test_presets_on_a_url(ours, preset_dir):
+  """--to_keras_hub_preset and --from_keras_hub_preset on TF's in-memory ram:// (a URL, as
+  gs://... is): the preset has the local one's files (the vocabulary byte for byte), and its
+  import gives the local preset's weights. keras-hub reads local files only (a URL it would
+  cache under ~/.keras forever): it is handed a local copy. No local `ram:` folder appears."""
+  repo_before = set(os.listdir(REPO))
+  root = f"ram://kh-preset-{uuid.uuid4().hex[:8]}"
+  j = lambda *p: files.join(root, *p)  # noqa: E731
+  keras_cache = os.path.join(os.path.expanduser("~"), ".keras", "models")
+  cache_before = set(os.listdir(keras_cache)) if os.path.isdir(keras_cache) else set()
+  try:
+    files.copy_tree(ours[0], j("model"))
+    result = _run_cli(f"--to_keras_hub_preset={j('preset')}", f"--model_dir={j('model')}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"wrote keras-hub preset {j('preset')}\n"
+    assert _tree(j("preset")).keys() == _tree(preset_dir).keys()
+    for name in ("vocabulary.json", "merges.txt"):
+      assert files.read_bytes(j("preset", "assets", "tokenizer", name)) == files.read_bytes(
+          os.path.join(preset_dir, "assets", "tokenizer", name))
+    assert keras_hub_preset.has_masked_lm_head(j("preset"))
+    result = _run_cli(f"--from_keras_hub_preset={j('preset')}", f"--model_dir={j('imported')}")
+    assert result.returncode == 0, result.stderr
+    assert "freshly initialized" not in result.stdout
+    want, _ = keras_hub_preset.load_preset(preset_dir)
+    got = models.load(j("imported"))
+    for a, b in zip(want.weights, got.weights, strict=True):
+      np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    for ours_name, theirs in keras_hub_preset.ASSET_NAMES.items():  # copied from the preset
+      assert files.read_bytes(j("imported", ours_name)) == files.read_bytes(
+          j("preset", "assets", "tokenizer", theirs))
+    result = _run_cli(f"--to_keras_hub_preset={j('model', 'preset')}",
+                      f"--model_dir={j('model')}")
+    assert result.returncode == 1 and "overlap" in result.stderr
+    result = _run_cli(f"--to_keras_hub_preset={j('preset')}", f"--model_dir={j('model')}")
+    assert result.returncode == 1 and "exists and is not empty" in result.stderr
+    with pytest.raises(KerasHubPresetError, match=f"keras-hub preset '{root}/none' is not a "
+                                                  "directory"):
+      keras_hub_preset.load_preset(j("none"))
+  finally:
+    files.rmtree(root, ignore_errors=True)
+  assert set(os.listdir(REPO)) <= repo_before | {".pytest_cache"}
+  assert (set(os.listdir(keras_cache)) if os.path.isdir(keras_cache) else set()) == cache_before
+
+
+@pytest.mark.parametrize("flag", ["--to_keras_hub_preset", "--from_keras_hub_preset"])
+def test_an_unknown_scheme_is_one_error_line_naming_the_flag(flag, tmp_path):
+  result = _run_cli(f"{flag}=nosuch://bucket/preset", f"--model_dir={tmp_path / 'm'}")
+  assert result.returncode == 1
+  assert re.fullmatch(rf"error: {flag}=nosuch://bucket/preset: no file system handles "
+                      r"'nosuch://' here \(registered: .*ram://.*\n", result.stderr), result.stderr
+  assert not os.listdir(tmp_path)

@@ -1,6 +1,7 @@
 """Model directories: save → load round trip, training-style checkpoints, clear errors."""
 
 import os
+import uuid
 
 import keras
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.models.model_dir import ModelDirError
 from tests.harness import tiny_config
 
@@ -84,3 +86,35 @@ def test_config_checkpoint_mismatch_names_shapes_and_variables(pretrainer, tmp_p
   CONFIG.replace(num_layers=3).save(os.path.join(model_dir, "config.json"))
   with pytest.raises(ModelDirError, match=r"lacks variables.*transformer_layer_2/"):
     models.load(model_dir)
+
+
+def test_model_dir_on_a_url(pretrainer, tmp_path):
+  """save / read_config / load on TF's in-memory ram:// (a URL, as gs://... is): the same
+  files and weights as on disk, files= copied from a URL, the same refusals; no local `ram:`."""
+  cwd = os.listdir(".")
+  root = f"ram://model-dir-{uuid.uuid4().hex[:8]}"
+  model_dir, local_dir = files.join(root, "model"), str(tmp_path / "model")
+  try:
+    files.makedirs(root)
+    extra = files.join(root, "notes.txt")
+    with files.open(extra, "w") as f:
+      f.write("vocab stand-in")
+    prefix = models.save(model_dir, pretrainer, files={"notes.txt": extra})
+    models.save(local_dir, pretrainer)
+    assert prefix == f"{model_dir}/ckpt-0"
+    assert sorted(files.listdir(model_dir)) == sorted(os.listdir(local_dir) + ["notes.txt"])
+    assert files.read_text(files.join(model_dir, "notes.txt")) == "vocab stand-in"
+    assert sorted(files.listdir(root)) == ["model", "notes.txt"]  # no temporary left
+    assert models.read_config(model_dir) == CONFIG
+    for loaded in (models.load(model_dir), models.load(model_dir, checkpoint=prefix)):
+      for a, b in zip(pretrainer.weights, loaded.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    with pytest.raises(ModelDirError, match=f"'{model_dir}' exists and is not empty"):
+      models.save(model_dir, pretrainer)
+    with pytest.raises(ModelDirError, match=f"{root}/none/config.json not found"):
+      models.load(files.join(root, "none"))
+    with pytest.raises(ModelDirError, match=f"checkpoint '{model_dir}/ckpt-7' not found"):
+      models.load(model_dir, checkpoint=files.join(model_dir, "ckpt-7"))
+  finally:
+    files.rmtree(root, ignore_errors=True)
+  assert os.listdir(".") == cwd and not os.path.exists("ram:")

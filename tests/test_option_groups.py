@@ -39,6 +39,7 @@ TRAIN_FLAGS = {
     "gated_ffn": ("bool", False),
     "grad_accum_steps": ("integer", 1),
     "init_from": ("string", ""),
+    "input_lanes": ("integer", 8),  # added since: the training stream's lanes
     "jit_compile": ("bool", False),
     "keep_checkpoints": ("integer", 3),
     "learning_rate": ("float", 0.0006),
@@ -50,6 +51,7 @@ TRAIN_FLAGS = {
     "max_predictions_per_seq": ("integer", 0),
     "max_seq_len": ("integer", 512),
     "model_dir": ("string", None),
+    "new_token_init": ("enum", "mean", ("mean", "normal")),  # added since: a grown vocabulary
     "overwrite": ("bool", False),
     "peak_flops": ("float", 0.0),
     "peak_flops_bf16": ("float", 380000000000.0),

@@ -117,10 +117,12 @@ def test_mask_is_a_function_of_the_sequence_not_of_its_batch(shards, vocab):
 
 
 @pytest.mark.timeout(90)
-def test_resume_from_iterator_checkpoint_equals_uninterrupted_run(shards, vocab, tmp_path):
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_resume_from_iterator_checkpoint_equals_uninterrupted_run(shards, vocab, tmp_path,
+                                                                  lanes):
   # 443 sequences / 16 = 27.7 batches an epoch: the save point (30) lies in the second epoch.
   config = InputConfig(per_replica_batch_size=16, max_seq_len=S, seed=2, shuffle_buffer=64,
-                       cycle_length=3)
+                       cycle_length=3, lanes=lanes)
   build = lambda: build_pretraining_dataset(shards, "train", vocab, config)  # noqa: E731
   straight = take(build(), 33)
 

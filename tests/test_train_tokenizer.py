@@ -3,10 +3,12 @@
 import gzip
 import json
 import os
+import uuid
 
 import pytest
 
 from data_prep import corpus, train_tokenizer
+from roberta_tf.common import files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import TESTDATA
 from tests.harness import run_module
@@ -89,3 +91,29 @@ def test_binary(tmp_path):
   assert "400 tokens, <mask>=399" in result.stderr and "MB/s" in result.stderr
   result = run_module(*cmd, timeout=120)
   assert result.returncode != 0 and "not empty" in result.stderr
+
+
+def test_binary_on_urls(tmp_path):
+  """--input=ram://corpus/*.jsonl and --output_dir=ram://vocab, in process: the local files."""
+  ram = f"ram://{uuid.uuid4().hex}"
+  with gzip.open(SMALL, "rt", encoding="utf-8") as f:
+    lines = [line for line in f if line.strip()]
+  files.makedirs(f"{ram}/corpus")
+  (tmp_path / "corpus").mkdir()
+  for i in range(2):
+    for root in (f"{ram}/corpus", str(tmp_path / "corpus")):
+      with files.open(files.join(root, f"part{i}.jsonl"), "w") as f:
+        f.writelines(lines[i::2])
+  train_tokenizer.train(f"{tmp_path}/corpus/*.jsonl", 400, str(tmp_path / "local"),
+                        show_progress=False)
+  result = run_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
+                      "--vocab_size=400", f"--output_dir={ram}/vocab", "--noprogress")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert f"wrote {ram}/vocab/vocab.json (400 tokens" in result.stderr
+  assert sorted(files.listdir(f"{ram}/vocab")) == ["merges.txt", "vocab.json"]
+  for name in ("vocab.json", "merges.txt"):
+    assert files.read_bytes(f"{ram}/vocab/{name}") == (tmp_path / "local" / name).read_bytes()
+  result = run_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
+                      "--output_dir=nofs://v")
+  assert result.returncode == 1 and "--output_dir=nofs://v: no file system" in result.stderr
+  assert not os.path.exists("ram:")

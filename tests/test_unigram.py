@@ -2,11 +2,13 @@
 the plateau rule that training warns with."""
 
 import math
+import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info, unigram
 from roberta_tf.pretraining import mlm_evaluation
 
@@ -37,6 +39,30 @@ def test_bounded_sample_stops_within_one_read_batch_of_the_cap(train_shards):
   counts = unigram.token_counts(train_shards, 8000, SPECIAL, max_tokens=1000)
   # Reads 256 records (<= 64 ids each, 2 of them special) at a time.
   assert 1000 - 2 * 256 <= counts.sum() <= 256 * 62 < full
+
+
+def test_shards_on_a_url(train_shards):
+  """dataset_info.json and the shards on TF's in-memory ram:// (a URL, as gs://... is): the
+  same info and counts as on disk; the shard paths and a missing shard's message stay URLs."""
+  root = f"ram://unigram-{uuid.uuid4().hex[:8]}/shards"
+  try:
+    files.copy_tree(train_shards, root)
+    info = dataset_info.read(root)
+    assert info == dataset_info.read(train_shards)
+    shards = dataset_info.split_files(root, info, "train")
+    assert shards == [f"{root}/{s['file']}" for s in info["splits"]["train"]["shards"]]
+    np.testing.assert_array_equal(unigram.token_counts(root, 8000, SPECIAL, max_tokens=5000),
+                                  unigram.token_counts(train_shards, 8000, SPECIAL,
+                                                       max_tokens=5000))
+    files.remove(shards[0])
+    with pytest.raises(dataset_info.DatasetInfoError, match=f"shard {shards[0]} listed in "
+                                                            f"{root}/dataset_info.json is missing"):
+      dataset_info.split_files(root, info, "train")
+    with pytest.raises(dataset_info.DatasetInfoError, match=f"{root}/none/dataset_info.json "
+                                                            "not found"):
+      dataset_info.read(files.join(root, "none"))
+  finally:
+    files.rmtree(files.dirname(root), ignore_errors=True)
 
 
 def test_log_probs_are_add_one_smoothed_over_non_special_ids():

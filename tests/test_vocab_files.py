@@ -3,10 +3,13 @@
 import hashlib
 import json
 import os
+import uuid
 
 import pytest
 
+from roberta_tf.common import files
 from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from roberta_tf.tokenization.vocab_files import VocabFileError
 from tests.conftest import HF_TINY
 
@@ -80,3 +83,45 @@ def test_copy_vocab_files(tmp_path):
   assert (dst / "vocab.json").read_text(encoding="utf-8") == "{}"
   assert sorted(os.listdir(dst)) == ["vocab.json"]  # no temporary file left
   assert vocab_files.copy_vocab_files(str(src), str(src)) == ["vocab.json"]  # onto itself
+
+
+@pytest.fixture
+def ram_dir():
+  """A fresh directory on TF's in-memory file system (a URL, as gs://... is), removed after."""
+  root = f"ram://vocab-files-{uuid.uuid4().hex[:8]}"
+  files.makedirs(root)
+  yield root
+  files.rmtree(root, ignore_errors=True)
+
+
+def test_vocab_files_on_a_url(ram_dir, tmp_path):
+  """Read, hashed, copied (URL to URL, URL to disk, disk to URL) and built into a tokenizer on
+  ram://: the same bytes and answers as the fixture's local files, and no local `ram:` dir."""
+  cwd = os.listdir(".")
+  src, mid, back = files.join(ram_dir, "src"), files.join(ram_dir, "mid"), str(tmp_path / "back")
+  files.makedirs(src)
+  assert vocab_files.copy_vocab_files(HF_TINY, src) == ["vocab.json", "merges.txt"]
+  assert vocab_files.present(src) == ["vocab.json", "merges.txt"]
+  assert vocab_files.paths(src) == (f"{src}/vocab.json", f"{src}/merges.txt")
+  files.makedirs(mid)
+  assert vocab_files.copy_vocab_files(src, mid) == ["vocab.json", "merges.txt"]
+  assert vocab_files.copy_vocab_files(mid, mid + "/") == ["vocab.json", "merges.txt"]  # itself
+  os.makedirs(back)
+  vocab_files.copy_vocab_files(mid, back)
+  for name in vocab_files.FILES:
+    want = files.read_bytes(os.path.join(HF_TINY, name))
+    assert files.read_bytes(files.join(mid, name)) == want
+    assert files.read_bytes(os.path.join(back, name)) == want
+  assert sorted(files.listdir(mid)) == ["merges.txt", "vocab.json"]  # no temporary left
+  local_vocab, url_vocab = os.path.join(HF_TINY, "vocab.json"), files.join(mid, "vocab.json")
+  assert vocab_files.read_vocab(url_vocab, dense=True) == vocab_files.read_vocab(local_vocab)
+  assert vocab_files.file_sha256(url_vocab) == vocab_files.file_sha256(local_vocab)
+  assert vocab_files.read_merges(files.join(mid, "merges.txt")) == vocab_files.read_merges(
+      os.path.join(HF_TINY, "merges.txt"))
+  text = ["Hello world, the <mask> is here."]
+  assert (BytePairTokenizer.from_dir(mid)(text).numpy().tolist()
+          == BytePairTokenizer.from_dir(HF_TINY)(text).numpy().tolist())
+  assert vocab_files.present(files.join(ram_dir, "none")) == []
+  with pytest.raises(VocabFileError, match=f"cannot read merges file '{ram_dir}/none/m.txt'"):
+    vocab_files.read_merges(files.join(ram_dir, "none", "m.txt"))
+  assert os.listdir(".") == cwd and not os.path.exists("ram:")

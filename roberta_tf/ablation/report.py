@@ -9,10 +9,9 @@ against training tokens seen, one line per arm (mean over seeds at each eval).
 from __future__ import annotations
 
 import collections
-import os
 import statistics
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 
 
 def _mean_spread(values: list[float]) -> str:
@@ -82,7 +81,7 @@ def plot(study: str, results: list[dict], path: str) -> str | None:
   ax.grid(True, alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  with atomic_write.atomic_path(path) as tmp:
+  with atomic_write.atomic_path(path) as tmp:  # a local file (published to a URL after)
     fig.savefig(tmp, format="png", dpi=110)
   plt.close(fig)
   return path
@@ -90,10 +89,10 @@ def plot(study: str, results: list[dict], path: str) -> str | None:
 
 def write(study: str, results: list[dict], work_dir: str) -> None:
   """results.json, results.md and <study>.png in work_dir."""
-  atomic_write.write_json(os.path.join(work_dir, "results.json"), results)
+  atomic_write.write_json(files.join(work_dir, "results.json"), results)
   md = table(study, results)
-  png = plot(study, results, os.path.join(work_dir, f"{study}.png"))
+  png = plot(study, results, files.join(work_dir, f"{study}.png"))
   if png:
-    md += f"\n![{study}]({os.path.basename(png)})\n"
-  atomic_write.write_text(os.path.join(work_dir, "results.md"), md)
+    md += f"\n![{study}]({files.basename(png)})\n"
+  atomic_write.write_text(files.join(work_dir, "results.md"), md)
   print(md, flush=True)

@@ -16,12 +16,10 @@ interruption continues where it stopped (a half-trained model resumes from its c
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +28,7 @@ from concurrent import futures
 
 from data_prep import corpus as corpus_lib
 from roberta_tf.ablation import report, studies
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.data import packings
 
 EVAL_SEED = 1234  # the fixed masks of the shared held-out set: the same for every arm
@@ -45,21 +43,21 @@ class RunnerError(RuntimeError):
 
 def _run(args: Sequence[str], log_path: str | None = None, stdout_only: bool = False) -> str:
   """Runs `python -m args...`; returns its output (stdout + stderr, or stdout only). With
-  log_path the output goes there as it is written (`tail -f` it to follow a training run)."""
+  log_path the output goes there as it is written (`tail -f` it to follow a training run); a
+  log_path on a URL (a child process writes only local files) gets it when the step ends."""
   print("$ python -m " + shlex.join(args), flush=True)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   cmd = [sys.executable, "-m", *args]
-  if log_path and not stdout_only:
-    with open(log_path, "w", encoding="utf-8") as log:
+  if log_path and not stdout_only and not files.is_url(log_path):
+    with files.open(log_path, "w", encoding="utf-8") as log:
       returncode = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                   check=False).returncode
-    with open(log_path, encoding="utf-8") as log:
-      out = log.read()
+    out = files.read_text(log_path)
   else:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     returncode, out = proc.returncode, proc.stdout if stdout_only else proc.stdout + proc.stderr
     if log_path:
-      with open(log_path, "w", encoding="utf-8") as log:
+      with files.open(log_path, "w", encoding="utf-8") as log:
         log.write(proc.stdout + proc.stderr)
     if returncode != 0:
       out = proc.stdout + proc.stderr
@@ -89,19 +87,19 @@ def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -
   shared held-out set's (the FULL-SENTENCES shards)."""
   spec = corpus
   if study.corpus_mb:
-    spec = os.path.join(work_dir, "corpus.jsonl")
-    if not os.path.exists(spec):
+    spec = files.join(work_dir, "corpus.jsonl")
+    if not files.exists(spec):
       n = write_corpus_subset(corpus, study.corpus_mb, spec)
       print(f"corpus subset: {n} documents, {study.corpus_mb} MB of {corpus}", flush=True)
-  vocab, shards = os.path.join(work_dir, "vocab"), os.path.join(work_dir, "shards")
-  if not os.path.exists(os.path.join(vocab, "merges.txt")):
+  vocab, shards = files.join(work_dir, "vocab"), files.join(work_dir, "shards")
+  if not files.exists(files.join(vocab, "merges.txt")):
     _run(["data_prep.train_tokenizer", f"--input={spec}", f"--vocab_size={vocab_size}",
           f"--output_dir={vocab}", "--overwrite", "--noprogress"])
   dirs = {"eval": shards, "full_sentences": shards}
   for packing in sorted({a.packing for a in study.arms} - {"full_sentences"}):
-    dirs[packing] = os.path.join(work_dir, f"shards_{packing}")
+    dirs[packing] = files.join(work_dir, f"shards_{packing}")
   for packing, out in dirs.items():
-    if packing != "eval" and not os.path.exists(os.path.join(out, "dataset_info.json")):
+    if packing != "eval" and not files.exists(files.join(out, "dataset_info.json")):
       # The same seed and validation fraction: every packing splits the same documents off.
       _run(["data_prep.build_shards", f"--input={spec}", f"--vocab_dir={vocab}",
             f"--output_dir={out}", f"--max_seq_len={SEQ_LEN}", "--num_shards=4",
@@ -112,8 +110,7 @@ def prepare(corpus: str, work_dir: str, study: studies.Study, vocab_size: int) -
 
 def tokens_per_sequence(shard_dir: str) -> float:
   """Mean real tokens per training sequence of a shard dir (its dataset_info.json)."""
-  with open(os.path.join(shard_dir, "dataset_info.json"), encoding="utf-8") as f:
-    train = json.load(f)["splits"]["train"]
+  train = files.read_json(files.join(shard_dir, "dataset_info.json"))["splits"]["train"]
   return train["num_tokens"] / max(train["num_sequences"], 1)
 
 
@@ -124,20 +121,19 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   ``shards``: `prepare`'s dirs; the arm trains on its packing's and is evaluated (during
   training too) on the shared held-out set. ``real_per_sequence``: `tokens_per_sequence` of
   its training shards."""
-  result_path = os.path.join(run_dir, "result.json")
-  if os.path.exists(result_path):
-    with open(result_path, encoding="utf-8") as f:
-      return json.load(f)
-  os.makedirs(run_dir, exist_ok=True)
+  result_path = files.join(run_dir, "result.json")
+  if files.exists(result_path):
+    return files.read_json(result_path)
+  files.makedirs(run_dir)
   start = time.time()
-  model = os.path.join(run_dir, "model")
+  model = files.join(run_dir, "model")
   train_data, eval_data = shards[arm.packing], shards["eval"]
   log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={train_data}",
               f"--eval_data={eval_data}", f"--config={opts['config']}", f"--max_seq_len={SEQ_LEN}",
               f"--seed={seed}", "--dropout=0.1", "--checkpoint_every=100000",
               "--eval_steps=20", "--log_every=50",
               *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
-             os.path.join(run_dir, "train.log"))
+             files.join(run_dir, "train.log"))
   real_per_step = arm.batch_size * real_per_sequence
   # A wall-clock arm (--train_minutes) ends when its budget is spent: count the steps it took.
   steps = [int(m.group(1)) for m in map(_STEP_LINE.search, log.splitlines()) if m]
@@ -164,15 +160,14 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
                              f"--pairs_per_paradigm={opts.get('pairs_per_paradigm', 0)}"],
                             stdout_only=True).strip().splitlines()[-1])
     linguistic = {"blimp": pairs["accuracy"], "blimp_pairs": pairs["pairs"]}
-  finetune_dir = os.path.join(run_dir, "finetune")
+  finetune_dir = files.join(run_dir, "finetune")
   _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
         f"--text_fields={opts['task_text_field']}", f"--label_field={opts['task_label_field']}",
         f"--epochs={opts['task_epochs']}", f"--learning_rate={opts['task_learning_rate']}",
         f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--seeds=1", "--overwrite"],
-       os.path.join(run_dir, "finetune.log"))
-  with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
-    task = json.load(f)
+       files.join(run_dir, "finetune.log"))
+  task = files.read_json(files.join(finetune_dir, "eval_results.json"))
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
             "train_steps": trained, "learning_rate": arm.learning_rate,
             "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
@@ -197,18 +192,18 @@ _STUDY_OUTPUTS = ("study.json", *_PREP_OUTPUTS, "runs", "results.json", "results
 
 def _remove(work_dir: str, patterns) -> list[str]:
   removed = sorted(p for pattern in patterns
-                   for p in glob.glob(os.path.join(glob.escape(work_dir), pattern)))
+                   for p in files.glob(files.join(files.escape(work_dir), pattern)))
   for path in removed:
-    if os.path.isdir(path):
-      shutil.rmtree(path)
+    if files.isdir(path):
+      files.rmtree(path)
     else:
-      os.remove(path)
-  return [os.path.basename(p) for p in removed]
+      files.remove(path)
+  return [files.basename(p) for p in removed]
 
 
 def _has_runs(work_dir: str) -> bool:
-  runs = os.path.join(work_dir, "runs")
-  return os.path.isdir(runs) and bool(os.listdir(runs))
+  runs = files.join(work_dir, "runs")
+  return files.isdir(runs) and bool(files.listdir(runs))
 
 
 def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> None:
@@ -218,15 +213,14 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
   With `overwrite` an earlier study's outputs are deleted first. A start that failed before
   any run (say a bad --corpus) never blocks a corrected command: its prep is replaced.
   """
-  path = os.path.join(work_dir, "study.json")
+  path = files.join(work_dir, "study.json")
   settings = json.loads(json.dumps(settings))  # as it reads back (tuples become lists)
   if overwrite:
     removed = _remove(work_dir, _STUDY_OUTPUTS)
     if removed:
       print(f"--overwrite: deleted {', '.join(removed)} from {work_dir}", flush=True)
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      before = json.load(f)
+  if files.exists(path):
+    before = files.read_json(path)
     for arm in before.get("arms", []):  # recorded before arms had a packing
       arm.setdefault("packing", "full_sentences")
     differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
@@ -254,9 +248,9 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   (a bad --corpus leaves no study.json).
   """
   corpus_lib.resolve_inputs(corpus)  # raises CorpusError naming what matches nothing
-  if os.path.exists(work_dir) and not os.path.isdir(work_dir):
+  if files.exists(work_dir) and not files.isdir(work_dir):
     raise RunnerError(f"--work_dir={work_dir} exists and is not a directory")
-  os.makedirs(work_dir, exist_ok=True)
+  files.makedirs(work_dir)
   check_settings(work_dir, {"study": name, "corpus": corpus, **opts,
                             "arms": [dataclasses.asdict(a) for a in study.arms],
                             "corpus_mb": study.corpus_mb}, overwrite=overwrite)
@@ -264,8 +258,8 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
   study = studies.equalize_tokens(study, per_sequence)
   jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
-  run_dirs = [os.path.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
-  done = lambda i: os.path.exists(os.path.join(run_dirs[i], "result.json"))
+  run_dirs = [files.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
+  done = lambda i: files.exists(files.join(run_dirs[i], "result.json"))
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
   fresh = [i for i in range(len(jobs)) if not done(i)]
   for i, (arm, seed) in enumerate(jobs):

@@ -30,10 +30,9 @@ num_tokens / (num_sequences * max_seq_len).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text, files
 
 FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
@@ -54,23 +53,26 @@ def is_globally_shuffled(info: dict[str, Any]) -> bool:
 
 def write(output_dir: str, info: dict[str, Any]) -> str:
   """Writes ``info`` atomically (temp file + rename) and returns the path."""
-  return atomic_write.write_json(os.path.join(output_dir, FILENAME), info)
+  return atomic_write.write_json(files.join(output_dir, FILENAME), info)
 
 
 def read(data_dir: str) -> dict[str, Any]:
   """Reads and sanity-checks ``data_dir/dataset_info.json``."""
-  path = os.path.join(data_dir, FILENAME)
-  if os.path.isfile(data_dir):
+  path = files.join(data_dir, FILENAME)
+  if files.isfile(data_dir):
     raise DatasetInfoError(f"{data_dir!r} is a file; give the shard directory that "
                            "data_prep.build_shards wrote (the one holding dataset_info.json)")
-  if not os.path.isfile(path):
+  if not files.isfile(path):
     raise DatasetInfoError(
         f"{path} not found: is {data_dir!r} a directory written by data_prep.build_shards?")
   try:
-    with open(path, encoding="utf-8") as f:
-      info = json.load(f)
+    info = files.read_json(path)
   except (OSError, json.JSONDecodeError) as e:
     raise DatasetInfoError(f"{path} is not valid JSON: {e}") from e
+  except Exception as e:  # a TF file system's error on a URL
+    if not error_text.is_tf_error(e):
+      raise
+    raise DatasetInfoError(f"cannot read {path}: {error_text.one_line(e)}") from e
   if not isinstance(info, dict):
     raise DatasetInfoError(f"{path} is not a JSON object")
   for key in ("format_version", "vocab", "special_ids", "max_seq_len", "packing", "splits"):
@@ -83,15 +85,25 @@ def read(data_dir: str) -> dict[str, Any]:
 
 
 def split_files(data_dir: str, info: dict[str, Any], split: str) -> list[str]:
-  """The shard paths of ``split``; raises if the split is absent or a shard file is missing."""
+  """The shard paths of ``split``; raises if the split is absent or a shard file is missing.
+
+  On a URL the directory is listed once (one request, not one per shard: a split may have
+  thousands); a name with a '/' (a shard in a subdirectory) is looked up on its own.
+  """
   if split not in info["splits"]:
     raise DatasetInfoError(f"{data_dir}/{FILENAME} has no {split!r} split "
                            f"(it has: {', '.join(sorted(info['splits']))})")
-  files = [os.path.join(data_dir, s["file"]) for s in info["splits"][split]["shards"]]
-  missing = [f for f in files if not os.path.isfile(f)]
+  names = [s["file"] for s in info["splits"][split]["shards"]]
+  paths = [files.join(data_dir, n) for n in names]
+  if files.is_url(data_dir):
+    listed = set(files.listdir(data_dir)) if files.isdir(data_dir) else set()
+    missing = [p for n, p in zip(names, paths, strict=True)
+               if n not in listed and ("/" not in n or not files.exists(p))]
+  else:
+    missing = [p for p in paths if not files.isfile(p)]
   if missing:
     raise DatasetInfoError(f"shard {missing[0]} listed in {data_dir}/{FILENAME} is missing")
-  return files
+  return paths
 
 
 def check_compatible(info: dict[str, Any], *, vocab_size: int | None = None,

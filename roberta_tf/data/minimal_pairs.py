@@ -3,19 +3,21 @@
 One JSON object a line (the file may be gzipped): `sentence_good`, `sentence_bad` (required),
 `UID` (the paradigm, e.g. "adjunct_island"), `linguistics_term` (the phenomenon, e.g.
 "island_effects") and `field` ("syntax", "semantics", ...), as in BLiMP's data/*.jsonl; a
-directory means every .jsonl(.gz) file in it. A pair is right when the model gives the good
-sentence the higher score (pseudo-log-likelihood: pretraining/minimal_pair_evaluation.py); ties
-count as wrong. TensorFlow-free.
+directory means every .jsonl(.gz) file in it; either may be a URL (roberta_tf.common.files).
+A pair is right when the model gives the good sentence the higher score (pseudo-log-likelihood:
+pretraining/minimal_pair_evaluation.py); ties count as wrong. TensorFlow-free for local files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
-import os
 import random
 from collections import defaultdict
+
+from roberta_tf.common import error_text, files
 
 
 class MinimalPairsError(ValueError):
@@ -31,15 +33,24 @@ class MinimalPair:
 
 
 def _files(path: str) -> list[str]:
-  if os.path.isdir(path):
-    files = sorted(os.path.join(path, n) for n in os.listdir(path)
+  if files.isdir(path):
+    found = sorted(files.join(path, n) for n in files.listdir(path)
                    if n.endswith((".jsonl", ".jsonl.gz")))
-    if not files:
+    if not found:
       raise MinimalPairsError(f"{path}: directory holds no .jsonl or .jsonl.gz files")
-    return files
-  if not os.path.isfile(path):
+    return found
+  if not files.isfile(path):
     raise MinimalPairsError(f"{path}: no such file (--minimal_pairs)")
   return [path]
+
+
+def _read_text(name: str) -> str:
+  """The UTF-8 text of a file, gunzipped when its name ends in .gz."""
+  with files.open(name, "rb") as raw:
+    if name.endswith(".gz"):
+      raw = gzip.GzipFile(fileobj=raw)
+    with io.TextIOWrapper(raw, encoding="utf-8") as f:
+      return f.read()
 
 
 def read(path: str, per_paradigm: int = 0, seed: int = 0) -> list[MinimalPair]:
@@ -56,11 +67,12 @@ def read(path: str, per_paradigm: int = 0, seed: int = 0) -> list[MinimalPair]:
   """
   pairs = []
   for name in _files(path):
-    opener = gzip.open if name.endswith(".gz") else open
     try:
-      with opener(name, "rt", encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+      lines = _read_text(name).split("\n")
+    except Exception as e:
+      if not (isinstance(e, (OSError, UnicodeDecodeError, EOFError))
+              or error_text.is_tf_error(e)):
+        raise
       raise MinimalPairsError(f"{name}: cannot read: {e}") from e
     for number, line in enumerate(lines, 1):
       if not line.strip():
@@ -75,7 +87,7 @@ def read(path: str, per_paradigm: int = 0, seed: int = 0) -> list[MinimalPair]:
         if not isinstance(row.get(key), str) or not row[key].strip():
           raise MinimalPairsError(f"{name}:{number}: no text in {key!r} (BLiMP's format: "
                                   "sentence_good, sentence_bad, UID, linguistics_term, field)")
-      paradigm = str(row.get("UID") or os.path.basename(name).split(".")[0])
+      paradigm = str(row.get("UID") or files.basename(name).split(".")[0])
       phenomenon = str(row.get("linguistics_term") or row.get("field") or paradigm)
       pairs.append(MinimalPair(row["sentence_good"], row["sentence_bad"], paradigm, phenomenon))
   if not pairs:

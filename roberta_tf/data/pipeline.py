@@ -1,19 +1,20 @@
 """Shards → dynamically masked, statically shaped batches (the pretraining input pipeline).
 
 Training (repeat=True) reads one global stream of sequences, the same for every number of
-replicas, input pipelines and accumulation steps, and seekable by arithmetic:
+replicas, input pipelines and accumulation steps, and seekable by arithmetic
+(training_stream.py):
 
-    epochs ─ per epoch: shard files in a stateless per-epoch order, concatenated (read shard:
-      parse + validate + pad to S in chunks, index records, check the count) ─ windows of
-      `shuffle_buffer` sequences, each permuted by a stateless seed of (seed, epoch, window)
-      ─ batch [B, S] ─ this pipeline's share of each round of replica batches ─ map(Masker)
+    L lanes (lane l: shards l, l + L, ...) ─ per lane epoch: its shards in a stateless order,
+      concatenated (read shard: parse + validate + pad to S in chunks, index records, check the
+      count) ─ windows of shuffle_buffer / L sequences, each permuted by a stateless seed
+      ─ step t: sequences [t*G/L, (t+1)*G/L) of every lane ─ this pipeline's part of the step
+      (with P | L: its L/P lanes, the only ones it reads) ─ batch [B, S] ─ map(Masker)
 
-Sequence i of the stream is in epoch i // N (N: the split's sequences in dataset_info.json),
-window (i % N) // W, so `InputConfig.start` positions a fresh stream at any sequence by reading
-at most one shard's record headers and one window (`tf.data` skips within a shard, never
-through the data before it): resuming costs the same after 10^2 or 10^9 sequences. Replica k
-of R takes batches k, k + R, k + 2R, ... of the stream, so a step of A micro-batch rounds reads
-sequences [t*G, (t+1)*G), G = A*R*B, however G is split.
+`InputConfig.start` positions a fresh stream at any sequence (a multiple of L) by reading at
+most one shard's record headers and one window per lane (`tf.data` skips within a shard, never
+through the data before it): resuming costs the same after 10^2 or 10^9 sequences. A step of A
+micro-batch rounds reads the same G = A*R*B sequences however G is split. L = 1 is the stream
+before lanes: replica k of R takes batches k, k + R, ... and every pipeline reads all of it.
 
 Evaluation (repeat=False) reads each sequence once: shards interleaved, split across input
 pipelines by file (or by record), no shuffle, the last batch padded.
@@ -30,7 +31,7 @@ import sys
 
 import tensorflow as tf
 
-from roberta_tf.data import dataset_info, example_spec, packings
+from roberta_tf.data import dataset_info, example_spec, packings, training_stream
 from roberta_tf.data.masking import Masker, MaskingConfig, shard_key
 from roberta_tf.data.vocab_info import VocabInfo
 
@@ -56,7 +57,11 @@ class InputConfig:
       tokens, all mask_weights 0), so every batch is [B, S] and each sequence is seen once.
     cycle_length: shards read concurrently by the interleave.
     start: training only: sequences of the global stream already consumed; the stream begins
-      there (the resume position; see the module docstring).
+      there (the resume position; see the module docstring). A multiple of `lanes`.
+    lanes: training only: L, the lanes of the stream (training_stream.py); fixed for a run
+      (1: the stream before lanes).
+    global_batch_size: training only: G, the sequences of one step (the flags' --batch_size);
+      0: per_replica_batch_size x replicas (no accumulation). Only lanes > 1 use it.
     skip_corrupt_shards: False: a truncated/corrupt shard, an unparsable record or a record that
       breaks the format (length, ids, <s>/</s>) raises an error naming the shard once the
       reader reaches the shard's end. True: the shard's readable records before the damage
@@ -72,6 +77,8 @@ class InputConfig:
   cycle_length: int = 8
   start: int = 0
   skip_corrupt_shards: bool = False
+  lanes: int = 1
+  global_batch_size: int = 0
 
   def __post_init__(self):
     if self.per_replica_batch_size < 1 or self.max_seq_len < 2:
@@ -82,6 +89,10 @@ class InputConfig:
     if self.shuffle_buffer < 0 or self.cycle_length < 1:
       raise ValueError(f"shuffle_buffer={self.shuffle_buffer} must be >= 0 and cycle_length="
                        f"{self.cycle_length} >= 1")
+    if self.lanes < 1 or self.global_batch_size < 0 or self.start % self.lanes:
+      raise ValueError(f"lanes={self.lanes} must be >= 1, global_batch_size="
+                       f"{self.global_batch_size} >= 0 and start={self.start} a multiple of "
+                       "lanes")
 
   def for_eval(self) -> InputConfig:
     """The same reader for evaluation: no shuffling, one pass, padded last batch."""
@@ -104,10 +115,12 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     masking: masking options (default MaskingConfig()).
     max_positions: the model's position table size, checked against the shards' max_seq_len.
     input_context: from `strategy.distribute_datasets_from_function`. Training: each input
-      pipeline yields the batches of its replicas (consecutive, one per replica per round; its
-      replicas are ids [p*R/P, (p+1)*R/P)): every pipeline reads the whole stream and masks
-      only its share. Eval: the shards are split across its input pipelines by file when
-      every pipeline gets at least one, else by record (pipelines may then differ by a batch).
+      pipeline yields its part of every step, A x R/P batches (training_stream.py): when P
+      divides the lanes, read from its own lanes only; with one lane, its replicas' batches
+      (consecutive, one per replica per round; its replicas are ids [p*R/P, (p+1)*R/P)) of
+      the whole stream, which every pipeline reads. Eval: the shards are split across its
+      input pipelines by file when every pipeline gets at least one, else by record
+      (pipelines may then differ by a batch).
     skipped_shards: int64 scalar variable counting damaged shards (skip mode only).
 
   Returns:
@@ -208,14 +221,8 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     return indexed.filter(lambda x, is_end: tf.logical_not(is_end)).map(
         lambda x, is_end: x).unbatch()
 
-  def shard_order(epoch):
-    if config.shuffle_buffer:
-      return tf.cast(tf.argsort(tf.random.stateless_uniform(
-          [len(files)], seed=tf.stack([tf.constant(config.seed, tf.int64), epoch]))), tf.int64)
-    return tf.range(len(files), dtype=tf.int64)
-
   if config.repeat:
-    ds = _training_stream(read_shard, shard_order, counts, config, input_context)
+    ds = training_stream.training_stream(read_shard, counts, config, input_context)
   else:
     order = tf.range(len(files), dtype=tf.int64)
     if by_file:
@@ -280,57 +287,11 @@ def _pair_fields(first_length, label, padding_mask, real_rows, b: int, s: int) -
               tf.cast(tf.range(b) < real_rows, tf.float32), [b])}
 
 
-def _training_stream(read_shard, shard_order, counts: list[int], config: InputConfig,
-                     input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
-  """The global training stream from ``config.start``, batched; this pipeline's batches."""
-  if min(counts) < 0:
-    raise dataset_info.DatasetInfoError("dataset_info.json lacks per-shard num_sequences "
-                                        "(needed to position the training stream); rebuild it")
-  per_epoch, window = sum(counts), config.shuffle_buffer
-  counts_t = tf.constant(counts, tf.int64)
-
-  def epoch_stream(epoch, first):
-    """Epoch ``epoch``'s sequences from ``first`` (a window start) on, windows permuted."""
-    order = shard_order(epoch)
-    ends = tf.cumsum(tf.gather(counts_t, order))
-    i = tf.searchsorted(ends, tf.reshape(first, [1]), side="right")[0]
-    start = first - (ends[i] - counts_t[order[i]])
-    shards = tf.data.Dataset.from_tensor_slices(
-        (order[i:], tf.concat([[start], tf.zeros_like(order[i + 1:])], 0)))
-    records = shards.flat_map(lambda shard, at: read_shard(shard, epoch, at))
-    if not window:
-      return records
-    windows = tf.data.Dataset.zip(tf.data.Dataset.range(first // window, per_epoch),
-                                  records.batch(window))
-
-    def permute(w, x):
-      key = tf.random.experimental.stateless_fold_in(
-          tf.stack([tf.constant(config.seed, tf.int64), epoch]), w)
-      n = tf.shape(x["seed"])[0]
-      perm = tf.argsort(tf.random.stateless_uniform([n], seed=key))
-      return tf.data.Dataset.from_tensor_slices({k: tf.gather(v, perm) for k, v in x.items()})
-    return windows.flat_map(permute)
-
-  # Sequence `start` is in epoch e0 at offset q0: begin at its window, drop what precedes it.
-  e0, q0 = divmod(config.start, per_epoch)
-  first = q0 - q0 % window if window else q0
-  stream = epoch_stream(tf.constant(e0, tf.int64), tf.constant(first, tf.int64)).skip(q0 - first)
-  stream = stream.concatenate(tf.data.Dataset.counter(e0 + 1).flat_map(
-      lambda e: epoch_stream(e, tf.constant(0, tf.int64))))
-  batches = stream.batch(config.per_replica_batch_size, drop_remainder=True)
-  if input_context is None or input_context.num_replicas_in_sync == 1:
-    return batches
-  replicas = input_context.num_replicas_in_sync
-  local = replicas // input_context.num_input_pipelines
-  pipeline_id = input_context.input_pipeline_id
-  mine = batches.enumerate().filter(lambda j, _: (j % replicas) // local == pipeline_id)
-  return mine.map(lambda _, x: x)
-
-
 def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batch_size: int,
                   max_seq_len: int, masking: MaskingConfig | None = None,
                   model_config=None, seed: int = 0, shuffle_buffer: int = 10_000,
-                  skip_corrupt_shards: bool = False, start: int = 0,
+                  skip_corrupt_shards: bool = False, start: int = 0, input_lanes: int = 1,
+                  global_batch_size: int = 0,
                   input_context: tf.distribute.InputContext | None = None,
                   vocab: VocabInfo | None = None, vocab_dir: str | None = None,
                   skipped_shards: tf.Variable | None = None) -> tf.data.Dataset:
@@ -343,6 +304,7 @@ def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batc
       are checked against the shards.
     vocab / vocab_dir: the vocabulary; default `VocabInfo.for_dataset` (the vocab_dir recorded
       by data_prep, else dataset_info.json's ids, which rules out whole-word masking).
+    input_lanes / global_batch_size: InputConfig's lanes and global_batch_size (training).
     Others: see InputConfig and build_pretraining_dataset.
   """
   info = dataset_info.read(data_dir)
@@ -358,6 +320,7 @@ def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batc
   config = InputConfig(per_replica_batch_size=per_replica_batch_size, max_seq_len=max_seq_len,
                        seed=seed,
                        shuffle_buffer=shuffle_buffer, repeat=True, start=start,
+                       lanes=input_lanes, global_batch_size=global_batch_size,
                        skip_corrupt_shards=skip_corrupt_shards)
   if not training:
     config = config.for_eval()

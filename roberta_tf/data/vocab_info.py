@@ -9,10 +9,10 @@ special token as a word start (see masking.py).
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
+from roberta_tf.common import files
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.vocab_files import SPECIAL_TOKENS, VOCAB_FILE
 
@@ -81,7 +81,7 @@ class VocabInfo:
   @classmethod
   def from_dir(cls, vocab_dir: str) -> VocabInfo:
     """Reads `vocab_dir/vocab.json` (the directory the tokenizer is built from)."""
-    return cls.from_vocab_json(os.path.join(vocab_dir, VOCAB_FILE))
+    return cls.from_vocab_json(files.join(vocab_dir, VOCAB_FILE))
 
   @classmethod
   def from_dataset_info(cls, info: dict) -> VocabInfo:
@@ -101,7 +101,7 @@ class VocabInfo:
       return cls.from_dir(vocab_dir)
     found = find_vocab_dir(data_dir, info)
     if found:
-      return cls.from_vocab_json(os.path.join(found, VOCAB_FILE), sha256=info["vocab"]["sha256"])
+      return cls.from_vocab_json(files.join(found, VOCAB_FILE), sha256=info["vocab"]["sha256"])
     return cls.from_dataset_info(info)
 
 
@@ -113,9 +113,9 @@ def find_vocab_dir(data_dir: str, info: dict) -> str | None:
   when its vocab.json has the sha256 recorded in dataset_info.json.
   """
   recorded = (info.get("source") or {}).get("vocab_dir") or ""
-  for candidate in (data_dir, recorded, os.path.join(data_dir, recorded) if recorded else ""):
-    path = os.path.join(candidate, VOCAB_FILE)
-    if (candidate and os.path.isfile(path)
+  for candidate in (data_dir, recorded, files.join(data_dir, recorded) if recorded else ""):
+    path = files.join(candidate, VOCAB_FILE) if candidate else ""
+    if (candidate and files.isfile(path)
         and vocab_files.file_sha256(path) == info["vocab"]["sha256"]):
       return candidate
   return None

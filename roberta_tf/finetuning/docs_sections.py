@@ -17,13 +17,13 @@ Pretraining for this task must not see the dev paragraphs: `pretraining_document
 from __future__ import annotations
 
 import gzip
+import io
 import json
-import os
 import random
 import re
 from collections.abc import Iterator
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 
 SECTIONS = ("library", "c-api", "reference", "tutorial", "howto")
 _BLANK = re.compile(r"\n\s*\n")
@@ -54,8 +54,8 @@ def prose_paragraphs(text: str, min_chars: int = 120, max_chars: int = 600) -> I
 
 
 def _read(corpus: str) -> Iterator[dict]:
-  with gzip.open(corpus, "rt", encoding="utf-8") as f:
-    for line in f:
+  with files.open(corpus, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+    for line in io.TextIOWrapper(unzipped, encoding="utf-8"):
       yield json.loads(line)
 
 
@@ -104,10 +104,12 @@ def main(argv):
   del argv
   from absl import flags  # pylint: disable=import-outside-toplevel
   flag = flags.FLAGS
+  files.check(flag.corpus, "--corpus")
+  files.check(flag.output_dir, "--output_dir")
   train, dev = build(flag.corpus, flag.train_per_class, flag.dev_per_class, seed=flag.seed)
-  os.makedirs(flag.output_dir, exist_ok=True)
-  write_jsonl(os.path.join(flag.output_dir, "train.jsonl"), train)
-  write_jsonl(os.path.join(flag.output_dir, "dev.jsonl"), dev)
+  files.makedirs(flag.output_dir)
+  write_jsonl(files.join(flag.output_dir, "train.jsonl"), train)
+  write_jsonl(files.join(flag.output_dir, "dev.jsonl"), dev)
   print(f"wrote {len(train)} train and {len(dev)} dev paragraphs to {flag.output_dir}")
 
 

@@ -9,13 +9,25 @@ set by the median over five seeds (sweep.py).
 from __future__ import annotations
 
 import dataclasses
-import os
 
+from roberta_tf.common import files
 from roberta_tf.common.option_groups import use
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
 from roberta_tf.finetuning import glue, task_types
 
 SQUAD_V2_NULL = ("classifier", "span_score")
+# The fields (flags) that name files or directories: local paths or URLs (gs://, ram://, ...:
+# roberta_tf/common/files.py); --config may also be a preset's name.
+PATH_FLAGS = ("model_dir", "train_file", "eval_file", "init_from", "config", "vocab_dir",
+              "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
+
+
+def check_paths(values: dict) -> None:
+  """Raises files.UnknownSchemeError (a ValueError naming the flag) when a path flag in
+  `values` ({flag name: value}) is a URL that no file system here handles."""
+  for name in PATH_FLAGS:
+    if values.get(name):
+      files.check(values[name], f"--{name}")
 
 
 @dataclasses.dataclass
@@ -154,6 +166,10 @@ class FinetuneConfig:
   def seed_list(self) -> tuple[int, ...]:
     return tuple(range(self.seed, self.seed + max(self.seeds, 0)))
 
+  def check_paths(self) -> None:
+    """check_paths on this config's path fields."""
+    check_paths({name: getattr(self, name) for name in PATH_FLAGS})
+
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each field's choices and
     check (options.check_options), then the settings that depend on each other."""
@@ -164,7 +180,7 @@ class FinetuneConfig:
         (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
         (bool(self.init_from) or bool(self.vocab_dir),
          "--vocab_dir is required without --init_from (random init needs the vocabulary)"),
-        (not self.init_from or os.path.isdir(self.init_from),
+        (not self.init_from or files.isdir(self.init_from),
          f"--init_from={self.init_from!r} is not a directory"),
         (all(b > 0 for b in self.batch_size_sweep),
          f"batch sizes must be > 0, got {self.batch_size_sweep}"),

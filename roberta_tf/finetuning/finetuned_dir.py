@@ -20,14 +20,12 @@ model_dir/
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problems import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
@@ -47,18 +45,17 @@ _WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.
 
 def write_config(model_dir: str, model_config: models.RobertaConfig, info: ProblemInfo,
                  finetune: dict | None = None) -> None:
-  os.makedirs(model_dir, exist_ok=True)
-  atomic_write.write_json(os.path.join(model_dir, CONFIG_FILE),
+  files.makedirs(model_dir)
+  atomic_write.write_json(files.join(model_dir, CONFIG_FILE),
              {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 
 def read_task_info(model_dir: str) -> ProblemInfo:
   """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
-  path = os.path.join(model_dir, CONFIG_FILE)
+  path = files.join(model_dir, CONFIG_FILE)
   try:
-    with open(path, encoding="utf-8") as f:
-      doc = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
+    doc = files.read_json(path)
+  except (OSError, ValueError, tf.errors.OpError) as e:  # ValueError: bad JSON or UTF-8
     raise models.ModelDirError(f"cannot read {path}: {e}") from e
   if not isinstance(doc, dict) or not isinstance(doc.get("task"), dict):
     raise models.ModelDirError(f"{path} has no \"task\": {model_dir!r} is not a fine-tuned model "
@@ -126,31 +123,41 @@ def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
   copied = vocab_files.copy_vocab_files(src_dir, dst_dir)
   missing = [n for n in TOKENIZER_FILES if n not in copied]
   if missing:
-    raise FileNotFoundError(f"{os.path.join(src_dir, missing[0])} not found")
+    raise FileNotFoundError(f"{files.join(src_dir, missing[0])} not found")
 
 
 def check_writable(model_dir: str, overwrite: bool, protected: tuple[str, ...] = ()) -> None:
   """Raises ValueError unless model_dir may receive a fine-tuning run: absent, empty, or
   (overwrite) holding an earlier run; never one of `protected` (the pretrained model / vocab
   directories)."""
-  target = os.path.abspath(model_dir)
-  if any(p and os.path.abspath(p) == target for p in protected):
+  if any(p and _same_path(p, model_dir) for p in protected):
     raise ValueError(f"--model_dir={model_dir!r} is the --init_from/--vocab_dir directory; "
                      "fine-tuning writes a new directory")
-  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+  if files.exists(model_dir) and not files.isdir(model_dir):
     raise ValueError(f"--model_dir={model_dir!r} exists and is not a directory")
-  if os.path.isdir(model_dir) and os.listdir(model_dir) and not overwrite:
+  # On a URL the run's own lock object is there already (common/directory_lock.py).
+  entries = [n for n in files.listdir(model_dir) if n != directory_lock.LOCK_NAME] if (
+      files.isdir(model_dir)) else []
+  if entries and not overwrite:
     raise ValueError(f"--model_dir={model_dir!r} is not empty; pass --overwrite to replace an "
                      "earlier fine-tuning run there")
 
 
 def prepare(model_dir: str) -> None:
   """Creates model_dir and removes what an earlier fine-tuning run wrote there (only that)."""
-  if os.path.isdir(model_dir):
-    for name in os.listdir(model_dir):
-      path = os.path.join(model_dir, name)
+  if files.isdir(model_dir):
+    for name in files.listdir(model_dir):
+      path = files.join(model_dir, name)
       if name == "runs":
-        shutil.rmtree(path)
+        files.rmtree(path)
       elif name in _WRITTEN + TOKENIZER_FILES or name.startswith("ckpt-"):
-        os.remove(path)
-  os.makedirs(model_dir, exist_ok=True)
+        files.remove(path)
+  files.makedirs(model_dir)
+
+
+def _same_path(a: str, b: str) -> bool:
+  """Whether two directory names are the same place: URLs compared as given (less a trailing
+  '/'), local paths made absolute."""
+  if files.is_url(a) or files.is_url(b):
+    return files.normalize(a) == files.normalize(b)
+  return os.path.abspath(a) == os.path.abspath(b)  # local-only: both are local paths

@@ -33,8 +33,8 @@ This module is TF-free (the binary's flag table imports it).
 from __future__ import annotations
 
 import dataclasses
-import os
 
+from roberta_tf.common import files
 from roberta_tf.finetuning import task_types
 from roberta_tf.finetuning.task_data import TaskDataError, TextExample
 
@@ -129,22 +129,21 @@ def apply_preset(cfg):
   if not cfg.glue_task:
     return cfg
   task = get(cfg.glue_task)
-  if not cfg.data_dir or not os.path.isdir(cfg.data_dir):
+  if not cfg.data_dir or not files.isdir(cfg.data_dir):
     raise ValueError(f"--glue_task={task.name} needs --data_dir, GLUE's {task.folder} folder "
                      f"(got {cfg.data_dir!r})")
   return dataclasses.replace(
-      cfg, task=task.task_type, train_file=os.path.join(cfg.data_dir, "train.tsv"),
-      eval_file=os.path.join(cfg.data_dir, task.dev_files[0][1]), text_fields=task.text_fields,
+      cfg, task=task.task_type, train_file=files.join(cfg.data_dir, "train.tsv"),
+      eval_file=files.join(cfg.data_dir, task.dev_files[0][1]), text_fields=task.text_fields,
       label_field="", labels=task.labels, metric=cfg.metric or task.metric)
 
 
 def read_rows(path: str) -> list[tuple[int, list[str]]]:
   """(line number, fields) of each non-empty line: split at tabs, no quoting, "\\n" ends a line
   (a "\\r" before it is dropped), a UTF-8 byte-order mark is ignored."""
-  if not os.path.isfile(path):
+  if not files.isfile(path):
     raise TaskDataError(f"{path}: no such file")
-  with open(path, "rb") as f:
-    raw = f.read()
+  raw = files.read_bytes(path)
   try:
     text = raw.decode("utf-8-sig")
   except UnicodeDecodeError as e:
@@ -244,13 +243,13 @@ def read_data(task: GlueTask, data_dir: str, diagnostic: str = "", skip_bad: boo
   `skip_bad`: rows with the wrong column count are skipped and counted (read_file)."""
   def read(path, layout):
     return read_file(task, path, layout, skip_bad, log)
-  train, _ = read(os.path.join(data_dir, "train.tsv"), task.train)
-  dev = [(prefix, read(os.path.join(data_dir, name), task.train)[0])
+  train, _ = read(files.join(data_dir, "train.tsv"), task.train)
+  dev = [(prefix, read(files.join(data_dir, name), task.train)[0])
          for prefix, name in task.dev_files]
   test = []
   for out_name, name in task.test_files:
-    path = os.path.join(data_dir, name)
-    if os.path.isfile(path):
+    path = files.join(data_dir, name)
+    if files.isfile(path):
       test.append((out_name, *read(path, task.test)))
   if diagnostic:
     if task.name != "mnli":

@@ -14,12 +14,10 @@ name for classification (as GLUE spells it: "0"/"1", "entailment"/"not_entailmen
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import task_types
 
 HEADER = "index\tprediction"
@@ -49,11 +47,11 @@ def write_tsv(path: str, indices, predictions) -> None:
 
 def write_glue_predictions(directory: str, task, model, batch_size: int) -> list[str]:
   """Writes a leaderboard file per test set the task read (task.test_sets); returns the paths."""
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   paths = []
   for name, examples, indices in task.test_sets:
     logits = predict_logits(model, task, examples, batch_size)
-    path = os.path.join(directory, name)
+    path = files.join(directory, name)
     write_tsv(path, indices, prediction_strings(task.glue, logits))
     paths.append(path)
   return paths

@@ -17,11 +17,7 @@ read the chief's state on resume (a shared file system, as for pretraining).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.training import checkpointing
 
 STATE_DIR = "state"
@@ -36,7 +32,7 @@ class RunState:
   """Saves and restores one run's state (see the module docstring)."""
 
   def __init__(self, run_dir: str, train_step, is_chief: bool, task_id: int):
-    self.chief_dir = os.path.join(run_dir, STATE_DIR)
+    self.chief_dir = files.join(run_dir, STATE_DIR)
     self.is_chief = is_chief
     self.ckpt = checkpointing.Checkpointer(
         self.chief_dir, {"model": train_step.model, "optimizer": train_step.optimizer,
@@ -46,22 +42,21 @@ class RunState:
   def restore(self) -> dict | None:
     """Restores the saved state into the model/optimizer/train_step; returns its progress, or
     None when there is none (a fresh run)."""
-    path = os.path.join(self.chief_dir, PROGRESS_FILE)
-    if not os.path.isfile(path):
+    path = files.join(self.chief_dir, PROGRESS_FILE)
+    if not files.isfile(path):
       return None
-    with open(path, encoding="utf-8") as f:
-      progress = json.load(f)
-    self.ckpt.restore(os.path.join(self.chief_dir, progress["checkpoint"]))
+    progress = files.read_json(path)
+    self.ckpt.restore(files.join(self.chief_dir, progress["checkpoint"]))
     return progress
 
   def save(self, update: int, progress: dict) -> None:
     prefix = self.ckpt.save(update)  # every worker takes part
     if self.is_chief:
-      atomic_write.write_json(os.path.join(self.chief_dir, PROGRESS_FILE),
-                              {**progress, "checkpoint": os.path.basename(prefix)})
+      atomic_write.write_json(files.join(self.chief_dir, PROGRESS_FILE),
+                              {**progress, "checkpoint": files.basename(prefix)})
 
   def remove(self) -> None:
     """Drops the state of a finished run (the optimizer's moments are 2x the model's size)."""
     self.ckpt.close()
     if self.is_chief:
-      shutil.rmtree(self.chief_dir, ignore_errors=True)
+      files.rmtree(self.chief_dir, ignore_errors=True)

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.tokenization import tokenizer as tokenizer_lib
 
 STRIP = " \t\n\r\f\v"  # tf.strings.strip's (ASCII) whitespace: the SavedModel strips the same
@@ -78,8 +77,7 @@ def read_squad(path: str, require_answers: bool = True, skip_bad: bool = False,
       answerable question without answers.
   """
   try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      raw = f.read()
+    raw = files.read_text(path)
     data = json.loads(raw)
   except (OSError, tf.errors.OpError, json.JSONDecodeError, UnicodeDecodeError) as e:
     raise SquadError(f"{path}: cannot read SQuAD JSON: {e}") from e
@@ -402,5 +400,5 @@ def write_predictions(model_dir: str, predictions: dict[str, str],
               qid: [{**dataclasses.asdict(c), "null_score": null_scores[qid]} for c in cands]
               for qid, cands in nbest.items()}}
   for name, doc in docs.items():
-    atomic_write.write_json(os.path.join(model_dir, name), doc, indent=1, sort_keys=False,
+    atomic_write.write_json(files.join(model_dir, name), doc, indent=1, sort_keys=False,
                             ensure_ascii=False)

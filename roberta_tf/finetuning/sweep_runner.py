@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import os
-import shutil
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write, directory_lock
+from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -44,7 +41,8 @@ from roberta_tf.training.sigterm import SigtermFlag
 from roberta_tf.training.summaries import log
 
 DEFAULT_MAX_SEQ_LEN = 512  # the paper's, for random init without --max_seq_len
-SWEEP_FILE = os.path.join("runs", "sweep.json")
+RUNS_DIR = "runs"
+SWEEP_FILE = "sweep.json"  # in RUNS_DIR
 MARKDOWN_FILE = "results.md"
 # Settings that do not change the sweep's runs (predictions are made after the last run).
 _NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic", "peer_timeout")
@@ -57,7 +55,7 @@ def sweep_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaCo
     if cfg.max_seq_len > config.max_seq_len:
       raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds the pretrained model's "
                        f"{config.max_seq_len} (its position table)")
-  elif os.path.isfile(cfg.config):
+  elif files.isfile(cfg.config):
     config = models.RobertaConfig.load(cfg.config)
   else:
     config = models.preset(cfg.config, vocab_size=vocab_size,
@@ -82,12 +80,11 @@ def _sweep_settings(cfg: FinetuneConfig) -> dict:
 
 def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
   """The settings of the unfinished sweep in cfg.model_dir (no eval_results.json yet), or None."""
-  path = os.path.join(cfg.model_dir, SWEEP_FILE)
-  if (not os.path.isfile(path)
-      or os.path.isfile(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE))):
+  path = files.join(cfg.model_dir, RUNS_DIR, SWEEP_FILE)
+  if (not files.isfile(path)
+      or files.isfile(files.join(cfg.model_dir, finetuned_dir.RESULTS_FILE))):
     return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return files.read_json(path)
 
 
 def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
@@ -96,6 +93,7 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
   Returns eval_results.json's content, or {"stopped_by_signal": True, "run": ...} when SIGTERM
   stopped it (the state is saved; the same call again resumes).
   """
+  cfg.check_paths()
   cfg = glue.apply_preset(cfg)
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(cfg.strategy,
@@ -137,8 +135,8 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
                      f"{list(problem.metric_names())}")
   if chief and not resume:
     finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
-    os.makedirs(os.path.join(cfg.model_dir, os.path.dirname(SWEEP_FILE)), exist_ok=True)
-    atomic_write.write_json(os.path.join(cfg.model_dir, SWEEP_FILE), settings)
+    files.makedirs(files.join(cfg.model_dir, RUNS_DIR))
+    atomic_write.write_json(files.join(cfg.model_dir, RUNS_DIR, SWEEP_FILE), settings)
   keys = sweep.plan(cfg.batch_size_sweep, cfg.learning_rate_sweep, cfg.seed_list)
   log(f"{cfg.glue_task or cfg.task}: {problem.num_train} training / {problem.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
@@ -151,7 +149,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   runs, clock = [], SweepClock(len(keys) * cfg.epochs)
   with SigtermFlag() as sigterm:
     for key in keys:
-      run_dir = os.path.join(cfg.model_dir, "runs", key.name)
+      run_dir = files.join(cfg.model_dir, RUNS_DIR, key.name)
       run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed,
                                     learning_rate=key.learning_rate)
       run = finished_run(run_dir) or run_trial(run_cfg, problem, model_config, strategy, run_dir,
@@ -175,8 +173,8 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
 
   if not chief:  # the chief writes the model dir; the others drop their temporary saves
     for _, run in runs:
-      shutil.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
-                    ignore_errors=True)
+      files.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
+                   ignore_errors=True)
     return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
             **statistics}
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
@@ -187,7 +185,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   finetuned_dir.copy_tokenizer(vocab_dir, cfg.model_dir)
   if cfg.task == "extractive_qa":
     for name in ("predictions.json", "nbest_predictions.json"):
-      shutil.copyfile(os.path.join(best.run_dir, name), os.path.join(cfg.model_dir, name))
+      atomic_write.copy_file(files.join(best.run_dir, name), files.join(cfg.model_dir, name))
   written = []
   if problem.test_sets:
     written = predictions.write_glue_predictions(
@@ -197,15 +195,15 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
              "batch_size": kept_key.batch_size, "seed": kept_key.seed,
              "epoch": best.best_epoch, "init_from": cfg.init_from or None, **statistics,
-             "test_predictions": [os.path.basename(p) for p in written],
+             "test_predictions": [files.basename(p) for p in written],
              "runs": [{"batch_size": k.batch_size, "learning_rate": r.learning_rate,
                        "seed": k.seed, "epoch": r.best_epoch, "metrics": r.metrics,
                        "history": r.history} for k, r in runs]}
   title = (f"{cfg.glue_task or cfg.task}: {len(cfg.batch_size_sweep)} batch sizes x "
            f"{len(cfg.learning_rate_sweep)} learning rates x {cfg.seeds} seeds")
-  atomic_write.write_text(os.path.join(cfg.model_dir, MARKDOWN_FILE),
+  atomic_write.write_text(files.join(cfg.model_dir, MARKDOWN_FILE),
                           sweep.markdown(summary, metric, title, best.best_epoch))
-  atomic_write.write_json(os.path.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
+  atomic_write.write_json(files.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
   spread = statistics["spread"][metric]
   log(f"best configuration bs {best_config['batch_size']} lr {best_config['learning_rate']:g}: "
       f"dev {metric} median {statistics['median'][metric]:.4f} (min {spread['min']:.4f}, max "

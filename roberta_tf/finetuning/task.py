@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, squad, warm_start
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -196,11 +195,11 @@ class FineTuningTask:
     best_epoch = progress["best_epoch"]
     self.result = TrialResult(
         self.cfg.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
-        os.path.join(self.run_dir, os.path.basename(progress["best_prefix"])), self.run_dir)
+        files.join(self.run_dir, files.basename(progress["best_prefix"])), self.run_dir)
     if self.chief:
-      atomic_write.write_json(os.path.join(self.run_dir, finetuned_dir.RESULTS_FILE),
+      atomic_write.write_json(files.join(self.run_dir, finetuned_dir.RESULTS_FILE),
                               {**self.result.metrics, "learning_rate": self.cfg.learning_rate,
                                "epoch": best_epoch, "history": history,
-                               "checkpoint": os.path.basename(progress["best_prefix"])})
+                               "checkpoint": files.basename(progress["best_prefix"])})
     self.state.remove()
 

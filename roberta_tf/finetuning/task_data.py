@@ -16,14 +16,17 @@ or one object per question {"article"|"context", "question", "options": [str], "
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import gzip
 import io
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+
+from roberta_tf.common import files
 
 
 class TaskDataError(ValueError):
@@ -48,11 +51,20 @@ class ChoiceExample:
   label: int | None
 
 
-def _open_text(path: str):
-  if not os.path.isfile(path):
+@contextlib.contextmanager
+def _open_text(path: str) -> Iterator[io.TextIOWrapper]:
+  """`path` (a local path or a URL; gunzipped when its name ends .gz) as UTF-8 text, lines
+  untranslated (csv's newline="")."""
+  if not files.isfile(path):
     raise TaskDataError(f"{path}: no such file")
-  raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-  return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+  with files.open(path, "rb") as raw:
+    with (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz")
+          else contextlib.nullcontext(raw)) as data:
+      text = io.TextIOWrapper(data, encoding="utf-8", newline="")
+      try:
+        yield text
+      finally:
+        text.detach()  # the `with`s above close the streams
 
 
 def _format(path: str) -> str:
@@ -247,15 +259,15 @@ def read_choice_examples(path: str, require_labels: bool = True) -> list[ChoiceE
   All questions must have the same number of options (RACE: 4): the model scores a fixed
   [B, C] grid of options.
   """
-  if os.path.isdir(path):
-    files = sorted(os.path.join(root, n) for root, _, names in os.walk(path) for n in names
+  if files.isdir(path):
+    names = sorted(files.join(root, n) for root, _, found in files.walk(path) for n in found
                    if n.endswith((".json", ".jsonl", ".txt", ".json.gz", ".jsonl.gz")))
-    if not files:
+    if not names:
       raise TaskDataError(f"{path}: directory holds no .json/.jsonl/.txt files")
   else:
-    files = [path]
+    names = [path]
   examples = []
-  for name in files:
+  for name in names:
     with _open_text(name) as f:
       try:
         text = f.read()

@@ -15,13 +15,11 @@ result equals an uninterrupted run's. A finished run is read back from its eval_
 
 from __future__ import annotations
 
-import json
-import os
-
 import keras
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, run_state
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -36,13 +34,12 @@ from roberta_tf.training.task import build_train_step
 
 def finished_run(run_dir: str) -> TrialResult | None:
   """A run of an earlier attempt of this sweep that finished, read back; else None."""
-  path = os.path.join(run_dir, finetuned_dir.RESULTS_FILE)
-  if not os.path.isfile(path):
+  path = files.join(run_dir, finetuned_dir.RESULTS_FILE)
+  if not files.isfile(path):
     return None
-  with open(path, encoding="utf-8") as f:
-    doc = json.load(f)
+  doc = files.read_json(path)
   return TrialResult(doc["learning_rate"], doc["epoch"], doc["history"][doc["epoch"] - 1]["dev"],
-                   doc["history"], os.path.join(run_dir, doc["checkpoint"]), run_dir)
+                     doc["history"], files.join(run_dir, doc["checkpoint"]), run_dir)
 
 
 class SweepClock:
@@ -79,7 +76,7 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
   if update:
     log(f"{name}: resumed at update {update} (epoch "
         f"{update // task.steps_per_epoch + 1}) from {run_dir}/{run_state.STATE_DIR}")
-  os.makedirs(save_dir, exist_ok=True)
+  files.makedirs(save_dir)
   task.attach(train_step, state, progress, save_dir)
   steps = task.steps_per_epoch
   result = loop_lib.Loop(strategy, train_step, task, loop_lib.LoopSchedule(

@@ -13,9 +13,8 @@
 
 from __future__ import annotations
 
-import os
-
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, heads
 from roberta_tf.finetuning.problems import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
@@ -23,7 +22,7 @@ from roberta_tf.models import model_dir as model_dir_lib
 
 def source_task(init_from: str) -> ProblemInfo | None:
   """The ProblemInfo of a fine-tuned init_from dir; None for a pretrained one (or none)."""
-  if not init_from or not os.path.isfile(os.path.join(init_from, finetuned_dir.CONFIG_FILE)):
+  if not init_from or not files.isfile(files.join(init_from, finetuned_dir.CONFIG_FILE)):
     return None
   try:
     return finetuned_dir.read_task_info(init_from)

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text, files
 
 
 class ConfigError(ValueError):
@@ -164,9 +164,10 @@ class RobertaConfig:
   @classmethod
   def load(cls, path: str) -> RobertaConfig:
     try:
-      with open(path, encoding="utf-8") as f:
-        text = f.read()
-    except OSError as e:
+      text = files.read_text(path)
+    except Exception as e:  # OSError, or a TF file system's error on a URL
+      if not (isinstance(e, OSError) or error_text.is_tf_error(e)):
+        raise
       raise ConfigError(f"cannot read model config {path}: {e}") from e
     try:
       return cls.from_json(text)

@@ -11,9 +11,7 @@ tokenizer and roberta-base's do; not normalized), and `model_max_length` = the m
 
 from __future__ import annotations
 
-import os
-
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.tokenization import vocab_files
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -68,7 +66,7 @@ def write(hf_dir: str, vocab_path: str, max_seq_len: int) -> list[str]:
   missing = [t for t in vocab_files.SPECIAL_TOKENS.values() if t not in vocab]
   if missing:
     raise vocab_files.VocabFileError(f"{vocab_path} lacks the special tokens {missing}")
-  atomic_write.write_json(os.path.join(hf_dir, TOKENIZER_CONFIG_FILE),
+  atomic_write.write_json(files.join(hf_dir, TOKENIZER_CONFIG_FILE),
                           tokenizer_config(vocab, max_seq_len))
-  atomic_write.write_json(os.path.join(hf_dir, SPECIAL_TOKENS_MAP_FILE), special_tokens_map())
+  atomic_write.write_json(files.join(hf_dir, SPECIAL_TOKENS_MAP_FILE), special_tokens_map())
   return list(FILES)

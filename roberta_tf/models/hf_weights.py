@@ -1,6 +1,8 @@
 """Hugging Face `RobertaForMaskedLM` checkpoints (config.json + model.safetensors) in and out.
 
-Read and written with the `safetensors` numpy API: no torch, no pickle. The mapping:
+Read and written with the `safetensors` numpy API: no torch, no pickle; an HF dir may be a URL
+(a URL's safetensors file is read from a local copy, and written locally then uploaded whole).
+The mapping:
 
 | HF key (layer i)                                | ours                                          |
 |-------------------------------------------------|-----------------------------------------------|
@@ -40,12 +42,11 @@ the word embeddings: the decoder is tied) and `lm_head.decoder.bias` (an alias o
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text, files
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
 from roberta_tf.models.pretrainer import RobertaPretrainer
@@ -293,23 +294,25 @@ def set_from_hf_tensors(pretrainer: RobertaPretrainer, tensors: dict[str, np.nda
 
 def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
   """(config.json dict, tensors) of an HF model directory (single or sharded safetensors)."""
-  config_path = os.path.join(hf_dir, CONFIG_FILE)
-  if not os.path.isfile(config_path):
+  config_path = files.join(hf_dir, CONFIG_FILE)
+  if not files.isfile(config_path):
     raise HFCheckpointError(f"{config_path} not found: is {hf_dir!r} a Hugging Face model dir?")
   try:
-    with open(config_path, encoding="utf-8") as f:
-      hf_config = json.load(f)
+    hf_config = files.read_json(config_path)
   except (OSError, json.JSONDecodeError) as e:
     raise HFCheckpointError(f"{config_path} is not valid JSON: {e}") from e
-  weights_path = os.path.join(hf_dir, WEIGHTS_FILE)
-  index_path = os.path.join(hf_dir, WEIGHTS_INDEX_FILE)
-  if os.path.isfile(weights_path):
-    files = [weights_path]
-  elif os.path.isfile(index_path):
+  except Exception as e:  # a TF file system's error on a URL
+    if not error_text.is_tf_error(e):
+      raise
+    raise HFCheckpointError(f"cannot read {config_path}: {error_text.one_line(e)}") from e
+  weights_path = files.join(hf_dir, WEIGHTS_FILE)
+  index_path = files.join(hf_dir, WEIGHTS_INDEX_FILE)
+  if files.isfile(weights_path):
+    shards = [weights_path]
+  elif files.isfile(index_path):
     try:
-      with open(index_path, encoding="utf-8") as f:
-        files = [os.path.join(hf_dir, name)
-                 for name in sorted(set(json.load(f)["weight_map"].values()))]
+      shards = [files.join(hf_dir, name)
+                for name in sorted(set(files.read_json(index_path)["weight_map"].values()))]
     except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
       raise HFCheckpointError(f"{index_path} is not a safetensors index (a JSON object with a "
                               f"'weight_map'): {e!r}") from e
@@ -317,9 +320,11 @@ def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
     raise HFCheckpointError(f"{weights_path} not found (only safetensors checkpoints are read; "
                             "convert pytorch_model.bin with transformers first)")
   tensors = {}
-  for path in files:
+  for path in shards:
     try:
-      tensors.update(load_file(path))
+      # safetensors memory-maps a local file; a URL's is copied to a local temporary first.
+      with files.local_copy(path) as local:
+        tensors.update(load_file(local))
     except Exception as e:  # safetensors raises its own error types
       raise HFCheckpointError(f"cannot read {path}: {e}") from e
   return hf_config, tensors
@@ -328,21 +333,22 @@ def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
 def load_hf(hf_dir: str, dtype=None) -> RobertaPretrainer:
   """A RobertaPretrainer with the weights of the HF RobertaForMaskedLM in `hf_dir`."""
   hf_config, tensors = read_hf_dir(hf_dir)
-  config = config_from_hf(hf_config, os.path.join(hf_dir, CONFIG_FILE))
+  config = config_from_hf(hf_config, files.join(hf_dir, CONFIG_FILE))
   pretrainer = RobertaPretrainer(config, dtype=dtype)
-  set_from_hf_tensors(pretrainer, tensors, os.path.join(hf_dir, WEIGHTS_FILE))
+  set_from_hf_tensors(pretrainer, tensors, files.join(hf_dir, WEIGHTS_FILE))
   return pretrainer
 
 
 def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:
   """Writes config.json + model.safetensors that transformers' RobertaForMaskedLM loads.
 
-  Files are written under temporary names and renamed when complete.
+  Files are written under temporary names and renamed when complete (on a URL: written
+  locally, then uploaded whole; atomic_write).
   """
   _weight_map(pretrainer)  # refuses what has no HF equivalent before anything is written
-  os.makedirs(hf_dir, exist_ok=True)
-  weights_path = os.path.join(hf_dir, WEIGHTS_FILE)
-  config_path = os.path.join(hf_dir, CONFIG_FILE)
+  files.makedirs(hf_dir)
+  weights_path = files.join(hf_dir, WEIGHTS_FILE)
+  config_path = files.join(hf_dir, CONFIG_FILE)
   # transformers refuses safetensors files without format metadata.
   with atomic_write.atomic_path(weights_path, umask_mode=True) as tmp:
     save_file(to_hf_tensors(pretrainer), tmp, metadata={"format": "pt"})

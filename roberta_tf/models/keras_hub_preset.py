@@ -32,11 +32,10 @@ standalone `RobertaMaskedLMPreprocessor.from_preset(dir)` therefore needs
 from __future__ import annotations
 
 import json
-import os
 
 import keras_hub
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text, files
 from roberta_tf.models import keras_hub_weights
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.pretrainer import RobertaPretrainer
@@ -48,7 +47,7 @@ TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 # Where keras-hub's tokenizer keeps its assets: {vocabulary.json, merges.txt} are our
 # {vocab.json, merges.txt}, byte for byte the same format.
-TOKENIZER_ASSETS = os.path.join("assets", "tokenizer")
+TOKENIZER_ASSETS = "assets/tokenizer"
 ASSET_NAMES = {"vocab.json": "vocabulary.json", "merges.txt": "merges.txt"}
 
 
@@ -70,13 +69,15 @@ def _check_special_ids(tokenizer, config: RobertaConfig, source: str) -> None:
                               f"model's vocab_size {config.vocab_size}")
 
 
-def build_masked_lm(pretrainer: RobertaPretrainer, vocab_path: str,
-                    merges_path: str) -> keras_hub.models.RobertaMaskedLM:
+def build_masked_lm(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str,
+                    source: str | None = None) -> keras_hub.models.RobertaMaskedLM:
   """A keras-hub RobertaMaskedLM (with its preprocessor) holding `pretrainer`'s weights.
 
   Args:
     pretrainer: our model (float32 weights).
-    vocab_path, merges_path: its vocab.json and merges.txt.
+    vocab_path, merges_path: its vocab.json and merges.txt (local paths: keras-hub's
+      tokenizer opens them with `open`; `save_preset` takes URLs).
+    source: the vocabulary's name in messages (default: vocab_path).
 
   Returns:
     RobertaMaskedLM whose backbone and MLM head equal ours; its preprocessor packs to
@@ -84,7 +85,7 @@ def build_masked_lm(pretrainer: RobertaPretrainer, vocab_path: str,
   """
   config = pretrainer.config
   tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab_path, merges=merges_path)
-  _check_special_ids(tokenizer, config, vocab_path)
+  _check_special_ids(tokenizer, config, source or vocab_path)
   backbone = keras_hub_weights.build_backbone(config)
   keras_hub_weights.copy_to_backbone(pretrainer.encoder, backbone)
   preprocessor = keras_hub.models.RobertaMaskedLMPreprocessor(
@@ -109,41 +110,48 @@ def save_preset(pretrainer: RobertaPretrainer, vocab_path: str, merges_path: str
     raise KerasHubPresetError("this model has segment token types / an NSP head (the "
                               "input-format ablation's); keras-hub's RobertaBackbone has neither")
   keras_hub_weights.check_supported(pretrainer.config)  # pre-LN / gated FFN: refused, named
-  preset_dir = os.path.normpath(preset_dir)
-  if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
+  preset_dir = files.normalize(preset_dir)
+  if files.exists(preset_dir) and not files.isdir(preset_dir):
     raise KerasHubPresetError(f"{preset_dir!r} exists and is not a directory")
-  if os.path.isdir(preset_dir) and os.listdir(preset_dir) and not overwrite:
+  if files.isdir(preset_dir) and files.listdir(preset_dir) and not overwrite:
     raise KerasHubPresetError(f"{preset_dir!r} exists and is not empty; pass --overwrite to "
                               f"replace it")
-  masked_lm = build_masked_lm(pretrainer, vocab_path, merges_path)
-  classifier_preprocessor = keras_hub.models.RobertaTextClassifierPreprocessor(
-      masked_lm.preprocessor.tokenizer, sequence_length=pretrainer.config.max_seq_len)
-  with atomic_write.atomic_dir(preset_dir) as tmp:
-    masked_lm.save_to_preset(tmp)
-    classifier_preprocessor.save_to_preset(tmp)  # preprocessor.json: see the module docstring
+  # keras-hub reads and writes local files only: the vocabulary is read from local copies
+  # (of URLs), and the preset is written to a local directory that atomic_dir publishes.
+  with files.local_copy(vocab_path) as vocab, files.local_copy(merges_path) as merges:
+    masked_lm = build_masked_lm(pretrainer, vocab, merges, source=vocab_path)
+    classifier_preprocessor = keras_hub.models.RobertaTextClassifierPreprocessor(
+        masked_lm.preprocessor.tokenizer, sequence_length=pretrainer.config.max_seq_len)
+    with atomic_write.atomic_dir(preset_dir) as tmp:
+      masked_lm.save_to_preset(tmp)
+      classifier_preprocessor.save_to_preset(tmp)  # preprocessor.json: see the module docstring
 
 
 def _read_json(path: str) -> dict:
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    return files.read_json(path)
   except (OSError, json.JSONDecodeError) as e:
     raise KerasHubPresetError(f"cannot read {path}: {e}") from e
+  except Exception as e:  # a TF file system's error on a URL
+    if not error_text.is_tf_error(e):
+      raise
+    raise KerasHubPresetError(f"cannot read {path}: {error_text.one_line(e)}") from e
 
 
 def has_masked_lm_head(preset_dir: str) -> bool:
   """Whether the preset holds a RobertaMaskedLM task with its weights (else: backbone only)."""
-  task = os.path.join(preset_dir, TASK_FILE)
-  return (os.path.isfile(task) and os.path.isfile(os.path.join(preset_dir, TASK_WEIGHTS_FILE))
+  task = files.join(preset_dir, TASK_FILE)
+  return (files.isfile(task) and files.isfile(files.join(preset_dir, TASK_WEIGHTS_FILE))
           and _read_json(task).get("registered_name") == MASKED_LM_CLASS)
 
 
 def check_preset(preset_dir: str) -> None:
-  """Raises KerasHubPresetError unless `preset_dir` is a local keras-hub RoBERTa preset."""
-  config_path = os.path.join(preset_dir, CONFIG_FILE)
-  if not os.path.isdir(preset_dir):
+  """Raises KerasHubPresetError unless `preset_dir` (a path or URL) is a keras-hub RoBERTa
+  preset directory."""
+  config_path = files.join(preset_dir, CONFIG_FILE)
+  if not files.isdir(preset_dir):
     raise KerasHubPresetError(f"keras-hub preset {preset_dir!r} is not a directory")
-  if not os.path.isfile(config_path):
+  if not files.isfile(config_path):
     raise KerasHubPresetError(f"{config_path} not found: {preset_dir!r} is not a keras-hub "
                               f"preset (save_to_preset writes config.json + model.weights.h5)")
   name = _read_json(config_path).get("registered_name")
@@ -154,16 +162,18 @@ def check_preset(preset_dir: str) -> None:
 
 def vocab_paths(preset_dir: str) -> dict[str, str] | None:
   """{our file name: path in the preset} of the tokenizer's assets, or None if it has none."""
-  paths = {ours: os.path.join(preset_dir, TOKENIZER_ASSETS, theirs)
+  paths = {ours: files.join(preset_dir, TOKENIZER_ASSETS, theirs)
            for ours, theirs in ASSET_NAMES.items()}
-  return paths if all(os.path.isfile(p) for p in paths.values()) else None
+  return paths if all(files.isfile(p) for p in paths.values()) else None
 
 
 def load_preset(preset_dir: str, dtype=None) -> tuple[RobertaPretrainer, bool]:
   """Our pretrainer with a keras-hub RoBERTa preset's weights.
 
   Args:
-    preset_dir: a local preset directory (from `save_to_preset`, ours or keras-hub's).
+    preset_dir: a preset directory, local or a URL (from `save_to_preset`, ours or
+      keras-hub's). keras-hub reads local files only (a URL it would copy into a cache under
+      ~/.keras that it never refreshes), so a URL's preset is read from a local copy.
     dtype: the dtype policy to build our model with.
 
   Returns:
@@ -176,15 +186,17 @@ def load_preset(preset_dir: str, dtype=None) -> tuple[RobertaPretrainer, bool]:
   """
   check_preset(preset_dir)
   head_loaded = has_masked_lm_head(preset_dir)
-  if head_loaded:
-    masked_lm = keras_hub.models.RobertaMaskedLM.from_preset(preset_dir, dtype="float32")
-    backbone = masked_lm.backbone
-  else:
-    backbone = keras_hub.models.RobertaBackbone.from_preset(preset_dir, dtype="float32")
-  config = keras_hub_weights.config_from_backbone(backbone)
-  if vocab_paths(preset_dir):
-    tokenizer = keras_hub.models.RobertaTokenizer.from_preset(preset_dir)
-    _check_special_ids(tokenizer, config, os.path.join(preset_dir, TOKENIZER_ASSETS))
+  has_tokenizer = bool(vocab_paths(preset_dir))
+  with files.local_copy(preset_dir) as local:
+    if head_loaded:
+      masked_lm = keras_hub.models.RobertaMaskedLM.from_preset(local, dtype="float32")
+      backbone = masked_lm.backbone
+    else:
+      backbone = keras_hub.models.RobertaBackbone.from_preset(local, dtype="float32")
+    config = keras_hub_weights.config_from_backbone(backbone)
+    if has_tokenizer:
+      tokenizer = keras_hub.models.RobertaTokenizer.from_preset(local)
+      _check_special_ids(tokenizer, config, files.join(preset_dir, TOKENIZER_ASSETS))
   pretrainer = RobertaPretrainer(config, dtype=dtype)
   keras_hub_weights.copy_from_backbone(backbone, pretrainer.encoder)
   if head_loaded:

@@ -7,7 +7,8 @@ model_dir/
   ckpt-N.index, ckpt-N.data-*      variables; the object key "model" is the RobertaPretrainer
 ```
 Training writes more keys into the same checkpoints (optimizer, step, data position); `load`
-restores only "model" and ignores the rest.
+restores only "model" and ignores the rest. A model dir may be a URL (gs://, ram://, ...):
+`save` writes it locally and publishes it whole (atomic_write.atomic_dir).
 
 Checkpoint keys follow TF's object graph: `model/encoder/_operations/<i>/<sublayer>/...` (i is
 the layer's place in the functional graph: 2 = embeddings, 3.. = transformer layers, fixed by
@@ -17,14 +18,12 @@ the layer's place in the functional graph: 2 = embeddings, 3.. = transformer lay
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text
+from roberta_tf.common import files as fileio  # `files` is save()'s argument
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models.config import ConfigError, RobertaConfig
 from roberta_tf.models.pretrainer import RobertaPretrainer
@@ -43,15 +42,18 @@ def read_config(model_dir: str) -> RobertaConfig:
   config.json is either a RobertaConfig object or a run's resolved config
   `{"model": RobertaConfig, "training": ..., ...}` as training writes it.
   """
-  path = os.path.join(model_dir, CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
+  path = fileio.join(model_dir, CONFIG_FILE)
+  if not fileio.exists(path):
     raise ModelDirError(f"{path} not found: {model_dir!r} is not a model directory "
                         f"(expected {CONFIG_FILE} and a TF checkpoint)")
   try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
+    values = fileio.read_json(path)
+  except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
     raise ModelDirError(f"{path} is not valid JSON: {e}") from e
+  except Exception as e:  # a TF file system's error on a URL
+    if not error_text.is_tf_error(e):
+      raise
+    raise ModelDirError(f"cannot read {path}: {error_text.one_line(e)}") from e
   if isinstance(values, dict) and isinstance(values.get("model"), dict):
     values = values["model"]
   try:
@@ -70,7 +72,7 @@ def latest_checkpoint(model_dir: str) -> str:
   """
   steps = checkpoint_files.steps_on_disk(model_dir)
   if not steps:
-    if not os.path.isdir(model_dir):
+    if not fileio.isdir(model_dir):
       raise ModelDirError(f"{model_dir!r} is not a directory (expected a model dir: config.json "
                           f"and {CHECKPOINT_NAME}-N checkpoint files)")
     raise ModelDirError(f"no TF checkpoint in {model_dir!r} (expected {CHECKPOINT_NAME}-N.index "
@@ -85,13 +87,15 @@ def latest_checkpoint(model_dir: str) -> str:
 
 def check_checkpoint(prefix: str) -> None:
   """Raises ModelDirError unless `prefix` names a complete checkpoint (its files are there)."""
-  if os.path.isdir(prefix):
+  # A prefix with an index file is a checkpoint, whatever isdir says (ram:// calls every
+  # prefix of a file name a directory).
+  if fileio.isdir(prefix) and not fileio.exists(prefix + ".index"):
     raise ModelDirError(f"checkpoint {prefix!r} is a directory; give a checkpoint prefix such as "
-                        f"{os.path.join(prefix, CHECKPOINT_NAME)}-N")
-  if not tf.io.gfile.exists(prefix + ".index") and not checkpoint_files.files_of(prefix):
-    directory = os.path.dirname(prefix) or "."
+                        f"{fileio.join(prefix, CHECKPOINT_NAME)}-N")
+  if not fileio.exists(prefix + ".index") and not checkpoint_files.files_of(prefix):
+    directory = fileio.dirname(prefix) or "."
     raise ModelDirError(f"checkpoint {prefix!r} not found (no {prefix}.index; give a prefix "
-                        f"such as {os.path.join(directory, CHECKPOINT_NAME)}-N)")
+                        f"such as {fileio.join(directory, CHECKPOINT_NAME)}-N)")
   what = checkpoint_files.problem(prefix)
   if what:
     raise ModelDirError(checkpoint_files.damaged_message(prefix, what))
@@ -161,16 +165,17 @@ def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False,
   Returns:
     The checkpoint prefix inside `model_dir`.
   """
-  model_dir = os.path.normpath(model_dir)
-  if os.path.isdir(model_dir) and os.listdir(model_dir) and not overwrite:
+  model_dir = fileio.normalize(model_dir)
+  if fileio.isdir(model_dir) and fileio.listdir(model_dir) and not overwrite:
     raise ModelDirError(f"{model_dir!r} exists and is not empty; refusing to overwrite it")
-  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+  if fileio.exists(model_dir) and not fileio.isdir(model_dir):
     raise ModelDirError(f"{model_dir!r} exists and is not a directory")
-  with atomic_write.atomic_dir(model_dir) as tmp:  # disk full: no half-written copy
-    pretrainer.config.save(os.path.join(tmp, CONFIG_FILE))
+  # Disk full: no half-written copy. On a URL `tmp` is a local directory, uploaded when done.
+  with atomic_write.atomic_dir(model_dir) as tmp:
+    pretrainer.config.save(fileio.join(tmp, CONFIG_FILE))
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer), tmp,
                                          max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
     prefix = manager.save(checkpoint_number=0)
     for name, src in (files or {}).items():
-      shutil.copyfile(src, os.path.join(tmp, name))
-  return os.path.join(model_dir, os.path.basename(prefix))
+      fileio.copy(src, fileio.join(tmp, name))  # `src` may be a URL (a preset's vocabulary)
+  return fileio.join(model_dir, fileio.basename(prefix))

@@ -4,11 +4,17 @@ unigram baseline (the plateau check's reference)."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import dataset_info, pipeline, unigram
+from roberta_tf.common import files
+from roberta_tf.data import dataset_info, pipeline, training_stream, unigram
+from roberta_tf.models import checkpoint_files
 from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
 
 
@@ -20,22 +26,59 @@ def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int
                      f"--grad_accum_steps ({cfg.grad_accum_steps})")
   return cfg.batch_size // (replicas * cfg.grad_accum_steps)
 
+def recorded_input_lanes(model_dir: str) -> int | None:
+  """The input lanes config.json's "training" section records; 1 for a config.json written
+  before lanes (its run read the one-lane stream); None without a readable config.json."""
+  try:
+    with tf.io.gfile.GFile(files.join(model_dir, "config.json"), "r") as f:
+      training = json.load(f).get("training")
+  except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError):
+    return None
+  return int(training.get("input_lanes", 1)) if isinstance(training, dict) else None
+
+
+def input_lanes(cfg: TrainConfig, info: dict) -> int:
+  """The run's input lanes L (data/training_stream.py): a resume (checkpoints in --model_dir,
+  no --overwrite) keeps the recorded L, so its data position means the same stream; a new run
+  takes `effective_lanes(--input_lanes, train shards, --batch_size)`, which depends on no world
+  size. A resume whose --batch_size the recorded L does not divide (the data order changes
+  anyway: warn_if_data_order_changed) goes on with gcd(L, --batch_size), which still divides
+  the position. Every worker computes the same value, before or after the chief rewrites
+  config.json with it (model_dir_setup.prepare_model_dir)."""
+  if not cfg.overwrite and checkpoint_files.steps_on_disk(cfg.model_dir):
+    recorded = recorded_input_lanes(cfg.model_dir)
+    if recorded is not None:
+      return math.gcd(recorded, cfg.batch_size)
+  return training_stream.effective_lanes(
+      cfg.input_lanes, len(info["splits"]["train"]["shards"]), cfg.batch_size)
+
+
 def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                    model_config: models.RobertaConfig, start: int):
   """The distributed train dataset (from sequence ``start`` of the global stream) and eval.
 
   The train stream is one sequence order for every split of the global batch (replicas x
-  accumulation steps; data/pipeline.py), positioned by arithmetic: a resume reads no batch it
-  does not use, and may change the number of replicas or accumulation steps.
+  accumulation steps and workers; data/training_stream.py), positioned by arithmetic: a resume
+  reads no batch it does not use, and may change the number of replicas, workers or
+  accumulation steps. Each worker reads only its share of the run's input lanes when the
+  number of workers divides them.
   """
   per_replica = per_replica_batch(cfg, strategy)
+  info = dataset_info.read(cfg.train_data)
+  lanes = input_lanes(cfg, info)
+  if lanes != training_stream.effective_lanes(
+      cfg.input_lanes, len(info["splits"]["train"]["shards"]), cfg.batch_size) and (
+          strategy_lib.is_chief(strategy)):
+    summaries_lib.log(f"input lanes: {lanes}, the run's (config.json); --input_lanes="
+                      f"{cfg.input_lanes} applies to new runs")
   common = dict(per_replica_batch_size=per_replica, max_seq_len=cfg.max_seq_len,
                 masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
 
   def train_fn(ctx: tf.distribute.InputContext):
     return pipeline.build_dataset(cfg.train_data, "train", training=True, start=start,
-                                  shuffle_buffer=cfg.shuffle_buffer, input_context=ctx, **common)
+                                  shuffle_buffer=cfg.shuffle_buffer, input_lanes=lanes,
+                                  global_batch_size=cfg.batch_size, input_context=ctx, **common)
 
   train = strategy.distribute_datasets_from_function(train_fn)
   evaluation = None

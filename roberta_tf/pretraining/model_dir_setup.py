@@ -5,15 +5,15 @@ this order: clean_model_dir, check_resumable, check_schedule_change, prepare_mod
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
-import shutil
+
+import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.data import vocab_info
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.pretraining import mlm_evaluation
+from roberta_tf.pretraining import inputs, mlm_evaluation
 from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
 from roberta_tf.tokenization.vocab_files import copy_vocab_files
 from roberta_tf.training import checkpointing
@@ -32,12 +32,12 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
   the newest complete checkpoint and says why."""
   if cfg.overwrite:
     removed = [p for pattern in _RUN_OUTPUTS
-               for p in glob.glob(os.path.join(glob.escape(cfg.model_dir), pattern))]
+               for p in files.glob(files.join(files.escape(cfg.model_dir), pattern))]
     for path in removed:
-      if os.path.isdir(path):
-        shutil.rmtree(path)
+      if files.isdir(path):
+        files.rmtree(path)
       else:
-        os.remove(path)
+        files.remove(path)
     if removed:
       log(f"--overwrite: deleted {len(removed)} checkpoint files and log directories of the "
           f"earlier run in {cfg.model_dir}")
@@ -54,11 +54,13 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
         f"--model_dir={cfg.model_dir} holds checkpoint files but no complete checkpoint "
         f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
 
-def check_resumable(model_dir: str, model_config) -> None:
+def check_resumable(model_dir: str, model_config, shards_max_seq_len: int = 0) -> None:
   """Refuses to resume a model dir whose checkpoints belong to another architecture.
 
   Checked before config.json is rewritten, so a wrong --config/--init_from never leaves the old
-  checkpoints beside a config.json that does not describe them. Dropout may change.
+  checkpoints beside a config.json that does not describe them. Dropout may change, and so may
+  the position table grow when the train shards (`shards_max_seq_len`) hold sequences longer
+  than it: the next phase of a shorter-then-longer schedule (run.py grows the table).
   """
   if not checkpoint_files.steps_on_disk(model_dir):
     return
@@ -70,13 +72,58 @@ def check_resumable(model_dir: str, model_config) -> None:
   # Every field, defaults included (to_dict leaves the ablation's fields out when unset).
   new_d, old_d = dataclasses.asdict(model_config), dataclasses.asdict(old)
   diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
+  if (diff == ["max_positions"] and new_d["max_positions"] > old_d["max_positions"]
+      and shards_max_seq_len > old.max_seq_len):
+    return  # a longer phase: the table grows on resume (run.py, shorter_checkpoint_config)
   if diff:
     hint = ("--config/--init_from it was trained with" if diff != ["type_vocab_size"] else
             "--type_embedding setting it was trained with (--notype_embedding for 0)")
+    if diff == ["vocab_size"] and new_d["vocab_size"] > old_d["vocab_size"]:
+      hint = (f"vocabulary it was trained with; to continue it on shards of a grown vocabulary, "
+              f"start a new model dir from it: --init_from={model_dir} --model_dir=NEW")
     raise ValueError(
         f"--model_dir={model_dir!r} holds checkpoints of another model ("
         + ", ".join(f"{k}: {old_d.get(k)} there, {new_d[k]} now" for k in diff)
         + f"): use a new --model_dir, or the {hint}")
+
+def shorter_checkpoint_config(model_dir: str, model_config):
+  """The config of the newest complete checkpoint in `model_dir` when its position table is
+  shorter than `model_config`'s (a longer phase resuming a shorter one's model dir: run.py grows
+  the table), else None. Read from the checkpoint's shapes, so a resume stopped before its first
+  grown save (config.json already rewritten) grows again."""
+  prefix = checkpoint_files.newest_complete(model_dir)
+  if prefix is None:
+    return None
+  shape = _checkpoint_shape(prefix, "model", ("position_embedding", "_embeddings"))
+  if not shape or shape[0] >= model_config.max_positions:
+    return None
+  return model_config.replace(max_positions=shape[0])
+
+def _checkpoint_shape(prefix: str, root: str, tail: tuple[str, ...]) -> list[int] | None:
+  """The shape of the variable at object path `root`/.../`tail` in a checkpoint (its object
+  graph: a training checkpoint files a model variable under the key of whichever path reached
+  it first, often the optimizer's), or None when unreadable or absent."""
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=import-outside-toplevel
+  try:
+    reader = checkpoint_files.reader(prefix)  # not tf.train.load_checkpoint: URLs (see there)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  except (tf.errors.OpError, ValueError, IndexError, RuntimeError):
+    # Unreadable (IndexError: TF's reader on a short data file): the restore names the problem.
+    return None
+  start = [c.node_id for c in graph.nodes[0].children if c.local_name == root]
+  queue, seen = [(n, ()) for n in start], set(start)
+  while queue:
+    node, path = queue.pop(0)
+    if path[-len(tail):] == tail:
+      keys = [a.checkpoint_key for a in graph.nodes[node].attributes
+              if a.name == "VARIABLE_VALUE"]
+      return list(reader.get_variable_to_shape_map()[keys[0]]) if keys else None
+    for child in graph.nodes[node].children:
+      if child.node_id not in seen:
+        seen.add(child.node_id)
+        queue.append((child.node_id, (path + (child.local_name,))[-len(tail):]))
+  return None
 
 # Settings that shape the update at a step besides the data: a resume that changes them goes on
 # from the checkpoint's step under the new values (see check_schedule_change).
@@ -152,6 +199,8 @@ def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.Roberta
   """On the chief, before the first step: warn about changed data settings on resume, write
   config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
   warn_if_data_order_changed(cfg)
+  # "training" records the run's input lanes as resolved (a resume's are the recorded ones).
+  cfg = dataclasses.replace(cfg, input_lanes=inputs.input_lanes(cfg, info))
   write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],

@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 
 import keras
 import tensorflow as tf
 
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info
-from roberta_tf.models import checkpoint_files
+from roberta_tf.models import checkpoint_files, growth, position_growth
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.pretraining import inputs, model_dir_setup
-from roberta_tf.pretraining.task import PretrainingTask, TrainingError, model_config_for
+from roberta_tf.pretraining.task import (
+  PretrainingTask,
+  TrainingError,
+  model_config_for,
+  vocab_growth_plan,
+)
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
@@ -83,7 +88,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     task = PretrainingTask(cfg, strategy, model_config)
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint
       model_dir_setup.clean_model_dir(cfg, summaries_lib.log)
-    model_dir_setup.check_resumable(cfg.model_dir, model_config)
+    model_dir_setup.check_resumable(cfg.model_dir, model_config, info["max_seq_len"])
     model_dir_setup.check_schedule_change(cfg, summaries_lib.log if chief else None)
     if chief:
       model_dir_setup.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
@@ -104,16 +109,73 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
       ckpt.close()
 
 
+def _init_from(cfg: TrainConfig, info: dict, model) -> None:
+  """--init_from's weights into a new run's model, grown where the shards need more ids or
+  positions (task.grown_for_shards decided the model's config; models/growth.py copies)."""
+  source_config = model_dir_lib.read_config(cfg.init_from)
+  if not growth.differences(source_config, model.config):
+    model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
+    summaries_lib.log(f"initialized weights from {cfg.init_from}")
+    return
+  source = model_dir_lib.load(cfg.init_from)
+  plan = vocab_growth_plan(cfg, info, model.config, source_config)
+  grown = growth.copy_grown(source, model, plan, cfg.new_token_init, seed=cfg.seed)
+  what = []
+  if "vocab_size" in grown:
+    what.append(f"vocabulary {grown['vocab_size'][0]} -> {grown['vocab_size'][1]} tokens (new "
+                f"rows: --new_token_init={cfg.new_token_init})")
+  if "max_positions" in grown:
+    what.append(f"position table {grown['max_positions'][0]} -> {grown['max_positions'][1]} "
+                "rows (learned rows tiled)")
+  summaries_lib.log(f"initialized weights from {cfg.init_from}, grown: {'; '.join(what)}")
+
+
+def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source_config) -> str:
+  """Resumes the model dir's newest complete checkpoint, written with a shorter position table
+  (`source_config`), into `train_step`'s model of a longer one: the weights, the optimizer's
+  moments (the table's grown like the table: models/position_growth.py), the step, the data
+  position and the counters. Returns the checkpoint's prefix.
+
+  Phase 2 of a shorter-then-longer schedule (docs/domain_adaptation.md): the step count and the
+  optimizer go on; the learning rate follows --train_steps's schedule from the checkpoint's
+  step (check_schedule_change says where it stands)."""
+  prefix = checkpoint_files.newest_complete(cfg.model_dir)
+  old = build_train_step(PretrainingTask(cfg, strategy, source_config), strategy)
+  checkpointing.restore_checkpoint({"model": old.model, "optimizer": old.optimizer,
+                                    **old.checkpoint_items()}, prefix)
+  growth.copy_grown(old.model, train_step.model)
+  rows = train_step.model.config.max_positions
+  for src, dst in zip(old.optimizer.variables, train_step.optimizer.variables, strict=True):
+    value = src.numpy()
+    if tuple(value.shape) != tuple(dst.shape):
+      value = position_growth.grown_positions(value, rows, source_config.pad_id)
+    dst.assign(value)
+  new_items = train_step.checkpoint_items()
+  for name, src in old.checkpoint_items().items():
+    dst = new_items[name]
+    pairs = zip(src, dst, strict=True) if isinstance(src, list) else [(src, dst)]
+    for s, d in pairs:
+      d.assign(s.numpy())
+  summaries_lib.log(f"{files.basename(prefix)} has a position table of "
+                    f"{source_config.max_positions} rows: grown to {rows} (learned rows tiled; "
+                    "the optimizer's moments likewise) for --max_seq_len={cfg.max_seq_len}")
+  return prefix
+
+
 def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResult:
   """Resume, data, then the loop (training/loop.py) driving the task."""
   model = train_step.model
-  resumed = None if cfg.overwrite else ckpt.restore_latest(chief_dir=cfg.model_dir,
-                                                          log=summaries_lib.log)
+  resumed = None
+  if not cfg.overwrite:
+    shorter = model_dir_setup.shorter_checkpoint_config(cfg.model_dir, model.config)
+    if shorter is not None:  # a longer phase in the same model dir: the table grows
+      resumed = _resume_with_longer_positions(cfg, strategy, train_step, shorter)
+    else:
+      resumed = ckpt.restore_latest(chief_dir=cfg.model_dir, log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
   elif cfg.init_from:
-    model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
-    summaries_lib.log(f"initialized weights from {cfg.init_from}")
+    _init_from(cfg, info, model)
 
   start = int(train_step.data_position.numpy())
   if resumed and not start and int(train_step.step.numpy()):
@@ -127,8 +189,8 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResul
   train_ds, eval_ds = inputs.build_datasets(cfg, strategy, task.model_config, start=start)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
-    with open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8") as f:
-      summaries.text("train", 0, "config", "```\n" + f.read() + "```")
+    summaries.text("train", 0, "config", "```\n" + files.read_text(
+        files.join(cfg.model_dir, "config.json")) + "```")
   task.attach(train_step, ckpt, resumed, train_ds, eval_ds, (
       inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
       summaries)

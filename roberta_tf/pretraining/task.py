@@ -8,12 +8,13 @@ model_dir_setup.py its model dir.
 from __future__ import annotations
 
 import math
-import os
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import packings
+from roberta_tf.common import files
+from roberta_tf.data import packings, vocab_info
+from roberta_tf.models import vocab_growth
 from roberta_tf.pretraining import flops, inputs, mlm_evaluation
 from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -48,7 +49,8 @@ def model_config_for(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
           f"--init_from={cfg.init_from!r} {'has' if model_config.next_sentence_head else 'has no'}"
           f" NSP head, but --train_data={cfg.train_data!r} is {info.get('packing')!r} shards: "
           "the pair packings (NSP) and the block packings cannot continue each other's models")
-  elif os.path.isfile(cfg.config):
+    model_config = grown_for_shards(cfg, info, model_config)
+  elif files.isfile(cfg.config):
     model_config = models.RobertaConfig.load(cfg.config)
   else:
     model_config = models.preset(cfg.config, vocab_size=info["vocab"]["size"],
@@ -68,6 +70,51 @@ def model_config_for(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
   if cfg.dropout >= 0:
     model_config = model_config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
   return model_config
+
+def grown_for_shards(cfg: TrainConfig, info: dict,
+                     model_config: models.RobertaConfig) -> models.RobertaConfig:
+  """--init_from's config grown to what the shards need (docs/domain_adaptation.md).
+
+  - Shards of a larger vocabulary that extends the model's (every one of the model's tokens
+    at its id in the shards' vocab.json: `data_prep.train_tokenizer --extend_from`): the
+    vocab_size grows to the shards' (run.py then copies the weights with the new rows:
+    models/growth.py).
+  - Shards of longer sequences than the model's position table holds: the table grows to
+    --max_seq_len + 2 rows (Longformer's row copies: models/position_growth.py). Shards that
+    fit the table leave it as it is, whatever --max_seq_len says.
+
+  Raises:
+    ValueError / vocab_growth.VocabGrowthError naming the flags: a smaller vocabulary, one that
+    does not extend the model's, or vocab files to compare that are missing.
+  """
+  size = info["vocab"]["size"]
+  if size < model_config.vocab_size:
+    raise ValueError(f"--train_data={cfg.train_data!r} was encoded with a vocabulary of {size} "
+                     f"tokens, smaller than --init_from={cfg.init_from!r}'s "
+                     f"{model_config.vocab_size}: continue on shards of the model's vocabulary "
+                     "(or of one grown from it)")
+  if size > model_config.vocab_size:
+    vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
+    if vocab_dir is None:
+      raise vocab_growth.VocabGrowthError(
+          f"--train_data={cfg.train_data!r} has {size} token ids, --init_from={cfg.init_from!r} "
+          f"{model_config.vocab_size}: growing the model needs the shards' vocab.json (beside "
+          "the shards, as build_shards copies it), to check that it extends the model's")
+    vocab_growth.plan(cfg.init_from, vocab_dir)  # refuses a vocabulary that does not extend
+    model_config = model_config.replace(vocab_size=size)
+  if info["max_seq_len"] > model_config.max_seq_len:
+    if cfg.max_seq_len < info["max_seq_len"]:
+      raise ValueError(f"--max_seq_len={cfg.max_seq_len} is below the shards' max_seq_len "
+                       f"{info['max_seq_len']} ({cfg.train_data})")
+    model_config = model_config.replace(max_seq_len=cfg.max_seq_len)
+  return model_config
+
+def vocab_growth_plan(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
+                      source_config: models.RobertaConfig):
+  """The vocabulary growth from `source_config` (--init_from's) to `model_config`, or None."""
+  if model_config.vocab_size == source_config.vocab_size:
+    return None
+  return vocab_growth.plan(cfg.init_from, vocab_info.find_vocab_dir(cfg.train_data, info))
 
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                     model_config: models.RobertaConfig) -> float:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 from roberta_tf.common.option_groups import use
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check, check_options, option
 
@@ -25,6 +24,11 @@ class TrainConfig:
       "--train_data). Empty: no eval.")
   config: str = use("config")
   init_from: str = use("init_from")
+  new_token_init: str = option(
+      "mean", "With --init_from and shards of a grown vocabulary (data_prep.train_tokenizer "
+      "--extend_from): how each new token's embedding row (also the tied decoder's) and decoder "
+      "bias start. mean: the mean of the rows (and biases) of the old pieces that spell it; "
+      "normal: N(0, the model's initializer_range), bias 0.", choices=("mean", "normal"))
   # Data and masking (must match data generation: max_seq_len <= the shards' max_seq_len).
   max_seq_len: int = use("max_seq_len")
   max_predictions_per_seq: int = option(
@@ -52,6 +56,7 @@ class TrainConfig:
       "and parity checks).", check=NON_NEGATIVE)
   skip_corrupt_shards: bool = option(
       False, "Skip (and count) corrupt shards instead of failing.")
+  input_lanes: int = use("input_lanes")
   # Batch and optimization.
   batch_size: int = use("batch_size")
   grad_accum_steps: int = use("grad_accum_steps")
@@ -128,9 +133,12 @@ class TrainConfig:
         (not (self.train_minutes and self.strategy == "multi_worker"),
          "--train_minutes with --strategy=multi_worker is not supported: each worker's clock "
          "would end the run at a different update"),
-        (not os.path.exists(self.model_dir) or os.path.isdir(self.model_dir),
-         f"--model_dir={self.model_dir} exists and is not a directory"),
     ]
+    for flag in ("model_dir", "train_data", "eval_data", "init_from", "config"):
+      if getattr(self, flag):
+        files.check(getattr(self, flag), f"--{flag}")
+    checks.append((not files.exists(self.model_dir) or files.isdir(self.model_dir),
+                   f"--model_dir={self.model_dir} exists and is not a directory"))
     for ok, message in checks:
       if not ok:
         raise ValueError(message)
@@ -157,9 +165,9 @@ class TrainConfig:
 def write_config_json(model_dir: str, model_config: dict, train_config: TrainConfig | None,
                       extra: dict | None = None) -> str:
   """Writes model_dir/config.json: {"model": ..., "training": ..., ...} atomically."""
-  os.makedirs(model_dir, exist_ok=True)
+  files.makedirs(model_dir)
   doc = {"model": model_config}
   if train_config is not None:
     doc["training"] = train_config.to_dict()
   doc.update(extra or {})
-  return atomic_write.write_json(os.path.join(model_dir, "config.json"), doc)
+  return atomic_write.write_json(files.join(model_dir, "config.json"), doc)

@@ -16,10 +16,9 @@ model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs o
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
+from roberta_tf.common import files
 from roberta_tf.finetuning import featurize, finetuned_dir, heads, squad, squad_tf, task_types
 from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -114,7 +113,9 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False)
 
   Written under a temporary name and renamed when complete.
   """
-  if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+  if files.exists(export_dir) and not files.isdir(export_dir):
+    raise ValueError(f"--export_dir={export_dir!r} exists and is not a directory")
+  if files.isdir(export_dir) and files.listdir(export_dir) and not overwrite:
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, _, info = finetuned_dir.load(model_dir, dtype="float32")
   module = FinetunedModule(model, finetuned_dir.load_tokenizer(model_dir), info)

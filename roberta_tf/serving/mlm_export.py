@@ -22,11 +22,10 @@ then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.serving import saved_model_writer
@@ -137,9 +136,9 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   Raises:
     ExportError, ModelDirError: naming the flag, directory or file at fault.
   """
-  if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+  if files.exists(export_dir) and not files.isdir(export_dir):
     raise ExportError(f"--export_dir {export_dir!r} exists and is not a directory")
-  if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
+  if files.isdir(export_dir) and files.listdir(export_dir) and not overwrite:
     raise ExportError(f"{export_dir!r} exists and is not empty; pass --overwrite to replace it")
   config = models.read_config(model_dir)
   max_seq_len = max_seq_len or config.max_seq_len

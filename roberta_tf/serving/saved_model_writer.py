@@ -20,11 +20,9 @@ saved object graph; nothing but the signatures is meant to be read from an expor
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, files
 
 _KEPT = (tf.saved_model.experimental.TrackableResource, tf.saved_model.Asset)
 
@@ -74,10 +72,12 @@ def save_atomically(module: tf.Module, export_dir: str) -> str:
   """Saves `module`'s signatures (see `export_root`) under a temporary name, renamed over
   `export_dir` when done.
 
-  An interrupted save never leaves a directory that looks like a SavedModel. Returns the
-  normalized `export_dir`.
+  An interrupted save never leaves a directory that looks like a SavedModel. `export_dir` may
+  be a URL (gs://, ram://, ...): the SavedModel is written locally and uploaded when complete
+  (saved_model.pb last: atomic_write.atomic_dir). Returns the normalized `export_dir` (a URL
+  stays a URL).
   """
-  export_dir = os.path.normpath(export_dir)
+  export_dir = files.normalize(export_dir)
   root, signatures = export_root(module)
   with atomic_write.atomic_dir(export_dir) as tmp:
     tf.saved_model.save(root, tmp, signatures=signatures)

@@ -4,6 +4,8 @@ Their names, the RoBERTa special tokens, reading them (with the checks each read
 hashing and copying them live here and nowhere else; the tokenizer, data_prep, the input
 pipeline, training, fine-tuning, export and conversion all come here.
 
+Paths may be URLs (gs://, ram://, ...): read and copied through roberta_tf.common.files.
+
 Formats (GPT-2 / RoBERTa, as HF `tokenizers` reads them):
   vocab.json   a JSON object: byte-level piece -> int id >= 0, each id once
   merges.txt   an optional `#version` line, then one merge a line: "left right", by rank
@@ -15,7 +17,7 @@ import hashlib
 import json
 import os
 
-from roberta_tf.common import atomic_write
+from roberta_tf.common import atomic_write, error_text, files
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -30,10 +32,15 @@ class VocabFileError(ValueError):
   """A vocab.json / merges.txt that cannot be used; the message names the file and the problem."""
 
 
+def _read_error(e: Exception) -> bool:
+  """Whether `e` is a failure to read a file: an OSError, or a TF file system's error (URLs)."""
+  return isinstance(e, OSError) or error_text.is_tf_error(e)
+
+
 def file_sha256(path: str) -> str:
   """sha256 (hex) of a file's bytes, read in 1 MB chunks."""
   h = hashlib.sha256()
-  with open(path, "rb") as f:
+  with files.open(path, "rb") as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
       h.update(chunk)
   return h.hexdigest()
@@ -53,9 +60,10 @@ def read_vocab(path: str, dense: bool = False) -> dict[str, int]:
     int id >= 0, two pieces with one id, or (dense) gaps or a missing special token.
   """
   try:
-    with open(path, "rb") as f:
-      vocab = json.loads(f.read().decode("utf-8"))
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    vocab = json.loads(files.read_bytes(path).decode("utf-8"))
+  except Exception as e:
+    if not (_read_error(e) or isinstance(e, (UnicodeDecodeError, json.JSONDecodeError))):
+      raise
     raise VocabFileError(f"cannot read vocab file {path!r}: {e}") from e
   if not isinstance(vocab, dict) or not vocab or not all(
       isinstance(k, str) and type(v) is int and v >= 0  # pylint: disable=unidiomatic-typecheck
@@ -75,9 +83,10 @@ def read_vocab(path: str, dense: bool = False) -> dict[str, int]:
 def read_merges(path: str) -> list[tuple[str, str]]:
   """Reads a merges.txt (`#version` line, then "left right" a line), as HF `tokenizers` does."""
   try:
-    with open(path, encoding="utf-8") as f:
-      lines = f.read().split("\n")
-  except (OSError, UnicodeDecodeError) as e:
+    lines = files.read_text(path).split("\n")
+  except Exception as e:
+    if not (_read_error(e) or isinstance(e, UnicodeDecodeError)):
+      raise
     raise VocabFileError(f"cannot read merges file {path!r}: {e}") from e
   merges = []
   for lineno, line in enumerate(lines, 1):
@@ -92,24 +101,32 @@ def read_merges(path: str) -> list[tuple[str, str]]:
 
 def paths(directory: str) -> tuple[str, str]:
   """(vocab.json, merges.txt) paths inside ``directory``."""
-  return os.path.join(directory, VOCAB_FILE), os.path.join(directory, MERGES_FILE)
+  return files.join(directory, VOCAB_FILE), files.join(directory, MERGES_FILE)
 
 
 def present(directory: str) -> list[str]:
   """The names of FILES that exist in ``directory``."""
-  return [n for n in FILES if os.path.isfile(os.path.join(directory, n))]
+  return [n for n in FILES if files.isfile(files.join(directory, n))]
 
 
 def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
   """Copies vocab.json and merges.txt, where present, from `src_dir` into `dst_dir`.
 
   Each file is copied under a temporary name and renamed, so a reader never sees half a file.
-  Copying a directory onto itself is a no-op. Returns the names copied.
+  Copying a directory onto itself is a no-op. Either side may be a URL. Returns the names
+  copied.
   """
   copied = []
   for name in present(src_dir):
-    src, dst = os.path.join(src_dir, name), os.path.join(dst_dir, name)
-    if os.path.abspath(src) != os.path.abspath(dst):
+    src, dst = files.join(src_dir, name), files.join(dst_dir, name)
+    if not _same_path(src, dst):
       atomic_write.copy_file(src, dst)
     copied.append(name)
   return copied
+
+
+def _same_path(a: str, b: str) -> bool:
+  """Whether two paths name the same file (by name: a URL is never made absolute)."""
+  if files.is_url(a) or files.is_url(b):
+    return files.normalize(a) == files.normalize(b)
+  return os.path.abspath(a) == os.path.abspath(b)  # local-only: both local, compared by name

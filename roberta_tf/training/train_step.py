@@ -50,8 +50,11 @@ class StepConfig:
     sequences_per_round: sequences all replicas together read per micro-batch round (per-replica
       batch x replicas); `data_position` advances by grad_accum_steps x this per update.
     jit_compile: XLA-compile each replica's forward + backward pass (meant for GPU/TPU, not
-      measured there). On CPU oneDNN's kernels beat XLA's: the small preset trains 1.2x (fp32)
-      to 1.6x (bf16) slower with it.
+      measured there). It trains to the default step's losses (tests/test_tpu_readiness.py:
+      within 1e-3 over 10 steps with dropout 0). With dropout the masks differ, because XLA's
+      stateless RNG draws other bits for the same seed. On CPU it is no faster: `small` at
+      B32 S128 ran at 0.71-0.88x the default's tokens/s in fp32 and 0.91-1.21x in bf16
+      (benchmarks/train_throughput.py --jit_compile; docs/benchmarks.md).
   """
   grad_accum_steps: int = 1
   clip_norm: float = 0.0
