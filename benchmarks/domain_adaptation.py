@@ -3,7 +3,7 @@ vocabulary (issue 44; docs/domain_adaptation.md).
 
     apt-get install bible-kjv     # the domain corpus (benchmarks/kjv_corpus.py)
     nice -n 10 python -m benchmarks.domain_adaptation [--work_dir=runs/domain_adaptation] \
-        [--general_steps=1200] [--domain_steps=500] [--add_tokens=2000] [--seeds=0,1,2]
+        [--general_steps=800] [--domain_steps=400] [--add_tokens=2000] [--seeds=0,1,2]
 
 The protocol, all at the `tiny` size on 128-token FULL-SENTENCES shards:
 1. general model: an 8K byte-level BPE trained on the general corpus (`stdlib`: Python's
@@ -84,8 +84,8 @@ flags.DEFINE_string("work_dir", "runs/domain_adaptation", "Corpora, vocabularies
 flags.DEFINE_string("general", "stdlib", "The general corpus (a data_prep input spec).")
 flags.DEFINE_string("domain", "kjv", "The domain corpus: kjv (benchmarks/kjv_corpus.py) or a "
                     ".txt file (a blank line ends a document; a line is a sentence).")
-flags.DEFINE_integer("general_steps", 1200, "Pretraining steps of the general model.")
-flags.DEFINE_integer("domain_steps", 500, "Continued-pretraining steps of every arm.")
+flags.DEFINE_integer("general_steps", 800, "Pretraining steps of the general model.")
+flags.DEFINE_integer("domain_steps", 400, "Continued-pretraining steps of every arm.")
 flags.DEFINE_integer("add_tokens", 2000, "Tokens added to the 8K general vocabulary.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Fine-tuning seeds of the word-order task.")
 flags.DEFINE_list("arms", list(ARMS), "Arms to run (of general, continued, grown, "

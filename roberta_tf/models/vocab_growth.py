@@ -8,9 +8,9 @@ at its old id, the new ids right after) and finds, for each new token, the OLD p
 spell it: the old merges applied to the token's bytes by rank (byte-level BPE of the token as
 one word, as the old tokenizer encodes it). A new row then starts as
 
-- `mean` (the default; the usual initialisation, e.g. Hewitt 2021, Gururangan et al. 2020's
-  vocabulary experiments): the mean of its pieces' embedding rows, and its decoder bias the mean
-  of its pieces' biases, so the new token starts where the model already puts its spelling;
+- `mean` (the default; the usual initialisation of a token spelled by existing pieces): the
+  mean of its pieces' embedding rows, and its decoder bias the mean of its pieces' biases, so
+  the new token starts where the model already puts its spelling;
 - `normal`: N(0, initializer_range) (the model's own init) and bias 0.
 
 The old rows are copied unchanged, so on inputs made of old ids the logits over the old ids are
