@@ -47,7 +47,9 @@ def train_shards(tmp_path_factory):
 # 75, export 62, train_step 58, preemption_multi_worker 47, train_step_distributed 47) run
 # first, so that no worker starts one of them last while the other sits idle. The order of tests
 # inside a file is kept.
-LONGEST_FIRST = ("test_finetune_train", "test_ablate", "test_faults_across_processes",
+LONGEST_FIRST = ("test_storage_journey", "test_finetune_train", "test_ablate",
+                 "test_faults_across_processes", "test_worker_share", "test_tpu_readiness",
+                 "test_continued_pretraining",
                  "test_finetune_docs_sections", "test_finetune_export", "test_reliability",
                  "test_finetune_glue", "test_quickstart", "test_export", "test_train_step",
                  "test_preemption_multi_worker", "test_train_step_distributed")

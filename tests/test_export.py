@@ -5,19 +5,16 @@ import json
 import os
 import re
 import shutil
-import uuid
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf import fill_mask, models
-from roberta_tf.common import files
+from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import serving_loaders
-from tests.conftest import REPO
 from tests.harness import run_module, run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
@@ -182,43 +179,8 @@ def test_mixed_precision_model_exports_and_serves_in_float32(tmp_path, hf_tiny_d
   np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=0)
 
 
-def test_export_to_a_url_reloads_and_fills_masks_as_the_local_one(exported):
-  """`export --export_dir=ram://...` (TF's in-memory file system: a URL, as gs://... is) from a
-  model dir on ram:// writes there, not to a local `ram:` folder; the SavedModel reloads in this
-  process and `fill_mask --saved_model=ram://...` prints what the local export's does."""
-  model_dir, export_dir = exported
-  repo_before = set(os.listdir(REPO))
-  root = f"ram://export-{uuid.uuid4().hex[:8]}"
-  try:
-    files.copy_tree(model_dir, files.join(root, "model"))
-    url_export = files.join(root, "export")
-    proc = run_module("roberta_tf.export", f"--model_dir={root}/model",
-                      f"--export_dir={url_export}", f"--checkpoint={root}/model/ckpt-0",
-                      "--top_k=3", in_process=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith(f"exported SavedModel to {url_export} (signatures:")
-    assert "saved_model.pb" in files.listdir(url_export)
-    assert sorted(files.listdir(root)) == ["export", "model"]  # no temporary left
-    texts = tf.constant(TEXTS)
-    got = tf.saved_model.load(url_export).signatures["fill_mask"](text=texts)
-    want = tf.saved_model.load(export_dir).signatures["fill_mask"](text=texts)
-    assert sorted(got) == sorted(want)
-    for key, value in want.items():
-      np.testing.assert_array_equal(got[key].numpy(), value.numpy(), err_msg=key)
-    printed = run_module("roberta_tf.fill_mask", f"--saved_model={url_export}", *TEXTS[:3],
-                         in_process=True)
-    assert printed.returncode == 0, printed.stderr[-3000:]
-    # What fill_mask prints for the local export's predictions (short texts: no notes).
-    assert printed.stdout == fill_mask.format_predictions(
-        TEXTS[:3], {k: v.numpy()[:3] for k, v in want.items()}) + "\n"
-    missing = run_module("roberta_tf.fill_mask", f"--saved_model={root}/none", "a <mask>",
-                         in_process=True)
-    assert missing.returncode == 1
-    assert missing.stderr.startswith(f"error: --saved_model={root}/none: not found")
-  finally:
-    files.rmtree(root, ignore_errors=True)
-  assert set(os.listdir(REPO)) <= repo_before | {".pytest_cache"}
-  assert not os.path.exists(os.path.join(REPO, "ram:"))
+# The export to a URL, its reload and fill-mask: tests/test_storage_journey.py (equal to the
+# local export in the same journey).
 
 
 @pytest.mark.parametrize("module, flag", [("roberta_tf.export", "--export_dir"),
