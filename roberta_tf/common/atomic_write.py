@@ -93,6 +93,25 @@ def _as_write_error(e: BaseException, tmp: str, path: str) -> BaseException:
   return WriteError(code, error_text.one_line(e).replace(tmp, path), path)
 
 
+def _raise_named(e: BaseException, tmp: str, path: str):
+  """Re-raises `e`, as a WriteError naming `path` when it is about the temporary `tmp`."""
+  failure = _as_write_error(e, tmp, path)
+  if failure is e:
+    raise e
+  raise failure from e
+
+
+@contextlib.contextmanager
+def _publish_errors(path: str) -> Iterator[None]:
+  """A failure to publish to URL `path` as a WriteError naming it."""
+  try:
+    yield
+  except WriteError:
+    raise
+  except Exception as e:
+    raise WriteError(errno.EIO, f"cannot write {path}: {error_text.one_line(e)}", path) from e
+
+
 def _umask() -> int:
   """The process umask, read without changing it where /proc has it (Linux)."""
   with contextlib.suppress(OSError, ValueError):
@@ -131,10 +150,7 @@ def atomic_path(path: str, *, umask_mode: bool = False) -> Iterator[str]:
   except BaseException as e:
     with contextlib.suppress(OSError):
       os.remove(tmp)
-    failure = _as_write_error(e, tmp, path)
-    if failure is e:
-      raise
-    raise failure from e
+    _raise_named(e, tmp, path)
 
 
 @contextlib.contextmanager
@@ -145,10 +161,7 @@ def _local_temp_file(path: str) -> Iterator[str]:
   try:
     yield tmp
   except BaseException as e:
-    failure = _as_write_error(e, tmp, path)
-    if failure is e:
-      raise
-    raise failure from e
+    _raise_named(e, tmp, path)
   finally:
     with contextlib.suppress(OSError):
       os.remove(tmp)
@@ -157,7 +170,7 @@ def _local_temp_file(path: str) -> Iterator[str]:
 def _publish_file(local: str, path: str) -> None:
   """Puts local file `local` at URL `path` whole: uploaded beside it and renamed where the file
   system renames atomically, else uploaded as one object (object stores show it whole)."""
-  try:
+  with _publish_errors(path):
     if files.has_atomic_move(path):
       remove_stale_temps(path)
       tmp = _tmp_name(path)
@@ -170,10 +183,7 @@ def _publish_file(local: str, path: str) -> None:
         raise
     else:
       files.copy(local, path, overwrite=True)
-  except Exception as e:
-    if isinstance(e, WriteError):
-      raise
-    raise WriteError(errno.EIO, f"cannot write {path}: {error_text.one_line(e)}", path) from e
+
 
 
 @contextlib.contextmanager
@@ -220,10 +230,7 @@ def atomic_dir(path: str) -> Iterator[str]:
       try:
         yield tmp
       except BaseException as e:
-        failure = _as_write_error(e, tmp, path)
-        if failure is e:
-          raise
-        raise failure from e
+        _raise_named(e, tmp, path)
       _publish_dir(tmp, files.normalize(path))
     return
   path = os.path.normpath(path)
@@ -235,10 +242,7 @@ def atomic_dir(path: str) -> Iterator[str]:
     yield tmp
   except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
-    failure = _as_write_error(e, tmp, path)
-    if failure is e:
-      raise
-    raise failure from e
+    _raise_named(e, tmp, path)
   if os.path.isdir(path):
     shutil.rmtree(path)
   os.replace(tmp, path)
@@ -248,7 +252,7 @@ def _publish_dir(local: str, path: str) -> None:
   """Puts local directory `local` at URL `path`, replacing what is there: uploaded beside it
   and renamed where renames are atomic; on an object store the old directory is deleted and
   the files uploaded with COMPLETION_FILES last."""
-  try:
+  with _publish_errors(path):
     # ram://'s rename moves a directory's own entry but not the files under it.
     if files.has_atomic_move(path) and files.scheme(path) != "ram":
       remove_stale_temps(path)
@@ -266,7 +270,4 @@ def _publish_dir(local: str, path: str) -> None:
       if files.exists(path):
         files.rmtree(path)
       files.copy_tree(local, path, last=COMPLETION_FILES)
-  except Exception as e:
-    if isinstance(e, WriteError):
-      raise
-    raise WriteError(errno.EIO, f"cannot write {path}: {error_text.one_line(e)}", path) from e
+
