@@ -20,7 +20,8 @@ class Progress:
     self._interval = interval
     self._tty = hasattr(self._stream, "isatty") and self._stream.isatty()
     self._drawn = False
-    self.reset()
+    self._phase = ""  # reset() starts a named phase
+    self._start = self._last = time.monotonic()
 
   def reset(self, phase: str = ""):
     """Starts ``phase``: rates and ETA count from here (e.g. after a slow setup)."""

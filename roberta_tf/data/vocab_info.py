@@ -58,7 +58,8 @@ class VocabInfo:
   def special_flags(self) -> np.ndarray:
     """bool [vocab_size]: True at the special ids."""
     flags = np.zeros([self.vocab_size], bool)
-    flags[list(self.special_ids.values())] = True
+    special = list(self.special_ids.values())
+    flags[special] = True
     return flags
 
   @classmethod

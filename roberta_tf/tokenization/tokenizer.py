@@ -97,6 +97,45 @@ def token_bytes_table(vocab: Mapping[str, int]) -> list[bytes]:
   return table
 
 
+def _byte_symbol_ids(vocab: Mapping[str, int], vocab_path: str) -> np.ndarray:
+  """int32 [256]: the id of each byte's symbol; TokenizerFileError if one is missing."""
+  byte_to_unicode = bytes_to_unicode()
+  absent = [b for b, c in byte_to_unicode.items() if c not in vocab]
+  if absent:
+    raise TokenizerFileError(f"{vocab_path}: not a byte-level BPE vocabulary: "
+                             f"{len(absent)} of the 256 byte symbols are missing")
+  return np.array([vocab[byte_to_unicode[b]] for b in range(256)], np.int32)
+
+
+def _merge_table(vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], vocab_path: str,
+                 merges_path: str) -> tuple[dict[tuple[int, int], int], np.ndarray]:
+  """(pair_rank, merged): (left id, right id) -> rank, and int32 [M] the id each rank makes.
+
+  A later duplicate of a pair overrides an earlier one, as in HF's merge map.
+  Raises TokenizerFileError when a merge names a token that is not in the vocabulary.
+  """
+  pair_rank: dict[tuple[int, int], int] = {}
+  merged = np.zeros(len(merges), np.int32)
+  for rank, (left, right) in enumerate(merges):
+    for token in (left, right, left + right):
+      if token not in vocab:
+        raise TokenizerFileError(f"{merges_path}: merge {rank + 1} ({left!r} {right!r}) uses "
+                                 f"{token!r}, which is not in {vocab_path}")
+    pair_rank[(vocab[left], vocab[right])] = rank
+    merged[rank] = vocab[left + right]
+  return pair_rank, merged
+
+
+def _pair_rank_table(pair_rank: Mapping[tuple[int, int], int],
+                     vocab_size: int) -> tf.lookup.StaticHashTable:
+  """left id * vocab_size + right id -> the merge's rank (-1: no such merge)."""
+  keys = np.array([a * vocab_size + b for a, b in pair_rank], np.int64)
+  ranks = np.array(list(pair_rank.values()), np.int32)
+  return tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+          tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), default_value=-1)
+
+
 class BytePairTokenizer(tf.Module):
   """GPT-2/RoBERTa byte-level BPE: tf.string [B] -> int32 ids tf.RaggedTensor [B, None].
 
@@ -133,29 +172,12 @@ class BytePairTokenizer(tf.Module):
     self.vocab_sha256 = vocab_sha256
     self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
         self._vocab[t] for t in SPECIAL_TOKENS)
-    byte_to_unicode = bytes_to_unicode()
-    unicode_to_byte = {c: b for b, c in byte_to_unicode.items()}
-    absent = [b for b, c in byte_to_unicode.items() if c not in self._vocab]
-    if absent:
-      raise TokenizerFileError(f"{vocab_path}: not a byte-level BPE vocabulary: "
-                               f"{len(absent)} of the 256 byte symbols are missing")
-    byte_ids = np.array([self._vocab[byte_to_unicode[b]] for b in range(256)], np.int32)
-
-    # Merges: a later duplicate of a pair overrides an earlier one, as in HF's merge map.
-    pair_rank: dict[tuple[int, int], int] = {}
-    merged = np.zeros(len(merges), np.int32)
-    for rank, (left, right) in enumerate(merges):
-      for token in (left, right, left + right):
-        if token not in self._vocab:
-          raise TokenizerFileError(f"{merges_path}: merge {rank + 1} ({left!r} {right!r}) uses "
-                                   f"{token!r}, which is not in {vocab_path}")
-      pair_rank[(self._vocab[left], self._vocab[right])] = rank
-      merged[rank] = self._vocab[left + right]
+    byte_ids = _byte_symbol_ids(self._vocab, vocab_path)
+    pair_rank, merged = _merge_table(self._vocab, merges, vocab_path, merges_path)
     self.all_occurrences = self._consistent(pair_rank, merged)
-    keys = np.array([a * self.vocab_size + b for a, b in pair_rank], np.int64)
-    ranks = np.array(list(pair_rank.values()), np.int32)
     left_min, right_min = bpe_merge.first_use_ranks(
-        np.array(list(pair_rank), np.int64).reshape(-1, 2), ranks, self.vocab_size)
+        np.array(list(pair_rank), np.int64).reshape(-1, 2),
+        np.array(list(pair_rank.values()), np.int32), self.vocab_size)
 
     # init_scope: the tables are built eagerly even when the tokenizer is made inside a
     # tf.function (a SavedModel then saves them once, as constants).
@@ -165,36 +187,44 @@ class BytePairTokenizer(tf.Module):
       self._left_min = tf.constant(left_min)
       self._right_min = tf.constant(right_min)
       self._class_table = tf.constant(pretokenize.codepoint_classes())
-      self._pair_ranks = tf.lookup.StaticHashTable(
-          tf.lookup.KeyValueTensorInitializer(
-              tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), default_value=-1)
+      self._pair_ranks = _pair_rank_table(pair_rank, self.vocab_size)
       self._special_id_list = tf.constant([self._vocab[t] for t in SPECIAL_TOKENS], tf.int32)
       id_bytes = token_bytes_table(self._vocab)
       self._id_bytes = tf.constant(id_bytes, tf.string)
       self._id_lengths = tf.constant([len(b) for b in id_bytes], tf.int64)
       self.long_word_cap = long_words.cap_bytes(max(len(b) for b in id_bytes))
-      # One traced merge loop, used to build the word cache and (nested) by `tokenize`.
-      merge = tf.function(
-          functools.partial(
-              bpe_merge.merge_words, pair_ranks=self._pair_ranks, merged_ids=self._merged_ids,
-              vocab_size=self.vocab_size, left_min=self._left_min, right_min=self._right_min,
-              all_occurrences=self.all_occurrences),
-          input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)],
-          autograph=False)
-      # Held outside tf.Module's tracking: SavedModel saves it inside `tokenize`, not apart.
-      # Not inlined: instantiated (and optimized) only when a batch has a word over the cap.
-      stitch = tf.function(
-          self._stitch, autograph=False, experimental_attributes={"_noinline": True},
-          input_signature=[tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.uint8),
-                           tf.TensorSpec([None], tf.int32)] + [tf.TensorSpec([None], tf.int64)] * 5)
-      self._untracked = types.SimpleNamespace(merge=merge, stitch=stitch)
-      self._build_word_cache(unicode_to_byte, byte_ids)
+      # Held outside tf.Module's tracking: SavedModel saves them inside `tokenize`, not apart.
+      self._untracked = self._traced_functions()
+      self._cache_ids, self._cache_slots, self._cache_index = self._word_cache(byte_ids)
 
-  def _build_word_cache(self, unicode_to_byte: Mapping[str, int], byte_ids: np.ndarray):
+  def _traced_functions(self) -> types.SimpleNamespace:
+    """`merge` (the merge loop) and `stitch` (`_stitch`), each traced once."""
+    # One traced merge loop, used to build the word cache and (nested) by `tokenize`.
+    merge = tf.function(
+        functools.partial(
+            bpe_merge.merge_words, pair_ranks=self._pair_ranks, merged_ids=self._merged_ids,
+            vocab_size=self.vocab_size, left_min=self._left_min, right_min=self._right_min,
+            all_occurrences=self.all_occurrences),
+        input_signature=[tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)],
+        autograph=False)
+    # Not inlined: instantiated (and optimized) only when a batch has a word over the cap.
+    stitch = tf.function(
+        self._stitch, autograph=False, experimental_attributes={"_noinline": True},
+        input_signature=[tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.uint8),
+                         tf.TensorSpec([None], tf.int32)] + [tf.TensorSpec([None], tf.int64)] * 5)
+    return types.SimpleNamespace(merge=merge, stitch=stitch)
+
+  def _word_cache(self, byte_ids: np.ndarray):
     """The BPE of every byte-level vocabulary entry, keyed by its raw bytes.
 
     The merge loop computes it: an entry's BPE need not be the entry itself.
+
+    Returns:
+      (ids, slots, index): ids int32 [N] (every cached word's ids, end to end); slots int64
+      [words] ((where a word's ids start in ids) << _SLOT_BITS | (how many): one gather per
+      word); index, a table raw bytes -> row of slots (-1 when not cached).
     """
+    unicode_to_byte = {c: b for b, c in bytes_to_unicode().items()}
     words = sorted({_token_bytes(t, unicode_to_byte) for t in self._vocab
                     if t not in SPECIAL_TOKENS} - {None})
     parts = []
@@ -204,14 +234,12 @@ class BytePairTokenizer(tf.Module):
       symbols = byte_ids[np.frombuffer(b"".join(chunk), np.uint8)]
       parts.append(self._untracked.merge(tf.constant(symbols), tf.constant(splits)))
     cache = tf.concat(parts, axis=0)
-    self._cache_ids = cache.flat_values
-    # (where a word's ids start in _cache_ids) << _SLOT_BITS | (how many): one gather per word.
-    self._cache_slots = (tf.bitwise.left_shift(cache.row_starts(), _SLOT_BITS) |
-                         cache.row_lengths())
-    self._cache_index = tf.lookup.StaticHashTable(
+    slots = tf.bitwise.left_shift(cache.row_starts(), _SLOT_BITS) | cache.row_lengths()
+    index = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(words, tf.string), tf.range(len(words), dtype=tf.int64)),
         default_value=-1)
+    return cache.flat_values, slots, index
 
   @staticmethod
   def _consistent(pair_rank: Mapping[tuple[int, int], int], merged: np.ndarray) -> bool:
