@@ -29,6 +29,8 @@ and ~35 s), which is why the tokenizer cuts words over its cap into <= 32-byte p
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import tensorflow as tf
 
@@ -55,6 +57,17 @@ def first_use_ranks(pairs: np.ndarray, ranks: np.ndarray, vocab_size: int):
   return left, right
 
 
+class _Merges(NamedTuple):
+  """What every step of the loop reads (see `merge_words` for each field)."""
+  pair_ranks: tf.lookup.StaticHashTable
+  merged_ids: tf.Tensor
+  vocab_size: int
+  left_min: tf.Tensor
+  right_min: tf.Tensor
+  all_occurrences: bool
+  num_words: tf.Tensor  # int32 scalar, W
+
+
 def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup.StaticHashTable,
                 merged_ids: tf.Tensor, vocab_size: int, left_min: tf.Tensor, right_min: tf.Tensor,
                 all_occurrences: bool = True) -> tf.RaggedTensor:
@@ -71,80 +84,21 @@ def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup
   Returns:
     tf.RaggedTensor int32 [W, None], the ids of each word.
   """
-  num_words = tf.size(row_splits, out_type=tf.int32) - 1
+  merges = _Merges(pair_ranks, merged_ids, vocab_size, left_min, right_min, all_occurrences,
+                   tf.size(row_splits, out_type=tf.int32) - 1)
   word = tf.cast(tf.ragged.row_splits_to_segment_ids(row_splits), tf.int32)
   # TF's gather costs ~5 ns an element on CPU, 20x an elementwise op: the loop is written to
   # gather as few full-length arrays as it can (word and symbol travel packed in one int64).
-
-  def lookup(sym, word, left, right):
-    """Ranks of the pairs (sym[left], sym[right]); NO_RANK across words, past the end, or
-    without a merge. left, right: int32 [K] (right may be out of range)."""
-    n = tf.size(sym)
-    right_c = tf.minimum(right, n - 1)
-    rank = pair_ranks.lookup(pair_keys(tf.gather(sym, left), tf.gather(sym, right_c),
-                                       vocab_size))
-    same = tf.equal(tf.gather(word, left), tf.gather(word, right_c)) & (right < n)
-    return tf.where(same & (rank >= 0), rank, NO_RANK)
-
-  def retire(packed, rank, keep, done, k):
-    """Keeps the `keep` symbols of words that still have a mergeable pair; the other words'
-    symbols go to `done`."""
-    word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
-    mergeable = tf.cast(keep & (rank < NO_RANK), tf.int32)
-    live = tf.gather(tf.math.unsorted_segment_max(mergeable, word, num_words) > 0, word)
-    finished = tf.where(keep & ~live)[:, 0]
-    live = tf.where(keep & live)[:, 0]
-    done = done.write(k, tf.gather(packed, finished))
-    return tf.gather(packed, live), tf.gather(rank, live), done, k + 1
-
-  def step(packed, rank, done, k):
-    n = tf.size(rank)
-    word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
-    sym = tf.cast(packed & 0xFFFFFFFF, tf.int32)
-    best = tf.math.unsorted_segment_min(rank, word, num_words)
-    cand = (rank < NO_RANK) & tf.equal(rank, tf.gather(best, word))
-    if all_occurrences:
-      # Also merge now any pair that nothing can take apart before its turn (see
-      # `_untouchable`): fewer steps, the same result.
-      cand |= _untouchable(sym, word, rank, left_min, right_min)
-      # Candidates touch only in runs of one pair (a, a) (a pair that can be merged early has
-      # lower-ranked pairs on neither side): there take every other one from the run's start,
-      # as a left-to-right scan does.
-      touching = cand & _shift_right(cand)
-      chosen = tf.cond(tf.reduce_any(touching), lambda: _alternate(cand, touching),
-                       lambda: cand)
-    else:
-      pos = tf.range(n)
-      first = tf.math.unsorted_segment_min(tf.where(cand, pos, n), word, num_words)
-      chosen = cand & tf.equal(pos, tf.gather(first, word))
-    at = tf.cast(tf.where(chosen)[:, 0], tf.int32)          # merges at (at, at + 1)
-    sym = tf.tensor_scatter_nd_update(
-        sym, at[:, None], tf.gather(merged_ids, tf.gather(rank, at)))
-    # New pairs, before dropping the right symbols (the next kept symbol after `at` is at + 2;
-    # chosen pairs never touch): (at, at + 2), and (at - 1, at) unless at - 1 goes too, in
-    # which case (at - 2, at) is the first kind for at - 2.
-    removed = _shift_right(chosen)
-    left = tf.boolean_mask(at - 1, (at > 0) & ~tf.gather(removed, tf.maximum(at - 1, 0)))
-    pos = tf.concat([at, left], 0)
-    new_rank = lookup(sym, word, pos, tf.concat([at + 2, left + 1], 0))
-    rank = tf.tensor_scatter_nd_update(rank, pos[:, None], new_rank)
-    packed = tf.tensor_scatter_nd_update(
-        packed, at[:, None],
-        tf.bitwise.left_shift(tf.cast(tf.gather(word, at), tf.int64), 32) |
-        tf.cast(tf.gather(sym, at), tf.int64))
-    return retire(packed, rank, ~removed, done, k)
-
-  def cond(packed, *_):
-    return tf.size(packed) > 0
-
   pos = tf.range(tf.size(symbols))
   packed = (tf.bitwise.left_shift(tf.cast(word, tf.int64), 32) |
             tf.cast(symbols, tf.int64))
   done = tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False)
-  state = retire(packed, lookup(symbols, word, pos, pos + 1),
-                 tf.ones_like(symbols, tf.bool), done, 0)
+  state = _retire(packed, _lookup(symbols, word, pos, pos + 1, merges),
+                  tf.ones_like(symbols, tf.bool), done, 0, merges.num_words)
   _, _, done, _ = tf.while_loop(
-      cond, step, state, parallel_iterations=1,
+      lambda packed, *_: tf.size(packed) > 0,
+      lambda packed, rank, done, k: _step(packed, rank, done, k, merges), state,
+      parallel_iterations=1,
       shape_invariants=(tf.TensorShape([None]),) * 2 + (None, tf.TensorShape([])))
   # Each word was retired whole, in one step, its symbols in order: a stable sort by word
   # restores the order of the words.
@@ -154,7 +108,72 @@ def merge_words(symbols: tf.Tensor, row_splits: tf.Tensor, pair_ranks: tf.lookup
   packed = tf.gather(packed, order)
   return tf.RaggedTensor.from_value_rowids(
       tf.cast(packed & 0xFFFFFFFF, tf.int32), tf.bitwise.right_shift(packed, 32),
-      nrows=tf.cast(num_words, tf.int64), validate=False)
+      nrows=tf.cast(merges.num_words, tf.int64), validate=False)
+
+
+def _lookup(sym, word, left, right, merges: _Merges):
+  """Ranks of the pairs (sym[left], sym[right]); NO_RANK across words, past the end, or
+  without a merge. left, right: int32 [K] (right may be out of range)."""
+  n = tf.size(sym)
+  right_c = tf.minimum(right, n - 1)
+  rank = merges.pair_ranks.lookup(pair_keys(tf.gather(sym, left), tf.gather(sym, right_c),
+                                            merges.vocab_size))
+  same = tf.equal(tf.gather(word, left), tf.gather(word, right_c)) & (right < n)
+  return tf.where(same & (rank >= 0), rank, NO_RANK)
+
+
+def _retire(packed, rank, keep, done, k, num_words):
+  """Keeps the `keep` symbols of words that still have a mergeable pair; the other words'
+  symbols go to `done` (a TensorArray, at index k). Returns the loop state."""
+  word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
+  mergeable = tf.cast(keep & (rank < NO_RANK), tf.int32)
+  live = tf.gather(tf.math.unsorted_segment_max(mergeable, word, num_words) > 0, word)
+  finished = tf.where(keep & ~live)[:, 0]
+  live = tf.where(keep & live)[:, 0]
+  done = done.write(k, tf.gather(packed, finished))
+  return tf.gather(packed, live), tf.gather(rank, live), done, k + 1
+
+
+def _choose(sym, word, rank, merges: _Merges):
+  """bool [N]: the pairs (i, i + 1) this step merges (never two that touch)."""
+  best = tf.math.unsorted_segment_min(rank, word, merges.num_words)
+  cand = (rank < NO_RANK) & tf.equal(rank, tf.gather(best, word))
+  if merges.all_occurrences:
+    # Also merge now any pair that nothing can take apart before its turn (see
+    # `_untouchable`): fewer steps, the same result.
+    cand |= _untouchable(sym, word, rank, merges.left_min, merges.right_min)
+    # Candidates touch only in runs of one pair (a, a) (a pair that can be merged early has
+    # lower-ranked pairs on neither side): there take every other one from the run's start,
+    # as a left-to-right scan does.
+    touching = cand & _shift_right(cand)
+    return tf.cond(tf.reduce_any(touching), lambda: _alternate(cand, touching), lambda: cand)
+  n = tf.size(rank)
+  pos = tf.range(n)
+  first = tf.math.unsorted_segment_min(tf.where(cand, pos, n), word, merges.num_words)
+  return cand & tf.equal(pos, tf.gather(first, word))
+
+
+def _step(packed, rank, done, k, merges: _Merges):
+  """One merge step of every live word; retires the words left without a mergeable pair."""
+  word = tf.cast(tf.bitwise.right_shift(packed, 32), tf.int32)
+  sym = tf.cast(packed & 0xFFFFFFFF, tf.int32)
+  chosen = _choose(sym, word, rank, merges)
+  at = tf.cast(tf.where(chosen)[:, 0], tf.int32)          # merges at (at, at + 1)
+  sym = tf.tensor_scatter_nd_update(
+      sym, at[:, None], tf.gather(merges.merged_ids, tf.gather(rank, at)))
+  # New pairs, before dropping the right symbols (the next kept symbol after `at` is at + 2;
+  # chosen pairs never touch): (at, at + 2), and (at - 1, at) unless at - 1 goes too, in
+  # which case (at - 2, at) is the first kind for at - 2.
+  removed = _shift_right(chosen)
+  left = tf.boolean_mask(at - 1, (at > 0) & ~tf.gather(removed, tf.maximum(at - 1, 0)))
+  pos = tf.concat([at, left], 0)
+  new_rank = _lookup(sym, word, pos, tf.concat([at + 2, left + 1], 0), merges)
+  rank = tf.tensor_scatter_nd_update(rank, pos[:, None], new_rank)
+  packed = tf.tensor_scatter_nd_update(
+      packed, at[:, None],
+      tf.bitwise.left_shift(tf.cast(tf.gather(word, at), tf.int64), 32) |
+      tf.cast(tf.gather(sym, at), tf.int64))
+  return _retire(packed, rank, ~removed, done, k, merges.num_words)
 
 
 def _alternate(cand: tf.Tensor, touching: tf.Tensor) -> tf.Tensor:
