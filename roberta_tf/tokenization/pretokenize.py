@@ -274,38 +274,14 @@ def _find_specials(data, row_splits, is_space, specials):
   return start, end, kind
 
 
-def split_words(texts: tf.Tensor, class_table: tf.Tensor,
-                specials: typing.Sequence[Special] = ()) -> Words:
-  """Splits texts into special tokens and GPT-2 pre-tokenization words.
+def _gpt2_word_starts(data, cls, lead, is_space, first, special_start):
+  """bool [T]: the bytes where GPT-2's regex starts a word (specials not yet applied).
 
   Args:
-    texts: tf.string [B]. Invalid UTF-8 is repaired first (`repair_utf8`; only when some text
-      is invalid, checked on the bytes >= 0x80).
-    class_table: int8 [0x110000], `codepoint_classes()` as a tensor.
-    specials: special-token strings, matched first; the text between them (segments) is
-      pre-tokenized independently, as HF's AddedVocabulary does.
-  Returns:
-    `Words`: the words of every text, in order; a text's words concatenated are the (repaired)
-    text; an empty text has none.
+    data: uint8 [T]; cls: int8 [T] and lead: bool [T], from `_byte_classes`;
+    is_space: cls == CLASS_SPACE; first: bool [T], a segment's first byte;
+    special_start: bool [T], a special token's first byte.
   """
-  joined = _join(texts)
-  joined = tf.cond(_is_valid_utf8(joined[1], joined[3]), lambda: joined,
-                   lambda: _join(repair_utf8(texts)))
-  buffer, data, row_splits, first = joined
-  total = tf.size(data, out_type=tf.int64)
-  # Byte-level arrays. A character's properties are read at its first byte (its "lead"); the
-  # class of every byte is its character's, so byte i - 1 tells the previous character's class.
-  cls, lead = _byte_classes(data, class_table)
-  is_space = tf.equal(cls, CLASS_SPACE)
-  special_start = tf.zeros_like(first)
-  in_special = special_start
-  span_kind = tf.zeros([0], tf.int32)
-  if specials:
-    spans = _find_specials(data, row_splits, is_space, specials)
-    special_start, in_special, span_kind, after = tf.cond(
-        tf.size(spans[0]) > 0, lambda: _mark_specials(*spans, total),
-        lambda: (special_start, in_special, span_kind, special_start))
-    first = first | after                                            # a segment starts after
   # At the LAST byte of a character (the byte before the next lead): is it the last character
   # of its segment, and the next character's class.
   end_last = _shift_left(first | special_start, True)
@@ -338,7 +314,43 @@ def split_words(texts: tf.Tensor, class_table: tf.Tensor,
   # The letters after a contraction start a word (a no-op where a new run starts anyway).
   start = lead & (start | _shift_right(contraction2, False, 2) |
                   _shift_right(contraction3, False, 3))
-  # (3) A special token is one word.
+  return start
+
+
+def split_words(texts: tf.Tensor, class_table: tf.Tensor,
+                specials: typing.Sequence[Special] = ()) -> Words:
+  """Splits texts into special tokens and GPT-2 pre-tokenization words.
+
+  Args:
+    texts: tf.string [B]. Invalid UTF-8 is repaired first (`repair_utf8`; only when some text
+      is invalid, checked on the bytes >= 0x80).
+    class_table: int8 [0x110000], `codepoint_classes()` as a tensor.
+    specials: special-token strings, matched first; the text between them (segments) is
+      pre-tokenized independently, as HF's AddedVocabulary does.
+  Returns:
+    `Words`: the words of every text, in order; a text's words concatenated are the (repaired)
+    text; an empty text has none.
+  """
+  joined = _join(texts)
+  joined = tf.cond(_is_valid_utf8(joined[1], joined[3]), lambda: joined,
+                   lambda: _join(repair_utf8(texts)))
+  buffer, data, row_splits, first = joined
+  total = tf.size(data, out_type=tf.int64)
+  # Byte-level arrays. A character's properties are read at its first byte (its "lead"); the
+  # class of every byte is its character's, so byte i - 1 tells the previous character's class.
+  cls, lead = _byte_classes(data, class_table)
+  is_space = tf.equal(cls, CLASS_SPACE)
+  special_start = tf.zeros_like(first)
+  in_special = special_start
+  span_kind = tf.zeros([0], tf.int32)
+  if specials:
+    spans = _find_specials(data, row_splits, is_space, specials)
+    special_start, in_special, span_kind, after = tf.cond(
+        tf.size(spans[0]) > 0, lambda: _mark_specials(*spans, total),
+        lambda: (special_start, in_special, span_kind, special_start))
+    first = first | after                                            # a segment starts after
+  start = _gpt2_word_starts(data, cls, lead, is_space, first, special_start)
+  # (3) A special token is one word ((1) and (2) are in `_gpt2_word_starts`).
   start = tf.where(in_special, special_start, start)
   starts = tf.where(start)[:, 0]                                     # int64 [W]
   lengths = tf.concat([starts[1:], tf.reshape(total, [1])], axis=0)[:tf.size(starts)] - starts
