@@ -148,10 +148,10 @@ def write_section(corpus: str, out_dir: str, train: int, dev: int, test: int,
 def read_split(glue_task: str, path: str) -> tuple[list[str], list[str] | None, list[int]]:
   """(texts_a, texts_b or None, class ids in the task's label order) of a labelled file, read
   by the GLUE preset's reader."""
-  task = glue.get(glue_task)
-  examples, _ = glue.read_file(task, path, task.train)
-  b = [e.text_b for e in examples] if len(task.text_fields) == 2 else None
-  return [e.text_a for e in examples], b, [task.labels.index(e.label) for e in examples]
+  preset = glue.get(glue_task)
+  examples, _ = glue.read_file(preset, path, preset.train)
+  b = [e.text_b for e in examples] if len(preset.text_fields) == 2 else None
+  return [e.text_a for e in examples], b, [preset.labels.index(e.label) for e in examples]
 
 
 def define_data_flags(work_dir: str, work_dir_help: str) -> None:

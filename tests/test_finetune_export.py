@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning import finetuned_dir, squad, task_data
+from roberta_tf.finetuning import finetuned_dir, problem_data, squad
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
@@ -78,7 +78,7 @@ def exported(tmp_path_factory, hf_tiny_dir):
                  finetuned_export.export_saved_model(model_dir, str(root / f"{name}_sm")))
   squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
   race_path = fx.write_race(str(root / "race.jsonl"), passages=2, seed=2)
-  return out, squad.read_squad(squad_path)[0], task_data.read_choice_examples(race_path)
+  return out, squad.read_squad(squad_path)[0], problem_data.read_choice_examples(race_path)
 
 
 def _in_process_outputs(model_dir, task_cls, examples):
@@ -118,14 +118,14 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   assert "modules: []" in proc.stdout
   got = dict(np.load(out_path))
 
-  pair_examples = [task_data.TextExample(a, b, "neg") for a, b in PAIRS]
+  pair_examples = [problem_data.TextExample(a, b, "neg") for a, b in PAIRS]
   _, outputs = _in_process_outputs(dirs["pair"][0], problems_lib.SequenceProblem, pair_examples)
   logits = np.concatenate([o["logits"] for o in outputs])
   np.testing.assert_allclose(got["pair/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-5)
   assert got["pair/label_id"].tolist() == logits.argmax(-1).tolist()
   assert got["pair/label"].tolist() == [[b"neg", b"pos", b"zero"][i] for i in logits.argmax(-1)]
 
-  single = [task_data.TextExample(a, None, 0.0) for a, _ in PAIRS]
+  single = [problem_data.TextExample(a, None, 0.0) for a, _ in PAIRS]
   _, outputs = _in_process_outputs(dirs["regression"][0], problems_lib.SequenceProblem, single)
   np.testing.assert_allclose(got["regression/value"],
                              np.concatenate([o["logits"] for o in outputs]), atol=1e-5)

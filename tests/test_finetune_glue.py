@@ -12,7 +12,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep_runner, warm_start
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task_data import TaskDataError
+from roberta_tf.finetuning.problem_data import ProblemDataError
 from tests import finetune_fixtures as fx
 from tests.conftest import TESTDATA
 from tests.harness import run_module
@@ -23,8 +23,8 @@ GLUE = os.path.join(TESTDATA, "glue")
 
 
 def _data(name):
-  task = glue.get(name)
-  return glue.read_data(task, os.path.join(GLUE, task.folder))
+  preset = glue.get(name)
+  return glue.read_data(preset, os.path.join(GLUE, preset.folder))
 
 
 def test_every_task_reads_its_real_layout():
@@ -87,25 +87,25 @@ def test_bad_rows_are_named(tmp_path):
   rte = glue.get("rte")
   short = _write(str(tmp_path / "RTE" / "train.tsv"),
                  "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\n")
-  with pytest.raises(TaskDataError, match=r"train.tsv:3: 2 tab-separated columns where the "
+  with pytest.raises(ProblemDataError, match=r"train.tsv:3: 2 tab-separated columns where the "
                                           r"header's 4 are expected"):
     glue.read_file(rte, short, rte.train)
   bad = _write(str(tmp_path / "RTE" / "dev.tsv"),
                "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tneutral\n")
-  with pytest.raises(TaskDataError, match=r"dev.tsv:2: label 'neutral' is not one of GLUE RTE"):
+  with pytest.raises(ProblemDataError, match=r"dev.tsv:2: label 'neutral' is not one of GLUE RTE"):
     glue.read_file(rte, bad, rte.train)
   stsb = glue.get("stsb")
   score = _write(str(tmp_path / "STS-B" / "train.tsv"),
                  "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
                  "sentence2\tscore\n" + "\t".join(["0"] * 7 + ["a", "b", "five"]) + "\n")
-  with pytest.raises(TaskDataError, match=r"train.tsv:2: score 'five' is not a number"):
+  with pytest.raises(ProblemDataError, match=r"train.tsv:2: score 'five' is not a number"):
     glue.read_file(stsb, score, stsb.train)
-  with pytest.raises(TaskDataError, match=r"RTE/train.tsv:1: the header has no column "
+  with pytest.raises(ProblemDataError, match=r"RTE/train.tsv:1: the header has no column "
                      r"'gold_label' .* is --glue_task=mnli the right task for this folder"):
     glue.read_data(glue.get("mnli"), os.path.join(GLUE, "RTE"))
   with open(os.path.join(GLUE, "MNLI", "train.tsv"), encoding="utf-8") as f:
     _write(str(tmp_path / "MNLI" / "train.tsv"), f.read())
-  with pytest.raises(TaskDataError, match="dev_matched.tsv: no such file"):
+  with pytest.raises(ProblemDataError, match="dev_matched.tsv: no such file"):
     glue.read_data(glue.get("mnli"), str(tmp_path / "MNLI"))
 
 

@@ -10,7 +10,7 @@ import pytest
 from roberta_tf.common import files
 from roberta_tf.finetuning import glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task_data import TaskDataError
+from roberta_tf.finetuning.problem_data import ProblemDataError
 from tests.conftest import REPO
 
 GLUE = os.path.join(REPO, "tests", "testdata", "glue")
@@ -37,7 +37,7 @@ def _drop_last_column(line_index):
 def test_dev_row_without_gold_label_is_refused_naming_the_line(tmp_path):
   # Read by position (-1), this row would have been scored against label5.
   folder, path = _mnli_copy(tmp_path, "dev_matched.tsv", _drop_last_column(2))
-  with pytest.raises(TaskDataError, match=rf"{path}:3: 15 tab-separated columns where the "
+  with pytest.raises(ProblemDataError, match=rf"{path}:3: 15 tab-separated columns where the "
                      r"header's 16 are expected .*--skip_bad_examples"):
     glue.read_data(MNLI, folder)
 
@@ -45,11 +45,11 @@ def test_dev_row_without_gold_label_is_refused_naming_the_line(tmp_path):
 def test_train_and_test_rows_are_checked_against_their_own_header(tmp_path):
   folder, path = _mnli_copy(tmp_path, "train.tsv", lambda lines: lines.__setitem__(
       1, lines[1] + "\textra"))
-  with pytest.raises(TaskDataError, match=rf"{path}:2: 13 tab-separated columns where the "
+  with pytest.raises(ProblemDataError, match=rf"{path}:2: 13 tab-separated columns where the "
                      r"header's 12"):
     glue.read_data(MNLI, folder)
   folder, path = _mnli_copy(tmp_path / "t", "test_matched.tsv", _drop_last_column(1))
-  with pytest.raises(TaskDataError, match=rf"{path}:2: 9 tab-separated columns where the "
+  with pytest.raises(ProblemDataError, match=rf"{path}:2: 9 tab-separated columns where the "
                      r"header's 10"):
     glue.read_data(MNLI, folder)
 
@@ -84,7 +84,7 @@ def test_headerless_cola_rows_need_four_columns(tmp_path):
   path = tmp_path / "train.tsv"
   path.write_text("gj04\t1\t\tGood sentence.\ngj04\t0\tBad one.\n", encoding="utf-8")
   cola = glue.get("cola")
-  with pytest.raises(TaskDataError, match=r"train.tsv:2: 3 tab-separated columns where GLUE "
+  with pytest.raises(ProblemDataError, match=r"train.tsv:2: 3 tab-separated columns where GLUE "
                      r"CoLA's layout's 4 are expected"):
     glue.read_file(cola, str(path), cola.train)
   examples, _ = glue.read_file(cola, str(path), cola.train, skip_bad=True, log=lambda _: None)

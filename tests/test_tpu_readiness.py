@@ -46,7 +46,7 @@ from data_prep.shard_builder import build_shards
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
-from roberta_tf.finetuning import bucketing, finetuned_dir, squad, task_data
+from roberta_tf.finetuning import bucketing, finetuned_dir, problem_data, squad
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for
@@ -143,14 +143,14 @@ def problems(tmp_path_factory):
   rows = fx.sentiment_rows(40, seed=0)
   for i, row in enumerate(rows):  # lengths across several rungs of the ladder (16, 32, 48, 64)
     row["sentence"] += " and so on" * (i % 9)
-  examples = task_data.read_text_examples(fx.write_table(str(root / "t.tsv"), rows),
+  examples = problem_data.read_text_examples(fx.write_table(str(root / "t.tsv"), rows),
                                           ("sentence", "sentence2"), "label")
   out = {}
   for name, fields in (("single", ("sentence",)), ("pair", ("sentence", "sentence2"))):
     info = problems_lib.ProblemInfo("classification", S, labels=("neg", "pos"),
                                     text_fields=fields)
     out[name] = problems_lib.SequenceProblem(info, tokenizer, examples, examples[:8])
-  choices = task_data.read_choice_examples(fx.write_race(str(root / "race.jsonl"), 3, seed=2))
+  choices = problem_data.read_choice_examples(fx.write_race(str(root / "race.jsonl"), 3, seed=2))
   out["multiple_choice"] = problems_lib.MultipleChoiceProblem(
       problems_lib.ProblemInfo("multiple_choice", S, num_choices=4), tokenizer, choices, choices)
   qa, _ = squad.read_squad(fx.write_squad(str(root / "squad.json"), 4, seed=5, version_2=True))

@@ -1,7 +1,7 @@
 """Fine-tuning RoBERTa on downstream tasks (the paper's GLUE, RACE and SQuAD recipes).
 
 Modules, in the order data flows through them:
-  task_data       TSV/CSV/JSONL and RACE readers -> examples; the label set
+  problem_data       TSV/CSV/JSONL and RACE readers -> examples; the label set
   featurize       TF-op featurization shared by training and the SavedModel:
                   `<s> A </s></s> B </s>`, longest-first pair truncation, padding
   squad           SQuAD reader, doc-stride windows, token -> character offsets, n-best decoding

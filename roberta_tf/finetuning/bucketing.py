@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning.task_types import BATCHINGS, LENGTH_BUCKETS, MAX_SEQ_LEN, RANDOM
+from roberta_tf.finetuning.problem_types import BATCHINGS, LENGTH_BUCKETS, MAX_SEQ_LEN, RANDOM
 
 __all__ = ["BATCHINGS", "LENGTH_BUCKETS", "MAX_SEQ_LEN", "RANDOM", "batch", "length_ladder",
            "pad_to_rung", "train_order"]

@@ -13,7 +13,7 @@ import dataclasses
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import use
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
-from roberta_tf.finetuning import glue, task_types
+from roberta_tf.finetuning import glue, problem_types
 
 SQUAD_V2_NULL = ("classifier", "span_score")
 # The fields (flags) that name files or directories: local paths or URLs (gs://, ram://, ...:
@@ -36,7 +36,8 @@ class FinetuneConfig:
   same name, with this help (roberta_tf/common/options.py). The options pretraining shares
   (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
   and used here, with fine-tuning's default or help where it differs; the rest are its own."""
-  task: str = option(help="The task type (set by --glue_task).", choices=task_types.TASK_TYPES)
+  task: str = option(help="The task type (set by --glue_task).",
+                     choices=problem_types.PROBLEM_TYPES)
   model_dir: str = use(
       "model_dir", help="Output directory (must be empty unless --overwrite; the same command "
       "on an unfinished sweep's directory resumes it).")
@@ -58,7 +59,7 @@ class FinetuneConfig:
       "", "A GLUE task: reads --data_dir in GLUE's layout with the task's columns, labels and "
       "metric (sets --task, --train_file, --eval_file, --text_fields, --labels; --metric "
       "defaults to GLUE's), and writes the kept model's test predictions (TASK.tsv).",
-      choices=("", *glue.TASKS))
+      choices=("", *glue.PRESETS))
   data_dir: str = option(
       "", "--glue_task: GLUE's folder of the task (train.tsv, dev.tsv or MNLI's "
       "dev_matched/dev_mismatched.tsv, optional test files).")
@@ -132,10 +133,10 @@ class FinetuneConfig:
       check=Check(lambda v: v > 0, "--{name} must be > 0 (runs per configuration), got "
                   "{value}"))
   batching: str = option(
-      task_types.LENGTH_BUCKETS, "length_buckets: batches of similar lengths, padded to a few "
-      "fixed lengths (fastest); random: random batches padded the same way; max_seq_len: "
+      problem_types.LENGTH_BUCKETS, "length_buckets: batches of similar lengths, padded to a "
+      "few fixed lengths (fastest); random: random batches padded the same way; max_seq_len: "
       "random batches padded to --max_seq_len. See roberta_tf/finetuning/bucketing.py.",
-      choices=task_types.BATCHINGS)
+      choices=problem_types.BATCHINGS)
   grad_accum_steps: int = use("grad_accum_steps")
   clip_norm: float = use("clip_norm")
   max_bad_steps: int = use(
@@ -191,7 +192,7 @@ class FinetuneConfig:
          f"{self.grad_accum_steps}"),
         (all(lr > 0 for lr in rates), f"learning rates must be > 0, got {rates}"),
         (len(set(rates)) == len(rates), f"--learning_rates repeats a rate: {rates}"),
-        (self.task not in (task_types.CLASSIFICATION, task_types.REGRESSION) or
+        (self.task not in (problem_types.CLASSIFICATION, problem_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),
         (self.max_answer_len > 0 and self.n_best_size > 0 and self.doc_stride > 0,

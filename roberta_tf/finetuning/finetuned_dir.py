@@ -38,7 +38,7 @@ TOKENIZER_FILES = vocab_files.FILES
 # What a fine-tuning run writes at the top of model_dir (besides checkpoints and runs/).
 _WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.json",
             "nbest_predictions.json", glue.DIAGNOSTIC_FILE,
-            *(name for task in glue.TASKS.values() for name, _ in task.test_files))
+            *(name for preset in glue.PRESETS.values() for name, _ in preset.test_files))
 
 
 

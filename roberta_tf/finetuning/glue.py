@@ -35,8 +35,8 @@ from __future__ import annotations
 import dataclasses
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import task_types
-from roberta_tf.finetuning.task_data import TaskDataError, TextExample
+from roberta_tf.finetuning import problem_types
+from roberta_tf.finetuning.problem_data import ProblemDataError, TextExample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,8 @@ class Layout:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
-  """One GLUE task (see the module docstring)."""
+class GluePreset:
+  """One GLUE task's preset: how to read its folder and score it (see the module docstring)."""
   name: str                       # the --glue_task value
   folder: str                     # GLUE's folder name
   task_type: str                  # classification or regression
@@ -79,37 +79,37 @@ def _test(*texts: str, index: str = "index") -> Layout:
 
 _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
-TASKS: dict[str, GlueTask] = {t.name: t for t in (
-    GlueTask("cola", "CoLA", task_types.CLASSIFICATION, _BINARY, ("sentence",), "mcc",
-             Layout(text=(3,), label=1, columns=4), _test("sentence"),
-             test_files=(("CoLA.tsv", "test.tsv"),)),
-    GlueTask("sst2", "SST-2", task_types.CLASSIFICATION, _BINARY, ("sentence",), "accuracy",
-             _labeled("label", "sentence"), _test("sentence"),
-             test_files=(("SST-2.tsv", "test.tsv"),)),
-    GlueTask("mrpc", "MRPC", task_types.CLASSIFICATION, _BINARY, ("#1 String", "#2 String"),
-             "accuracy", _labeled("Quality", "#1 String", "#2 String"),
-             _test("#1 String", "#2 String"), test_files=(("MRPC.tsv", "test.tsv"),)),
-    GlueTask("stsb", "STS-B", task_types.REGRESSION, (), ("sentence1", "sentence2"), "pearson",
-             _labeled("score", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
-             test_files=(("STS-B.tsv", "test.tsv"),), score_range=(0.0, 5.0)),
-    GlueTask("qqp", "QQP", task_types.CLASSIFICATION, _BINARY, ("question1", "question2"),
-             "accuracy", _labeled("is_duplicate", "question1", "question2"),
-             _test("question1", "question2", index="id"), test_files=(("QQP.tsv", "test.tsv"),)),
-    GlueTask("mnli", "MNLI", task_types.CLASSIFICATION, ("contradiction", "entailment", "neutral"),
-             ("sentence1", "sentence2"), "accuracy",
-             _labeled("gold_label", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
-             dev_files=(("", "dev_matched.tsv"), ("mismatched_", "dev_mismatched.tsv")),
-             test_files=(("MNLI-m.tsv", "test_matched.tsv"), ("MNLI-mm.tsv",
-                                                               "test_mismatched.tsv"))),
-    GlueTask("qnli", "QNLI", task_types.CLASSIFICATION, _ENTAILMENT, ("question", "sentence"),
-             "accuracy", _labeled("label", "question", "sentence"), _test("question", "sentence"),
-             test_files=(("QNLI.tsv", "test.tsv"),)),
-    GlueTask("rte", "RTE", task_types.CLASSIFICATION, _ENTAILMENT, ("sentence1", "sentence2"),
-             "accuracy", _labeled("label", "sentence1", "sentence2"),
-             _test("sentence1", "sentence2"), test_files=(("RTE.tsv", "test.tsv"),)),
-    GlueTask("wnli", "WNLI", task_types.CLASSIFICATION, _BINARY, ("sentence1", "sentence2"),
-             "accuracy", _labeled("label", "sentence1", "sentence2"),
-             _test("sentence1", "sentence2"), test_files=(("WNLI.tsv", "test.tsv"),)),
+PRESETS: dict[str, GluePreset] = {t.name: t for t in (
+    GluePreset("cola", "CoLA", problem_types.CLASSIFICATION, _BINARY, ("sentence",), "mcc",
+               Layout(text=(3,), label=1, columns=4), _test("sentence"),
+               test_files=(("CoLA.tsv", "test.tsv"),)),
+    GluePreset("sst2", "SST-2", problem_types.CLASSIFICATION, _BINARY, ("sentence",), "accuracy",
+               _labeled("label", "sentence"), _test("sentence"),
+               test_files=(("SST-2.tsv", "test.tsv"),)),
+    GluePreset("mrpc", "MRPC", problem_types.CLASSIFICATION, _BINARY, ("#1 String", "#2 String"),
+               "accuracy", _labeled("Quality", "#1 String", "#2 String"),
+               _test("#1 String", "#2 String"), test_files=(("MRPC.tsv", "test.tsv"),)),
+    GluePreset("stsb", "STS-B", problem_types.REGRESSION, (), ("sentence1", "sentence2"), "pearson",
+               _labeled("score", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
+               test_files=(("STS-B.tsv", "test.tsv"),), score_range=(0.0, 5.0)),
+    GluePreset("qqp", "QQP", problem_types.CLASSIFICATION, _BINARY, ("question1", "question2"),
+               "accuracy", _labeled("is_duplicate", "question1", "question2"),
+               _test("question1", "question2", index="id"), test_files=(("QQP.tsv", "test.tsv"),)),
+    GluePreset("mnli", "MNLI", problem_types.CLASSIFICATION,
+               ("contradiction", "entailment", "neutral"), ("sentence1", "sentence2"), "accuracy",
+               _labeled("gold_label", "sentence1", "sentence2"), _test("sentence1", "sentence2"),
+               dev_files=(("", "dev_matched.tsv"), ("mismatched_", "dev_mismatched.tsv")),
+               test_files=(("MNLI-m.tsv", "test_matched.tsv"), ("MNLI-mm.tsv",
+                                                                 "test_mismatched.tsv"))),
+    GluePreset("qnli", "QNLI", problem_types.CLASSIFICATION, _ENTAILMENT, ("question", "sentence"),
+               "accuracy", _labeled("label", "question", "sentence"), _test("question", "sentence"),
+               test_files=(("QNLI.tsv", "test.tsv"),)),
+    GluePreset("rte", "RTE", problem_types.CLASSIFICATION, _ENTAILMENT, ("sentence1", "sentence2"),
+               "accuracy", _labeled("label", "sentence1", "sentence2"),
+               _test("sentence1", "sentence2"), test_files=(("RTE.tsv", "test.tsv"),)),
+    GluePreset("wnli", "WNLI", problem_types.CLASSIFICATION, _BINARY, ("sentence1", "sentence2"),
+               "accuracy", _labeled("label", "sentence1", "sentence2"),
+               _test("sentence1", "sentence2"), test_files=(("WNLI.tsv", "test.tsv"),)),
 )}
 DIAGNOSTIC = _test("sentence1", "sentence2")  # GLUE's diagnostic.tsv: index, sentence1, sentence2
 DIAGNOSTIC_FILE = "AX.tsv"     # its leaderboard file (an MNLI model's predictions)
@@ -117,10 +117,10 @@ DIAGNOSTIC_FILE = "AX.tsv"     # its leaderboard file (an MNLI model's predictio
 PRESET_FLAGS = ("task", "train_file", "eval_file", "text_fields", "label_field", "labels")
 
 
-def get(name: str) -> GlueTask:
-  if name not in TASKS:
-    raise ValueError(f"--glue_task={name!r}: expected one of {', '.join(TASKS)}")
-  return TASKS[name]
+def get(name: str) -> GluePreset:
+  if name not in PRESETS:
+    raise ValueError(f"--glue_task={name!r}: expected one of {', '.join(PRESETS)}")
+  return PRESETS[name]
 
 
 def apply_preset(cfg):
@@ -128,32 +128,32 @@ def apply_preset(cfg):
   in; cfg itself when it names no --glue_task."""
   if not cfg.glue_task:
     return cfg
-  task = get(cfg.glue_task)
+  preset = get(cfg.glue_task)
   if not cfg.data_dir or not files.isdir(cfg.data_dir):
-    raise ValueError(f"--glue_task={task.name} needs --data_dir, GLUE's {task.folder} folder "
+    raise ValueError(f"--glue_task={preset.name} needs --data_dir, GLUE's {preset.folder} folder "
                      f"(got {cfg.data_dir!r})")
   return dataclasses.replace(
-      cfg, task=task.task_type, train_file=files.join(cfg.data_dir, "train.tsv"),
-      eval_file=files.join(cfg.data_dir, task.dev_files[0][1]), text_fields=task.text_fields,
-      label_field="", labels=task.labels, metric=cfg.metric or task.metric)
+      cfg, task=preset.task_type, train_file=files.join(cfg.data_dir, "train.tsv"),
+      eval_file=files.join(cfg.data_dir, preset.dev_files[0][1]), text_fields=preset.text_fields,
+      label_field="", labels=preset.labels, metric=cfg.metric or preset.metric)
 
 
 def read_rows(path: str) -> list[tuple[int, list[str]]]:
   """(line number, fields) of each non-empty line: split at tabs, no quoting, "\\n" ends a line
   (a "\\r" before it is dropped), a UTF-8 byte-order mark is ignored."""
   if not files.isfile(path):
-    raise TaskDataError(f"{path}: no such file")
+    raise ProblemDataError(f"{path}: no such file")
   raw = files.read_bytes(path)
   try:
     text = raw.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     line = raw[:e.start].count(b"\n") + 1
-    raise TaskDataError(f"{path}:{line}: not UTF-8 ({e.reason})") from e
+    raise ProblemDataError(f"{path}:{line}: not UTF-8 ({e.reason})") from e
   return [(n, line.rstrip("\r").split("\t"))
           for n, line in enumerate(text.split("\n"), 1) if line.rstrip("\r")]
 
 
-def _positions(task: GlueTask, path: str, layout: Layout, header: list[str] | None) -> dict:
+def _positions(preset: GluePreset, path: str, layout: Layout, header: list[str] | None) -> dict:
   """{"text": [column...], "label": column or None, "index": column or None} of a file."""
   if header is None:
     return {"text": list(layout.text), "label": layout.label, "index": layout.index}
@@ -162,14 +162,14 @@ def _positions(task: GlueTask, path: str, layout: Layout, header: list[str] | No
     if name is None:
       return None
     if name not in header:
-      raise TaskDataError(f"{path}:1: the header has no column {name!r} (it has {header}); is "
-                          f"--glue_task={task.name} the right task for this folder?")
+      raise ProblemDataError(f"{path}:1: the header has no column {name!r} (it has {header}); is "
+                             f"--glue_task={preset.name} the right task for this folder?")
     return header.index(name)
   return {"text": [find(n) for n in layout.text], "label": find(layout.label),
           "index": find(layout.index)}
 
 
-def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
+def read_file(preset: GluePreset, path: str, layout: Layout, skip_bad: bool = False,
               log=print) -> tuple[list[TextExample], list[str]]:
   """A GLUE file's examples (label None in unlabeled files) and their leaderboard indices
   (test files; else the 0-based row numbers).
@@ -179,16 +179,16 @@ def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
   one line per file that had such rows).
 
   Raises:
-    TaskDataError: naming file:line.
+    ProblemDataError: naming file:line.
   """
   rows = read_rows(path)
   header = None
   if layout.header:
     if not rows:
-      raise TaskDataError(f"{path}: empty file (GLUE files start with a header row)")
+      raise ProblemDataError(f"{path}: empty file (GLUE files start with a header row)")
     header = [name.strip() for name in rows[0][1]]
     rows = rows[1:]
-  where = _positions(task, path, layout, header)
+  where = _positions(preset, path, layout, header)
   expected = len(header) if header is not None else layout.columns
   examples, indices, skipped = [], [], []
   for lineno, row in rows:
@@ -196,8 +196,8 @@ def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
       if skip_bad:
         skipped.append(lineno)
         continue
-      what = "the header's" if header is not None else f"GLUE {task.folder}'s layout's"
-      raise TaskDataError(
+      what = "the header's" if header is not None else f"GLUE {preset.folder}'s layout's"
+      raise ProblemDataError(
           f"{path}:{lineno}: {len(row)} tab-separated columns where {what} {expected} are "
           "expected (a lost or extra tab?); fix the row, or pass --skip_bad_examples to skip "
           f"such rows{'' if header is not None else '; is --glue_task the right task?'}")
@@ -205,14 +205,14 @@ def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
     label = None
     if where["label"] is not None:
       value = row[where["label"]].strip()
-      if task.task_type == task_types.REGRESSION:
+      if preset.task_type == problem_types.REGRESSION:
         try:
           label = float(value)
         except ValueError as e:
-          raise TaskDataError(f"{path}:{lineno}: score {value!r} is not a number") from e
-      elif value not in task.labels:
-        raise TaskDataError(f"{path}:{lineno}: label {value!r} is not one of GLUE {task.folder}'s "
-                            f"labels {list(task.labels)}")
+          raise ProblemDataError(f"{path}:{lineno}: score {value!r} is not a number") from e
+      elif value not in preset.labels:
+        raise ProblemDataError(f"{path}:{lineno}: label {value!r} is not one of GLUE "
+                               f"{preset.folder}'s labels {list(preset.labels)}")
       else:
         label = value
     examples.append(TextExample(texts[0], texts[1] if len(texts) == 2 else None, label))
@@ -223,7 +223,7 @@ def read_file(task: GlueTask, path: str, layout: Layout, skip_bad: bool = False,
         f"count is not {expected} (lines {', '.join(map(str, skipped[:5]))}"
         f"{', ...' if len(skipped) > 5 else ''})")
   if not examples:
-    raise TaskDataError(f"{path}: no examples")
+    raise ProblemDataError(f"{path}: no examples")
   return examples, indices
 
 
@@ -237,23 +237,23 @@ class GlueData:
   test: list[tuple[str, list[TextExample], list[str]]]
 
 
-def read_data(task: GlueTask, data_dir: str, diagnostic: str = "", skip_bad: bool = False,
+def read_data(preset: GluePreset, data_dir: str, diagnostic: str = "", skip_bad: bool = False,
               log=print) -> GlueData:
   """Reads train, dev (required) and test (those present) files, and the AX diagnostic file;
   `skip_bad`: rows with the wrong column count are skipped and counted (read_file)."""
   def read(path, layout):
-    return read_file(task, path, layout, skip_bad, log)
-  train, _ = read(files.join(data_dir, "train.tsv"), task.train)
-  dev = [(prefix, read(files.join(data_dir, name), task.train)[0])
-         for prefix, name in task.dev_files]
+    return read_file(preset, path, layout, skip_bad, log)
+  train, _ = read(files.join(data_dir, "train.tsv"), preset.train)
+  dev = [(prefix, read(files.join(data_dir, name), preset.train)[0])
+         for prefix, name in preset.dev_files]
   test = []
-  for out_name, name in task.test_files:
+  for out_name, name in preset.test_files:
     path = files.join(data_dir, name)
     if files.isfile(path):
-      test.append((out_name, *read(path, task.test)))
+      test.append((out_name, *read(path, preset.test)))
   if diagnostic:
-    if task.name != "mnli":
-      raise TaskDataError(f"--glue_diagnostic is predicted by an MNLI model; --glue_task is "
-                          f"{task.name}")
+    if preset.name != "mnli":
+      raise ProblemDataError(f"--glue_diagnostic is predicted by an MNLI model; --glue_task is "
+                             f"{preset.name}")
     test.append((DIAGNOSTIC_FILE, *read(diagnostic, DIAGNOSTIC)))
   return GlueData(train, dev, test)

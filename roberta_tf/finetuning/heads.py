@@ -16,12 +16,12 @@ import keras
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning.task_types import (
+from roberta_tf.finetuning.problem_types import (
   CLASSIFICATION,
   EXTRACTIVE_QA,
   MULTIPLE_CHOICE,
+  PROBLEM_TYPES,
   REGRESSION,
-  TASK_TYPES,
 )
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.encoder import encoder_inputs
@@ -106,8 +106,8 @@ class FinetuneModel(keras.Model):
   def __init__(self, encoder: keras.Model, task_type: str, num_outputs: int = 1,
                dropout: float = 0.1, initializer_range: float = 0.02, dtype=None,
                answer_classifier: bool = False, **kwargs):
-    if task_type not in TASK_TYPES:
-      raise ValueError(f"unknown task type {task_type!r}; expected one of {TASK_TYPES}")
+    if task_type not in PROBLEM_TYPES:
+      raise ValueError(f"unknown task type {task_type!r}; expected one of {PROBLEM_TYPES}")
     super().__init__(dtype=dtype, name=kwargs.pop("name", f"roberta_{task_type}"), **kwargs)
     self.encoder = encoder
     self.task_type = task_type

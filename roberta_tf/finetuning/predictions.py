@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import task_types
+from roberta_tf.finetuning import problem_types
 
 HEADER = "index\tprediction"
 
@@ -34,7 +34,7 @@ def predict_logits(model, task, examples, batch_size: int) -> np.ndarray:
 
 def prediction_strings(preset, logits: np.ndarray) -> list[str]:
   """A prediction per row in the leaderboard's spelling (see the module docstring)."""
-  if preset.task_type == task_types.REGRESSION:
+  if preset.task_type == problem_types.REGRESSION:
     low, high = preset.score_range or (-np.inf, np.inf)
     return [f"{v:.3f}" for v in np.clip(logits.astype(np.float64), low, high)]
   return [preset.labels[i] for i in logits.argmax(-1)]

@@ -26,16 +26,16 @@ from roberta_tf.finetuning import (
   featurize,
   glue,
   metrics,
+  problem_data,
+  problem_types,
   squad,
   squad_eval,
-  task_data,
-  task_types,
 )
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
-DEFAULT_METRIC = {task_types.CLASSIFICATION: "accuracy", task_types.REGRESSION: "pearson",
-                  task_types.MULTIPLE_CHOICE: "accuracy", task_types.EXTRACTIVE_QA: "f1"}
+DEFAULT_METRIC = {problem_types.CLASSIFICATION: "accuracy", problem_types.REGRESSION: "pearson",
+                  problem_types.MULTIPLE_CHOICE: "accuracy", problem_types.EXTRACTIVE_QA: "f1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ProblemInfo:
   """What using a fine-tuned model needs besides its weights.
 
   Attributes:
-    task_type: one of task_types.TASK_TYPES.
+    task_type: one of problem_types.PROBLEM_TYPES.
     max_seq_len: the longest input, special tokens included.
     labels: classification: the class names in id order.
     text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
@@ -68,14 +68,14 @@ class ProblemInfo:
 
   @property
   def num_outputs(self) -> int:
-    return len(self.labels) if self.task_type == task_types.CLASSIFICATION else 1
+    return len(self.labels) if self.task_type == problem_types.CLASSIFICATION else 1
 
   def metric_names(self) -> tuple[str, ...]:
-    if self.task_type == task_types.CLASSIFICATION:
+    if self.task_type == problem_types.CLASSIFICATION:
       return ("accuracy", "mcc", "f1" if len(self.labels) == 2 else "macro_f1")
-    if self.task_type == task_types.REGRESSION:
+    if self.task_type == problem_types.REGRESSION:
       return ("pearson", "spearman", "mse")
-    if self.task_type == task_types.MULTIPLE_CHOICE:
+    if self.task_type == problem_types.MULTIPLE_CHOICE:
       return ("accuracy",)
     return ("exact_match", "f1")
 
@@ -177,10 +177,10 @@ class SequenceProblem(Problem):
   mismatched set: "mismatched_accuracy", ...); the main dev set's metrics keep their names.
   """
 
-  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[task_data.TextExample],
-               dev: Sequence[task_data.TextExample], train_path: str = "",
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[problem_data.TextExample],
+               dev: Sequence[problem_data.TextExample], train_path: str = "",
                dev_path: str = "",
-               extra_dev: Sequence[tuple[str, Sequence[task_data.TextExample]]] = ()):
+               extra_dev: Sequence[tuple[str, Sequence[problem_data.TextExample]]] = ()):
     super().__init__(info, tokenizer.pad_id)
     self._tokenizer = tokenizer
     self._train, self.num_train = self._features(train, train_path), len(train)
@@ -193,9 +193,9 @@ class SequenceProblem(Problem):
                       for (prefix, examples, _), (_, labels) in zip(dev_sets, parts, strict=True)]
 
   def _labels(self, examples, path):
-    if self.info.task_type == task_types.REGRESSION:
+    if self.info.task_type == problem_types.REGRESSION:
       return np.asarray([e.label for e in examples], np.float32)
-    return np.asarray(task_data.label_ids(examples, self.info.labels, path), np.int32)
+    return np.asarray(problem_data.label_ids(examples, self.info.labels, path), np.int32)
 
   def _ids(self, examples) -> tf.RaggedTensor:
     ids_a = _tokenize(self._tokenizer, [e.text_a for e in examples])
@@ -207,11 +207,11 @@ class SequenceProblem(Problem):
   def _features(self, examples, path):
     return self._ids(examples), self._labels(examples, path)
 
-  def predict_dataset(self, examples: Sequence[task_data.TextExample],
+  def predict_dataset(self, examples: Sequence[problem_data.TextExample],
                       batch_size: int) -> tf.data.Dataset:
     """Inputs of (unlabeled) examples in their order, batched like the dev set."""
     ids = self._ids(examples)
-    dtype = np.float32 if self.info.task_type == task_types.REGRESSION else np.int32
+    dtype = np.float32 if self.info.task_type == problem_types.REGRESSION else np.int32
     ds = _ragged_dataset(ids, np.zeros(len(examples), dtype), self.pad_id)
     return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length()).map(
         lambda inputs, labels: inputs)
@@ -221,7 +221,7 @@ class SequenceProblem(Problem):
                  for name in self.info.metric_names())
 
   def loss_sum(self, outputs, labels):
-    if self.info.task_type == task_types.REGRESSION:
+    if self.info.task_type == problem_types.REGRESSION:
       return tf.reduce_sum(tf.square(outputs["logits"] - tf.cast(labels, tf.float32)))
     return _cross_entropy_sum(labels, outputs["logits"])
 
@@ -231,7 +231,7 @@ class SequenceProblem(Problem):
     for prefix, count, labels in self._dev_sets:
       part = logits[start:start + count]
       start += count
-      if self.info.task_type == task_types.REGRESSION:
+      if self.info.task_type == problem_types.REGRESSION:
         scores = metrics.regression_metrics(labels, part)
       else:
         scores = metrics.classification_metrics(labels, part.argmax(-1), len(self.info.labels))
@@ -242,12 +242,12 @@ class SequenceProblem(Problem):
 class MultipleChoiceProblem(Problem):
   """One `<s> passage </s></s> question+option </s>` sequence per option, softmax over options."""
 
-  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[task_data.ChoiceExample],
-               dev: Sequence[task_data.ChoiceExample]):
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[problem_data.ChoiceExample],
+               dev: Sequence[problem_data.ChoiceExample]):
     super().__init__(info, tokenizer.pad_id)
     for name, examples in (("training", train), ("dev", dev)):
       if len(examples[0].options) != info.num_choices:
-        raise task_data.TaskDataError(
+        raise problem_data.ProblemDataError(
             f"the {name} questions have {len(examples[0].options)} options, the task "
             f"{info.num_choices}")
     self._train, self.num_train = self._features(tokenizer, train), len(train)
@@ -256,7 +256,7 @@ class MultipleChoiceProblem(Problem):
 
   def _features(self, tokenizer, examples) -> tf.data.Dataset:
     contexts = [e.context for e in examples for _ in e.options]
-    seconds = [task_data.option_text(e.question, o) for e in examples for o in e.options]
+    seconds = [problem_data.option_text(e.question, o) for e in examples for o in e.options]
     ids = featurize.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
                                 self.info.max_seq_len, tokenizer.bos_id, tokenizer.eos_id)
     ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
@@ -354,18 +354,18 @@ def _glue_problem(cfg, tokenizer) -> SequenceProblem:
 
 def _read_problem(cfg, tokenizer) -> Problem:
   kind = cfg.task
-  if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
-    regression = kind == task_types.REGRESSION
-    train = task_data.read_text_examples(cfg.train_file, cfg.text_fields, cfg.label_field,
+  if kind in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
+    regression = kind == problem_types.REGRESSION
+    train = problem_data.read_text_examples(cfg.train_file, cfg.text_fields, cfg.label_field,
                                          regression)
-    dev = task_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
+    dev = problem_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
                                        regression)
-    labels = () if regression else tuple(task_data.label_names(train, cfg.labels))
+    labels = () if regression else tuple(problem_data.label_names(train, cfg.labels))
     info = ProblemInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
     return SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
-  if kind == task_types.MULTIPLE_CHOICE:
-    train = task_data.read_choice_examples(cfg.train_file)
-    dev = task_data.read_choice_examples(cfg.eval_file)
+  if kind == problem_types.MULTIPLE_CHOICE:
+    train = problem_data.read_choice_examples(cfg.train_file)
+    dev = problem_data.read_choice_examples(cfg.eval_file)
     info = ProblemInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
     return MultipleChoiceProblem(info, tokenizer, train, dev)
   skipped = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import featurize, finetuned_dir, heads, squad, squad_tf, task_types
+from roberta_tf.finetuning import featurize, finetuned_dir, heads, problem_types, squad, squad_tf
 from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -43,7 +43,7 @@ class FinetunedModule(tf.Module):
                                 None if text_b is None else self.tokenizer(text_b),
                                 self.info.max_seq_len, self._bos, self._eos)
     logits = self.model(featurize.to_dense(ids, self._pad), training=False)["logits"]
-    if self.info.task_type == task_types.REGRESSION:
+    if self.info.task_type == problem_types.REGRESSION:
       return {"value": logits}
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
@@ -59,7 +59,7 @@ class FinetunedModule(tf.Module):
     shape = tf.shape(options)
     count = shape[1]
     flat_context = tf.repeat(context, count)
-    # task_data.option_text in TF: a cloze question gets the option in every blank "_" (a
+    # problem_data.option_text in TF: a cloze question gets the option in every blank "_" (a
     # literal replacement), any other question is followed by " " and the option.
     flat_question = tf.repeat(question, count)
     flat_options = tf.reshape(options, [-1])
@@ -92,12 +92,12 @@ class FinetunedModule(tf.Module):
     """{name: tf.function} of the task's signature (and serving_default). Only the task's
     function is created: saving traces every tf.function a module holds."""
     kind = self.info.task_type
-    if kind in (task_types.CLASSIFICATION, task_types.REGRESSION):
+    if kind in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
       if len(self.info.text_fields) == 2:
         name, fn, spec = "classify", self._classify_pair, [_TEXT("text_a"), _TEXT("text_b")]
       else:
         name, fn, spec = "classify", self._classify_single, [_TEXT("text_a")]
-    elif kind == task_types.MULTIPLE_CHOICE:
+    elif kind == problem_types.MULTIPLE_CHOICE:
       name, fn = "choose", self._choose
       spec = [_TEXT("context"), _TEXT("question"),
               tf.TensorSpec([None, None], tf.string, name="options")]

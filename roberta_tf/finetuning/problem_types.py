@@ -1,11 +1,11 @@
-"""The task type and batching names (TF-free, so that `roberta_tf.finetune --help` starts
-instantly)."""
+"""The problem types (the values of --task) and batching names (TF-free, so that
+`roberta_tf.finetune --help` starts instantly)."""
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
 MULTIPLE_CHOICE = "multiple_choice"
 EXTRACTIVE_QA = "extractive_qa"
-TASK_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
+PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
 
 # How training batches are formed and padded (bucketing.py).
 LENGTH_BUCKETS = "length_buckets"

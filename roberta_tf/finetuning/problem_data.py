@@ -29,7 +29,7 @@ from typing import Any
 from roberta_tf.common import files
 
 
-class TaskDataError(ValueError):
+class ProblemDataError(ValueError):
   """Unusable fine-tuning data; the message names the file (and line) and the problem."""
 
 
@@ -56,7 +56,7 @@ def _open_text(path: str) -> Iterator[io.TextIOWrapper]:
   """`path` (a local path or a URL; gunzipped when its name ends .gz) as UTF-8 text, lines
   untranslated (csv's newline="")."""
   if not files.isfile(path):
-    raise TaskDataError(f"{path}: no such file")
+    raise ProblemDataError(f"{path}: no such file")
   with files.open(path, "rb") as raw:
     with (gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz")
           else contextlib.nullcontext(raw)) as data:
@@ -71,9 +71,21 @@ def _format(path: str) -> str:
   name = path[:-3] if path.endswith(".gz") else path
   ext = os.path.splitext(name)[1].lower()
   if ext not in (".tsv", ".csv", ".jsonl", ".json"):
-    raise TaskDataError(f"{path}: unknown table format {ext!r}; expected .tsv, .csv, .jsonl or "
-                        ".json (optionally .gz)")
+    raise ProblemDataError(f"{path}: unknown table format {ext!r}; expected .tsv, .csv, .jsonl or "
+                           ".json (optionally .gz)")
   return ext
+
+
+def _json_lines(text: str, path: str) -> list[tuple[int, Any]]:
+  """(line number, value) of each non-blank line of JSON Lines `text` (read from `path`)."""
+  rows = []
+  for lineno, line in enumerate(text.split("\n"), 1):
+    if line.strip():
+      try:
+        rows.append((lineno, json.loads(line)))
+      except json.JSONDecodeError as e:
+        raise ProblemDataError(f"{path}:{lineno}: invalid JSON: {e}") from e
+  return rows
 
 
 def read_records(path: str) -> list[tuple[int, dict[str, Any]]]:
@@ -85,34 +97,28 @@ def read_records(path: str) -> list[tuple[int, dict[str, Any]]]:
         reader = (csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if ext == ".tsv"
                   else csv.DictReader(f))
         if not reader.fieldnames:
-          raise TaskDataError(f"{path}: empty file (a header row naming the fields is required)")
+          raise ProblemDataError(f"{path}: empty file (a header row naming the fields is required)")
         rows = []
         for row in reader:
           if None in row or None in row.values():
-            raise TaskDataError(f"{path}:{reader.line_num}: {len(reader.fieldnames)} fields in "
-                                f"the header, a different number in this row")
+            raise ProblemDataError(f"{path}:{reader.line_num}: {len(reader.fieldnames)} fields in "
+                                   f"the header, a different number in this row")
           rows.append((reader.line_num, row))
         return rows
       text = f.read()
   except (UnicodeDecodeError, OSError, csv.Error) as e:
-    raise TaskDataError(f"{path}: cannot read: {e}") from e
+    raise ProblemDataError(f"{path}: cannot read: {e}") from e
   if ext == ".json" and text.lstrip().startswith("["):
     try:
       values = json.loads(text)
     except json.JSONDecodeError as e:
-      raise TaskDataError(f"{path}: invalid JSON: {e}") from e
+      raise ProblemDataError(f"{path}: invalid JSON: {e}") from e
     rows = list(enumerate(values, 1))
   else:
-    rows = []
-    for lineno, line in enumerate(text.split("\n"), 1):
-      if line.strip():
-        try:
-          rows.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as e:
-          raise TaskDataError(f"{path}:{lineno}: invalid JSON: {e}") from e
+    rows = _json_lines(text, path)
   for lineno, row in rows:
     if not isinstance(row, dict):
-      raise TaskDataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+      raise ProblemDataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
   return rows
 
 
@@ -139,36 +145,37 @@ def read_text_examples(path: str, text_fields: Sequence[str], label_field: str,
     require_labels: a row without a label is an error (else its label is None).
   """
   if len(text_fields) not in (1, 2):
-    raise TaskDataError(f"--text_fields must name one or two fields, got {list(text_fields)}")
+    raise ProblemDataError(f"--text_fields must name one or two fields, got {list(text_fields)}")
   examples = []
   for lineno, row in read_records(path):
     missing = [f for f in text_fields if f not in row]
     if missing:
-      raise TaskDataError(f"{path}:{lineno}: no field {missing[0]!r} (--text_fields); the "
-                          f"row has {sorted(row)}")
+      raise ProblemDataError(f"{path}:{lineno}: no field {missing[0]!r} (--text_fields); the "
+                             f"row has {sorted(row)}")
     texts = []
     for field in text_fields:
       value = row[field]
       if not isinstance(value, str):
-        raise TaskDataError(f"{path}:{lineno}: field {field!r} is {type(value).__name__}, "
-                            "expected text")
+        raise ProblemDataError(f"{path}:{lineno}: field {field!r} is {type(value).__name__}, "
+                               "expected text")
       texts.append(value)
     label = row.get(label_field)
     if label in (None, ""):
       if require_labels:
-        raise TaskDataError(f"{path}:{lineno}: no label in field {label_field!r} "
-                            f"(--label_field); the row has {sorted(row)}")
+        raise ProblemDataError(f"{path}:{lineno}: no label in field {label_field!r} "
+                               f"(--label_field); the row has {sorted(row)}")
       label = None
     elif regression:
       try:
         label = float(label)
       except (TypeError, ValueError) as e:
-        raise TaskDataError(f"{path}:{lineno}: regression label {label!r} is not a number") from e
+        raise ProblemDataError(
+            f"{path}:{lineno}: regression label {label!r} is not a number") from e
     else:
       label = _label_value(label)
     examples.append(TextExample(texts[0], texts[1] if len(texts) == 2 else None, label))
   if not examples:
-    raise TaskDataError(f"{path}: no examples")
+    raise ProblemDataError(f"{path}: no examples")
   return examples
 
 
@@ -177,12 +184,12 @@ def label_names(examples: Iterable[TextExample], given: Sequence[str] = ()) -> l
   if given:
     names = [_label_value(v) for v in given]
     if len(set(names)) != len(names):
-      raise TaskDataError(f"--labels has duplicates: {names}")
+      raise ProblemDataError(f"--labels has duplicates: {names}")
     return names
   names = sorted({e.label for e in examples if e.label is not None})
   if len(names) < 2:
-    raise TaskDataError(f"classification needs at least two classes in the training labels, "
-                        f"found {names}")
+    raise ProblemDataError(f"classification needs at least two classes in the training labels, "
+                           f"found {names}")
   return names
 
 
@@ -192,8 +199,8 @@ def label_ids(examples: Sequence[TextExample], names: Sequence[str], path: str) 
   ids = []
   for e in examples:
     if e.label not in index:
-      raise TaskDataError(f"{path}: label {e.label!r} is not one of the classes {list(names)} "
-                          "(taken from the training file or --labels)")
+      raise ProblemDataError(f"{path}: label {e.label!r} is not one of the classes {list(names)} "
+                             "(taken from the training file or --labels)")
     ids.append(index[e.label])
   return ids
 
@@ -216,24 +223,24 @@ def _answer_index(answer: Any, num_options: int, where: str) -> int:
   elif isinstance(answer, str) and answer.isdigit():
     index = int(answer)
   else:
-    raise TaskDataError(f"{where}: answer {answer!r} is neither a letter nor a 0-based index")
+    raise ProblemDataError(f"{where}: answer {answer!r} is neither a letter nor a 0-based index")
   if not 0 <= index < num_options:
-    raise TaskDataError(f"{where}: answer {answer!r} is outside the {num_options} options")
+    raise ProblemDataError(f"{where}: answer {answer!r} is outside the {num_options} options")
   return index
 
 
 def _choice_examples(obj: Any, where: str, require_labels: bool) -> list[ChoiceExample]:
   if not isinstance(obj, dict):
-    raise TaskDataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    raise ProblemDataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
   context = obj.get("article", obj.get("context"))
   if not isinstance(context, str):
-    raise TaskDataError(f"{where}: no 'article' (or 'context') text")
+    raise ProblemDataError(f"{where}: no 'article' (or 'context') text")
   if "questions" in obj:  # RACE: one passage, parallel lists of questions/options/answers
     questions, options = obj["questions"], obj.get("options")
     answers = obj.get("answers") or [None] * len(questions)
     if not (isinstance(options, list) and len(options) == len(questions) == len(answers)):
-      raise TaskDataError(f"{where}: 'questions', 'options' and 'answers' must be lists of the "
-                          "same length")
+      raise ProblemDataError(f"{where}: 'questions', 'options' and 'answers' must be lists of the "
+                             "same length")
     base = str(obj.get("id", where))
     items = [(f"{base}-{i}", q, o, a) for i, (q, o, a) in
              enumerate(zip(questions, options, answers, strict=True))]
@@ -244,10 +251,10 @@ def _choice_examples(obj: Any, where: str, require_labels: bool) -> list[ChoiceE
   for qid, question, opts, answer in items:
     if not isinstance(question, str) or not isinstance(opts, list) or len(opts) < 2 or not all(
         isinstance(o, str) for o in opts):
-      raise TaskDataError(f"{where} ({qid}): needs a 'question' text and 'options', a list of at "
-                          "least two texts")
+      raise ProblemDataError(f"{where} ({qid}): needs a 'question' text and 'options', a list "
+                             "of at least two texts")
     if answer is None and require_labels:
-      raise TaskDataError(f"{where} ({qid}): no 'answer'")
+      raise ProblemDataError(f"{where} ({qid}): no 'answer'")
     label = None if answer is None else _answer_index(answer, len(opts), f"{where} ({qid})")
     examples.append(ChoiceExample(qid, context, question, tuple(opts), label))
   return examples
@@ -263,7 +270,7 @@ def read_choice_examples(path: str, require_labels: bool = True) -> list[ChoiceE
     names = sorted(files.join(root, n) for root, _, found in files.walk(path) for n in found
                    if n.endswith((".json", ".jsonl", ".txt", ".json.gz", ".jsonl.gz")))
     if not names:
-      raise TaskDataError(f"{path}: directory holds no .json/.jsonl/.txt files")
+      raise ProblemDataError(f"{path}: directory holds no .json/.jsonl/.txt files")
   else:
     names = [path]
   examples = []
@@ -272,24 +279,18 @@ def read_choice_examples(path: str, require_labels: bool = True) -> list[ChoiceE
       try:
         text = f.read()
       except (UnicodeDecodeError, OSError) as e:
-        raise TaskDataError(f"{name}: cannot read: {e}") from e
+        raise ProblemDataError(f"{name}: cannot read: {e}") from e
     try:
       objs = [(name, json.loads(text))]
     except json.JSONDecodeError:
-      objs = []
-      for lineno, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-          try:
-            objs.append((f"{name}:{lineno}", json.loads(line)))
-          except json.JSONDecodeError as e:
-            raise TaskDataError(f"{name}:{lineno}: invalid JSON: {e}") from e
+      objs = [(f"{name}:{lineno}", obj) for lineno, obj in _json_lines(text, name)]
     for where, obj in objs:
       for item in obj if isinstance(obj, list) else [obj]:
         examples.extend(_choice_examples(item, where, require_labels))
   if not examples:
-    raise TaskDataError(f"{path}: no questions")
+    raise ProblemDataError(f"{path}: no questions")
   counts = {len(e.options) for e in examples}
   if len(counts) > 1:
-    raise TaskDataError(f"{path}: questions have different numbers of options {sorted(counts)}; "
-                        "all must have the same")
+    raise ProblemDataError(f"{path}: questions have different numbers of options {sorted(counts)}; "
+                           "all must have the same")
   return examples

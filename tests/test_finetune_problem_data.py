@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import featurize, task_data
+from roberta_tf.finetuning import featurize, problem_data
 from tests import finetune_fixtures as fx
 
 
@@ -18,11 +18,11 @@ from tests import finetune_fixtures as fx
 def test_tables_read_the_same_examples(tmp_path, ext):
   rows = fx.sentiment_rows(5, seed=0)
   path = fx.write_table(str(tmp_path / f"t{ext}"), rows)
-  got = task_data.read_text_examples(path, ["sentence", "sentence2"], "label")
+  got = problem_data.read_text_examples(path, ["sentence", "sentence2"], "label")
   assert [(e.text_a, e.text_b, e.label) for e in got] == [
       (r["sentence"], r["sentence2"], r["label"]) for r in rows]
   assert '"quoted"' in got[0].text_b  # TSV quotes are plain characters, CSV unescapes them
-  scores = task_data.read_text_examples(path, ["sentence"], "score", regression=True)
+  scores = problem_data.read_text_examples(path, ["sentence"], "score", regression=True)
   assert [e.label for e in scores] == pytest.approx([r["score"] for r in rows], abs=1e-9)
   assert scores[0].text_b is None
 
@@ -32,36 +32,36 @@ def test_gzipped_json_list_and_numeric_labels(tmp_path):
   with gzip.open(path, "wt", encoding="utf-8") as f:
     json.dump([{"text": "a", "label": 1}, {"text": "b", "label": 0.0}, {"text": "c",
                                                                          "label": True}], f)
-  got = task_data.read_text_examples(path, ["text"], "label")
+  got = problem_data.read_text_examples(path, ["text"], "label")
   assert [e.label for e in got] == ["1", "0", "true"]
-  assert task_data.label_names(got) == ["0", "1", "true"]
-  assert task_data.label_names(got, given=[1, 0, "true"]) == ["1", "0", "true"]
-  assert task_data.label_ids(got, ["1", "0", "true"], path) == [0, 1, 2]
+  assert problem_data.label_names(got) == ["0", "1", "true"]
+  assert problem_data.label_names(got, given=[1, 0, "true"]) == ["1", "0", "true"]
+  assert problem_data.label_ids(got, ["1", "0", "true"], path) == [0, 1, 2]
 
 
 def test_table_errors_name_file_line_and_field(tmp_path):
   path = fx.write_table(str(tmp_path / "t.jsonl"), fx.sentiment_rows(3, seed=0))
-  with pytest.raises(task_data.TaskDataError, match=r"t.jsonl:1: no field 'sentence1'"):
-    task_data.read_text_examples(path, ["sentence1"], "label")
-  with pytest.raises(task_data.TaskDataError,
+  with pytest.raises(problem_data.ProblemDataError, match=r"t.jsonl:1: no field 'sentence1'"):
+    problem_data.read_text_examples(path, ["sentence1"], "label")
+  with pytest.raises(problem_data.ProblemDataError,
                      match=r"t.jsonl:1: regression label '(pos|neg)' is not a number"):
-    task_data.read_text_examples(path, ["sentence"], "label", regression=True)
-  examples = task_data.read_text_examples(path, ["sentence"], "label")
-  with pytest.raises(task_data.TaskDataError, match="label 'pos' is not one of the classes"):
-    task_data.label_ids(examples, ["neg", "neutral"], path)
+    problem_data.read_text_examples(path, ["sentence"], "label", regression=True)
+  examples = problem_data.read_text_examples(path, ["sentence"], "label")
+  with pytest.raises(problem_data.ProblemDataError, match="label 'pos' is not one of the classes"):
+    problem_data.label_ids(examples, ["neg", "neutral"], path)
   tsv = tmp_path / "bad.tsv"
   tsv.write_text("text\tlabel\nx\t1\textra\n")
-  with pytest.raises(task_data.TaskDataError, match=r"bad.tsv:2: 2 fields in the header"):
-    task_data.read_text_examples(str(tsv), ["text"], "label")
-  with pytest.raises(task_data.TaskDataError, match="unknown table format '.txt'"):
-    task_data.read_records(str(tmp_path / "x.txt"))
-  with pytest.raises(task_data.TaskDataError, match="at least two classes"):
-    task_data.label_names([task_data.TextExample("a", None, "x")])
+  with pytest.raises(problem_data.ProblemDataError, match=r"bad.tsv:2: 2 fields in the header"):
+    problem_data.read_text_examples(str(tsv), ["text"], "label")
+  with pytest.raises(problem_data.ProblemDataError, match="unknown table format '.txt'"):
+    problem_data.read_records(str(tmp_path / "x.txt"))
+  with pytest.raises(problem_data.ProblemDataError, match="at least two classes"):
+    problem_data.label_names([problem_data.TextExample("a", None, "x")])
 
 
 def test_race_layouts(tmp_path):
   path = fx.write_race(str(tmp_path / "race.jsonl"), passages=2, seed=0)
-  got = task_data.read_choice_examples(path)
+  got = problem_data.read_choice_examples(path)
   assert len(got) == 8 and all(len(e.options) == 4 for e in got)
   first = json.loads(open(path).readline())
   assert got[1].id == "r0-1" and got[1].question == first["questions"][1]
@@ -69,23 +69,23 @@ def test_race_layouts(tmp_path):
   # RACE's own release: a directory of .txt files, one passage object each.
   os.makedirs(tmp_path / "race_dir" / "high")
   (tmp_path / "race_dir" / "high" / "1.txt").write_text(open(path).readline())
-  assert [e.id for e in task_data.read_choice_examples(str(tmp_path / "race_dir"))] == [
+  assert [e.id for e in problem_data.read_choice_examples(str(tmp_path / "race_dir"))] == [
       f"r0-{k}" for k in range(4)]
   # One object per question, with a 0-based index.
   flat = tmp_path / "flat.json"
   flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
                                "answer": 1}]))
-  assert task_data.read_choice_examples(str(flat))[0].label == 1
+  assert problem_data.read_choice_examples(str(flat))[0].label == 1
   flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
                                "answer": "C"}]))
-  with pytest.raises(task_data.TaskDataError, match="outside the 2 options"):
-    task_data.read_choice_examples(str(flat))
+  with pytest.raises(problem_data.ProblemDataError, match="outside the 2 options"):
+    problem_data.read_choice_examples(str(flat))
   flat.write_text(json.dumps([{"context": "c", "question": "q", "options": ["x", "y"],
                                "answer": 0},
                               {"context": "c", "question": "q", "options": ["x", "y", "z"],
                                "answer": 0}]))
-  with pytest.raises(task_data.TaskDataError, match="different numbers of options"):
-    task_data.read_choice_examples(str(flat))
+  with pytest.raises(problem_data.ProblemDataError, match="different numbers of options"):
+    problem_data.read_choice_examples(str(flat))
 
 
 def test_tables_and_race_files_on_a_url_read_as_on_local_disk(tmp_path):
@@ -100,21 +100,21 @@ def test_tables_and_race_files_on_a_url_read_as_on_local_disk(tmp_path):
   for local in [*locals_, str(tmp_path / "t.jsonl.gz")]:
     url = files.join(root, os.path.basename(local))
     files.copy(local, url)
-    assert (task_data.read_text_examples(url, ["sentence", "sentence2"], "label") ==
-            task_data.read_text_examples(local, ["sentence", "sentence2"], "label")), url
+    assert (problem_data.read_text_examples(url, ["sentence", "sentence2"], "label") ==
+            problem_data.read_text_examples(local, ["sentence", "sentence2"], "label")), url
   race = fx.write_race(str(tmp_path / "race.jsonl"), passages=2, seed=0)
   files.copy(race, files.join(root, "race", "high", "1.jsonl"))
-  assert (task_data.read_choice_examples(files.join(root, "race")) ==
-          task_data.read_choice_examples(race))
-  with pytest.raises(task_data.TaskDataError, match=f"^{root}/none.tsv: no such file"):
-    task_data.read_records(files.join(root, "none.tsv"))
+  assert (problem_data.read_choice_examples(files.join(root, "race")) ==
+          problem_data.read_choice_examples(race))
+  with pytest.raises(problem_data.ProblemDataError, match=f"^{root}/none.tsv: no such file"):
+    problem_data.read_records(files.join(root, "none.tsv"))
   assert not os.path.exists("ram:")
   files.rmtree(root)
 
 
 def test_option_text():
-  assert task_data.option_text("Tom owns a _ .", "cat") == "Tom owns a cat ."
-  assert task_data.option_text("What does Tom own?", "a cat") == "What does Tom own? a cat"
+  assert problem_data.option_text("Tom owns a _ .", "cat") == "Tom owns a cat ."
+  assert problem_data.option_text("What does Tom own?", "a cat") == "What does Tom own? a cat"
 
 
 def _longest_first(la, lb, budget):
