@@ -208,15 +208,33 @@ class Masker:
       `mask_ids` int32 [B, P] (original ids, 0 in empty slots), `mask_weights` float32 [B, P]
       (1 filled, 0 empty).
     """
-    cfg = self.config
     ids = tf.convert_to_tensor(input_ids, tf.int32)
     s = self.max_seq_len
     ids = tf.ensure_shape(ids, [None, s])
     real = tf.not_equal(ids, self.vocab.pad_id)
     special = tf.gather(self._special, ids)
     candidate = tf.logical_and(real, tf.logical_not(special))
-
     bits = _random_bits(seeds, s)
+    selected = self._select(ids, special, candidate, bits)
+    mask_positions, mask_ids, filled = self._prediction_slots(ids, selected)
+    return {
+        "input_ids": self._replace(ids, selected, bits),
+        "padding_mask": tf.cast(real, tf.int32),
+        "mask_positions": mask_positions,
+        "mask_ids": mask_ids,
+        "mask_weights": tf.cast(filled, tf.float32),
+    }
+
+  def _select(self, ids, special, candidate, bits) -> tf.Tensor:
+    """bool [B, S]: the tokens to predict: k units (tokens, or whole words) per row, then at
+    most P of their tokens.
+
+    Args:
+      ids: int32 [B, S]; special: bool [B, S], at special ids; candidate: bool [B, S], the
+      maskable tokens (real, not special); bits: `_random_bits` [B, S, _STREAMS].
+    """
+    cfg = self.config
+    s = self.max_seq_len
     positions = tf.range(s, dtype=tf.int64)[None, :]
     # Unique int64 keys: 31 random bits, ties impossible because the position is appended.
     key = tf.bitcast(_shr(bits[:, :, 0], 33), tf.int64) * s + positions
@@ -247,17 +265,24 @@ class Masker:
       token_key = unit_key
     # At most P predictions: drop the lowest-keyed excess (restored below by not masking it).
     token_key = tf.where(selected, token_key, -1)
-    selected = tf.logical_and(selected, _descending_rank(token_key) < self.num_predictions)
+    return tf.logical_and(selected, _descending_rank(token_key) < self.num_predictions)
 
-    # Prediction slots: the selected positions in ascending order, then empty slots.
+  def _prediction_slots(self, ids, selected):
+    """(mask_positions, mask_ids int32 [B, P], filled bool [B, P]): the selected positions in
+    ascending order, then empty slots (position and id 0)."""
+    s = self.max_seq_len
     pos32 = tf.range(s, dtype=tf.int32)[None, :]
     order_key = tf.where(selected, pos32, s + pos32)
     slots = -tf.math.top_k(-order_key, k=self.num_predictions, sorted=True).values
     filled = slots < s
     mask_positions = tf.where(filled, slots, 0)
     mask_ids = tf.where(filled, tf.gather(ids, mask_positions, batch_dims=1), 0)
+    return mask_positions, mask_ids, filled
 
-    # 80/10/10: an independent draw per selected token.
+  def _replace(self, ids, selected, bits) -> tf.Tensor:
+    """int32 [B, S]: `ids` with each selected token replaced by <mask>, by a random
+    non-special id, or kept (80/10/10: an independent draw per selected token)."""
+    cfg = self.config
     action = _to_unit(bits[:, :, 1])
     to_mask = tf.logical_and(selected, action < cfg.mask_token_prob)
     to_random = tf.logical_and(
@@ -267,11 +292,4 @@ class Masker:
     # Lemire's multiply-shift: 32 random bits → uniform index in [0, num_replacements).
     random_index = _shr(_shr(bits[:, :, 2], 32) * num_replacements, 32)
     random_ids = tf.gather(self._replacements, tf.cast(random_index, tf.int32))
-    masked = tf.where(to_mask, self.vocab.mask_id, tf.where(to_random, random_ids, ids))
-    return {
-        "input_ids": masked,
-        "padding_mask": tf.cast(real, tf.int32),
-        "mask_positions": mask_positions,
-        "mask_ids": mask_ids,
-        "mask_weights": tf.cast(filled, tf.float32),
-    }
+    return tf.where(to_mask, self.vocab.mask_id, tf.where(to_random, random_ids, ids))
