@@ -1,6 +1,8 @@
 """Shared pytest fixtures: paths to the copied reference data, quiet TF logs."""
 
+import json
 import os
+import resource
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -41,18 +43,18 @@ def train_shards(tmp_path_factory):
   return out
 
 
-# The longest test files (seconds, measured on 2 cores under `.ci/run`'s `-n 2 --dist loadfile`
-# with `--junitxml`, summed per file: finetune_train 157, ablate 154, faults_across_processes 120,
-# finetune_docs_sections 114, finetune_export 113, reliability 102, finetune_glue 78, quickstart
-# 75, export 62, train_step 58, preemption_multi_worker 47, train_step_distributed 47) run
-# first, so that no worker starts one of them last while the other sits idle. The order of tests
-# inside a file is kept.
-LONGEST_FIRST = ("test_storage_journey", "test_finetune_train", "test_ablate",
-                 "test_faults_across_processes", "test_worker_share", "test_tpu_readiness",
-                 "test_continued_pretraining",
-                 "test_finetune_docs_sections", "test_finetune_export", "test_reliability",
-                 "test_finetune_glue", "test_quickstart", "test_export", "test_train_step",
-                 "test_preemption_multi_worker", "test_train_step_distributed")
+# Test files run longest first, by the seconds recorded in tests/durations.json, so that no
+# xdist worker starts a long file last while the other sits idle (the order of tests inside a
+# file is kept; a file not recorded yet runs first). The suite records them itself:
+#   python -m pytest -q -n 2 --dist loadfile tests --store-durations
+# writes each file's wall and CPU seconds (a run of some files updates theirs only) (its tests' setup, call and teardown, module fixtures
+# and the binaries they start in processes included) and prints the costliest files.
+DURATIONS = os.path.join(REPO, "tests", "durations.json")
+
+
+def pytest_addoption(parser):
+  parser.addoption("--store-durations", action="store_true",
+                   help=f"write each test file's wall and CPU seconds to {DURATIONS}")
 
 
 def pytest_configure(config):
@@ -64,8 +66,83 @@ def pytest_configure(config):
     config.option.loadscopereorder = False
 
 
+def _file_of(nodeid: str) -> str:
+  return os.path.splitext(os.path.basename(nodeid.split("::")[0]))[0]
+
+
+def recorded_seconds() -> dict[str, float]:
+  """{test file name: wall seconds} from tests/durations.json ({} when absent)."""
+  try:
+    with open(DURATIONS, encoding="utf-8") as f:
+      return {name: float(v["wall_s"]) for name, v in json.load(f)["files"].items()}
+  except FileNotFoundError:
+    return {}
+
+
 def pytest_collection_modifyitems(items):
-  def rank(item):
-    name = os.path.splitext(os.path.basename(str(item.path)))[0]
-    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-  items.sort(key=rank)  # stable: the collection order otherwise
+  seconds = recorded_seconds()
+  items.sort(key=lambda item: -seconds.get(_file_of(item.nodeid), float("inf")))  # stable
+
+
+def _cpu_seconds() -> float:
+  own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                   resource.RUSAGE_CHILDREN))
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _cpu_timed_phase():
+  """A hook wrapper for a test's phase (setup, call, teardown) that adds its CPU seconds to the
+  item's user_properties, which the phase's report carries (to xdist's controller too)."""
+  @pytest.hookimpl(wrapper=True)
+  def phase(item):
+    start = _cpu_seconds()
+    try:
+      return (yield)
+    finally:
+      item.user_properties.append(("cpu_s", _cpu_seconds() - start))
+  return phase
+
+
+pytest_runtest_setup = _cpu_timed_phase()
+pytest_runtest_call = _cpu_timed_phase()
+pytest_runtest_teardown = _cpu_timed_phase()
+
+
+# {test file name: {"wall_s", "cpu_s", "tests"}}, from the reports this process sees: under
+# xdist the controller sees every worker's.
+_RECORDED: dict[str, dict] = {}
+
+
+def pytest_runtest_logreport(report):
+  entry = _RECORDED.setdefault(_file_of(report.nodeid), {"wall_s": 0.0, "cpu_s": 0.0, "tests": 0})
+  entry["wall_s"] += report.duration
+  if report.when == "teardown":
+    entry["cpu_s"] += sum(v for k, v in report.user_properties if k == "cpu_s")
+    entry["tests"] += 1
+
+
+def pytest_sessionfinish(session):
+  config = session.config
+  if not config.getoption("--store-durations") or hasattr(config, "workerinput"):
+    return  # an xdist worker: its reports reach the controller, which writes
+  recorded = _RECORDED
+  if not recorded:
+    return
+  try:  # the files this run did not run keep their record
+    with open(DURATIONS, encoding="utf-8") as f:
+      merged = json.load(f)["files"]
+  except FileNotFoundError:
+    merged = {}
+  merged.update({k: {m: round(x, 1) if isinstance(x, float) else x for m, x in v.items()}
+                 for k, v in recorded.items()})
+  ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]["wall_s"]))
+  total_cpu = sum(v["cpu_s"] for v in ordered.values())
+  with open(DURATIONS, "w", encoding="utf-8") as f:
+    json.dump({"about": "seconds per test file, written by pytest --store-durations "
+                        "(tests/conftest.py); the suite runs the longest files first",
+               "cpu_s_total": round(total_cpu, 1), "files": ordered}, f, indent=1)
+    f.write("\n")
+  top = sorted(ordered.items(), key=lambda kv: -kv[1]["cpu_s"])[:20]
+  session.config.get_terminal_writer().line(
+      f"\n{DURATIONS}: {len(ordered)} files, {total_cpu / 60:.1f} CPU-min; costliest: "
+      + ", ".join(f"{k} {v['cpu_s']:.0f}s" for k, v in top))
