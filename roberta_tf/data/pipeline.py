@@ -22,22 +22,23 @@ pipelines by file (or by record), no shuffle, the last batch padded.
 Every record carries (epoch, shard index, record index), so its mask is a pure function of the
 seed and that position (see masking.py), independent of batching, shuffling and parallelism.
 The stream is also checkpointable as a tf.data iterator (`tf.train.Checkpoint(iterator=...)`).
+
+The stages by module: source (read one shard: shard_reader.py), shuffle and the order of the
+stream (training_stream.py; `_eval_stream` for evaluation), then here batch and mask
+(`_mask_batch`: masking.py's Masker on each batch, pair fields for a pair packing).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 
 import tensorflow as tf
 
-from roberta_tf.data import dataset_info, example_spec, packings, training_stream
-from roberta_tf.data.masking import Masker, MaskingConfig, shard_key
+from roberta_tf.data import dataset_info, shard_reader, training_stream
+from roberta_tf.data.masking import Masker, MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
-
-# Records parsed and validated per op. In skip mode a damaged shard is used up to the start of
-# the chunk holding the damage, so up to _CHUNK - 1 good records before it are lost too.
-_CHUNK = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,113 +144,16 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   files = dataset_info.split_files(data_dir, info, split)
   if config.repeat and config.shuffle_buffer:
     _note_corpus_order(data_dir, info)
-  pairs = info.get("packing") in packings.PAIR_PACKINGS
-  counts = [int(s.get("num_sequences", -1)) for s in info["splits"][split]["shards"]]
-  compression = dataset_info.COMPRESSIONS.get(info.get("compression", "none"))
-  if compression is None:
-    raise dataset_info.DatasetInfoError(
-        f"{data_dir}/{dataset_info.FILENAME}: unknown compression {info['compression']!r}")
-
-  num_pipelines = input_context.num_input_pipelines if input_context else 1
-  pipeline_id = input_context.input_pipeline_id if input_context else 0
-  by_file = len(files) >= num_pipelines  # eval only
-  s = config.max_seq_len
-  files_t = tf.constant(files)
-  counts_t = tf.constant(counts, tf.int64)
-
-  def read_shard(shard_index, epoch, start=0):
-    """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]} (pairs:
-    and first_length, nsp_label scalars); fails or warns on damage."""
-    path = files_t[shard_index]
-    expected = counts_t[shard_index]
-    key = shard_key(config.seed, masking.mask_copy(epoch), shard_index)
-
-    def parse_chunk(serialized):
-      extra = {}
-      if pairs:
-        ids, first, label = example_spec.parse_pair_batch(serialized)
-        extra = {"first_length": first, "nsp_label": label}
-        pair_ok = example_spec.pair_is_valid(ids, first, label, vocab.special_ids["eos"])
-      else:
-        ids = example_spec.parse_batch(serialized)
-      valid = example_spec.is_valid(
-          ids, max_seq_len=s, vocab_size=vocab.vocab_size,
-          bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"])
-      if pairs:
-        valid = valid & pair_ok
-      x = {"input_ids": ids.to_tensor(default_value=vocab.pad_id, shape=[None, s]), **extra}
-      return x, tf.reduce_all(valid)
-
-    # Records are parsed and checked _CHUNK at a time (one op each, not one per record).
-    # Damage (a read or parse error, or an invalid record) ends the shard before its chunk;
-    # the records counted then fall short of dataset_info's count for the shard.
-    # skip() on a TFRecordDataset steps over records without parsing them (at most a shard).
-    chunks = tf.data.TFRecordDataset(path, compression_type=compression).skip(start).batch(_CHUNK)
-    chunks = chunks.map(parse_chunk).ignore_errors().take_while(lambda ids, ok: ok)
-    chunks = chunks.map(lambda x, ok: (x, tf.constant(False)))
-    empty = {"input_ids": tf.zeros([0, s], tf.int32)}
-    if pairs:
-      empty.update(first_length=tf.zeros([0], tf.int32), nsp_label=tf.zeros([0], tf.int32))
-    end = tf.data.Dataset.from_tensors((empty, tf.constant(True)))
-
-    def count(offset, chunk):
-      x, is_end = chunk
-      return offset + tf.shape(x["input_ids"], out_type=tf.int64)[0], (offset, x, is_end)
-
-    def check(offset, x, is_end):
-      damaged = tf.logical_and(is_end, tf.logical_and(expected >= 0, offset != expected))
-      message = ["shard", path, "is truncated or corrupt:", offset,
-                 "records readable and valid where dataset_info.json lists", expected,
-                 "(valid: <s> first, </s> last, at most", s, "ids in [0,", vocab.vocab_size,
-                 ")" + ("; pair fields in range" if pairs else "") +
-                 "); rebuild it (training can skip it: --skip_corrupt_shards)"]
-      if config.skip_corrupt_shards:
-        def note():
-          tf.print("WARNING: skipped the damaged part of", *message[1:6],
-                   output_stream=sys.stderr)
-          if skipped_shards is not None:
-            skipped_shards.assign_add(1)
-          return tf.constant(True)
-        tf.cond(damaged, note, lambda: tf.constant(False))
-      else:
-        tf.debugging.Assert(tf.logical_not(damaged), message, summarize=1)
-      n = tf.shape(x["input_ids"], out_type=tf.int64)[0]
-      seeds = tf.stack([tf.fill([n], key), offset + tf.range(n, dtype=tf.int64)], axis=1)
-      return {**x, "seed": seeds}, is_end
-
-    indexed = chunks.concatenate(end).scan(tf.cast(start, tf.int64), count).map(check)
-    return indexed.filter(lambda x, is_end: tf.logical_not(is_end)).map(
-        lambda x, is_end: x).unbatch()
-
+  source = shard_reader.ShardSource.for_split(data_dir, info, split, files, vocab, config,
+                                              masking, skipped_shards)
+  read = functools.partial(shard_reader.read_shard, source)
   if config.repeat:
-    ds = training_stream.training_stream(read_shard, counts, config, input_context)
+    ds = training_stream.training_stream(read, list(source.num_sequences), config,
+                                         input_context)
   else:
-    order = tf.range(len(files), dtype=tf.int64)
-    if by_file:
-      order = order[pipeline_id::num_pipelines]
-    records = tf.data.Dataset.from_tensor_slices(order).interleave(
-        lambda i: read_shard(i, tf.constant(0, tf.int64)), cycle_length=config.cycle_length,
-        block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    if not by_file:
-      records = records.shard(num_pipelines, pipeline_id)
-    ds = records.batch(config.per_replica_batch_size)
-  masker = Masker(vocab, masking, s)
-  b = config.per_replica_batch_size
-
-  def mask(batch):
-    ids, seeds = batch["input_ids"], batch["seed"]
-    real_rows = tf.shape(ids)[0]
-    if not config.repeat:  # pad the last batch with empty rows: static [B, S] for XLA/TPU
-      missing = b - real_rows
-      ids = tf.pad(ids, [[0, missing], [0, 0]], constant_values=vocab.pad_id)
-      seeds = tf.pad(seeds, [[0, missing], [0, 0]])
-    out = masker(tf.ensure_shape(ids, [b, s]), tf.ensure_shape(seeds, [b, 2]))
-    out = {k: tf.ensure_shape(v, [b, None]) for k, v in out.items()}
-    if pairs:
-      out.update(_pair_fields(batch["first_length"], batch["nsp_label"], out["padding_mask"],
-                              real_rows, b, s))
-    return out
-
+    ds = _eval_stream(read, len(files), config, input_context)
+  mask = functools.partial(_mask_batch, masker=Masker(vocab, masking, config.max_seq_len),
+                           config=config, pairs=source.pairs)
   ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = ds.prefetch(tf.data.AUTOTUNE)
   options = tf.data.Options()
@@ -259,6 +163,45 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     options.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE)
   return ds.with_options(options)
+
+
+def _eval_stream(read, num_files: int, config: InputConfig,
+                 input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
+  """One pass (epoch 0) over the split, unmasked batches of B (the last one partial).
+
+  The shards are interleaved record by record; input pipeline p of P reads shards p, p + P,
+  ... when every pipeline gets at least one, else every shard and keeps records p, p + P, ...
+  """
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+  by_file = num_files >= num_pipelines
+  order = tf.range(num_files, dtype=tf.int64)
+  if by_file:
+    order = order[pipeline_id::num_pipelines]
+  records = tf.data.Dataset.from_tensor_slices(order).interleave(
+      lambda i: read(i, tf.constant(0, tf.int64)), cycle_length=config.cycle_length,
+      block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if not by_file:
+    records = records.shard(num_pipelines, pipeline_id)
+  return records.batch(config.per_replica_batch_size)
+
+
+def _mask_batch(batch: dict, *, masker: Masker, config: InputConfig, pairs: bool) -> dict:
+  """An unmasked batch {input_ids [<=B, S], seed [<=B, 2] (pair fields)} -> the batch
+  contract (see build_pretraining_dataset), every tensor of static shape [B, ...]."""
+  b, s, pad_id = config.per_replica_batch_size, config.max_seq_len, masker.vocab.pad_id
+  ids, seeds = batch["input_ids"], batch["seed"]
+  real_rows = tf.shape(ids)[0]
+  if not config.repeat:  # pad the last batch with empty rows: static [B, S] for XLA/TPU
+    missing = b - real_rows
+    ids = tf.pad(ids, [[0, missing], [0, 0]], constant_values=pad_id)
+    seeds = tf.pad(seeds, [[0, missing], [0, 0]])
+  out = masker(tf.ensure_shape(ids, [b, s]), tf.ensure_shape(seeds, [b, 2]))
+  out = {k: tf.ensure_shape(v, [b, None]) for k, v in out.items()}
+  if pairs:
+    out.update(_pair_fields(batch["first_length"], batch["nsp_label"], out["padding_mask"],
+                            real_rows, b, s))
+  return out
 
 
 _NOTED: set[str] = set()
