@@ -17,58 +17,68 @@ import sys
 
 from absl import app, flags
 
-from roberta_tf.common import cli  # first: it quiets TensorFlow's start-up logs before TF loads
+from roberta_tf.common import cli
 from roberta_tf.common import files as files_lib
 
-# isort: split
+# The imports below load TensorFlow: its start-up chatter is filtered (see cli), hence
+# imports after code.
+# ruff: noqa: E402
+cli.quiet_tensorflow_import()
+
 from data_prep import corpus, doc_groups, external_sort, sentence_encoders, shard_writer
 from data_prep import packing as packing_lib
 from data_prep import progress as progress_lib
 from data_prep.shard_builder import build_shards, summary
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("input", None, "Corpus: .txt/.jsonl(.gz)/.parquet files, globs, directories "
                     "(comma list; local paths or URLs), or 'stdlib' (the running Python's "
-                    "documentation).")
+                    "documentation).", flag_values=FLAGS)
 flags.DEFINE_string("vocab_dir", None, "Directory (local or a URL) with vocab.json and "
                     "merges.txt; must be the vocabulary the model is trained with "
-                    "(dataset_info.json records its sha256; a copy goes beside the shards).")
+                    "(dataset_info.json records its sha256; a copy goes beside the shards).",
+                    flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Where the shards and dataset_info.json go (local or a "
-                    "URL; dataset_info.json, written last, marks it complete).")
+                    "URL; dataset_info.json, written last, marks it complete).", flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_len", 512, "Ids per sequence at most, <s> and </s> included; "
-                     "must be <= the model's max_seq_len.")
+                     "must be <= the model's max_seq_len.", flag_values=FLAGS)
 flags.DEFINE_enum("packing", packing_lib.FULL_SENTENCES, list(packing_lib.PACKINGS),
                   "full_sentences: blocks cross documents (with an extra </s>); "
                   "doc_sentences: never; segment_pair / sentence_pair: BERT's pairs with a "
-                  "next-sentence label (the paper's input-format ablation only).")
-flags.DEFINE_integer("num_shards", 16, "Train shard files.")
-flags.DEFINE_integer("num_validation_shards", 1, "Validation shard files.")
+                  "next-sentence label (the paper's input-format ablation only).",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("num_shards", 16, "Train shard files.", flag_values=FLAGS)
+flags.DEFINE_integer("num_validation_shards", 1, "Validation shard files.", flag_values=FLAGS)
 flags.DEFINE_float("validation_fraction", 0.01, "Fraction of documents held out for "
-                   "validation (whole documents); 0 writes no validation split.")
+                   "validation (whole documents); 0 writes no validation split.", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 0, "Seeds the validation split and the global shuffle of blocks "
-                     "(which shard each goes to, and its place there).")
+                     "(which shard each goes to, and its place there).", flag_values=FLAGS)
 flags.DEFINE_enum("compression", "none", list(shard_writer.COMPRESSIONS),
-                  "TFRecord compression of the shards.")
+                  "TFRecord compression of the shards.", flag_values=FLAGS)
 flags.DEFINE_string("text_field", "text", "The .jsonl field (.parquet column) holding a "
-                    "document's text.")
-flags.DEFINE_boolean("overwrite", False, "Replace the shards in a non-empty --output_dir.")
+                    "document's text.", flag_values=FLAGS)
+flags.DEFINE_boolean("overwrite", False, "Replace the shards in a non-empty --output_dir.",
+                     flag_values=FLAGS)
 flags.DEFINE_integer("max_line_bytes", corpus.DEFAULT_MAX_LINE_BYTES,
-                     "Lines longer than this are split before encoding.")
+                     "Lines longer than this are split before encoding.", flag_values=FLAGS)
 flags.DEFINE_enum("encoder", "tf", list(sentence_encoders.ENCODERS), "tf: the project's tokenizer; "
-                  "hf: Hugging Face tokenizers (same ids, a cross-check).")
+                  "hf: Hugging Face tokenizers (same ids, a cross-check).", flag_values=FLAGS)
 flags.DEFINE_enum("engine", "local", ["local", "beam"], "local: this process (threads); beam: "
-                  "an Apache Beam pipeline (--beam_options). Both write the same files.")
+                  "an Apache Beam pipeline (--beam_options). Both write the same files.",
+                  flag_values=FLAGS)
 flags.DEFINE_string("beam_options", "", "Beam pipeline options as one string, e.g. "
                     "'--runner=DirectRunner --direct_num_workers=2 "
-                    "--direct_running_mode=multi_processing' (--engine=beam).")
+                    "--direct_running_mode=multi_processing' (--engine=beam).", flag_values=FLAGS)
 flags.DEFINE_integer("group_bytes", doc_groups.DEFAULT_GROUP_BYTES,
                      "Characters of text per document group: packing crosses documents within "
-                     "a group, and a group is one unit of parallel work. Changes the output.")
+                     "a group, and a group is one unit of parallel work. Changes the output.",
+                     flag_values=FLAGS)
 flags.DEFINE_integer("sort_buffer_mb", external_sort.DEFAULT_SORT_BYTES >> 20,
                      "Spill data (MB) sorted in memory at once by the global shuffle: bounds "
                      "memory per process (Beam: per worker); larger shards are sorted in "
-                     "key-range buckets on disk. Does not change the output.")
-flags.DEFINE_boolean("progress", True, "Report progress on stderr about once a second.")
+                     "key-range buckets on disk. Does not change the output.", flag_values=FLAGS)
+flags.DEFINE_boolean("progress", True, "Report progress on stderr about once a second.",
+                     flag_values=FLAGS)
 
 
 def main(argv):
@@ -100,7 +110,7 @@ def main(argv):
 
 def console_main():
   """The console-script entry point (pyproject.toml)."""
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -183,26 +183,29 @@ def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
           "invalid_utf8": stats.invalid_utf8, "null_texts": stats.null_texts}
 
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("input", None, "Corpus: files, globs, directories (comma list; local or "
                     "URLs) of .txt / .jsonl (optionally .gz) / .parquet, or 'stdlib' (the "
-                    "running Python's docs).")
+                    "running Python's docs).", flag_values=FLAGS)
 flags.DEFINE_integer("vocab_size", 50265, "Vocabulary size including the 5 special tokens "
-                     "(roberta-base: 50265). Must match the model config's vocab_size.")
+                     "(roberta-base: 50265). Must match the model config's vocab_size.",
+                     flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Directory (local or a URL) for vocab.json and "
-                    "merges.txt; must be empty unless --overwrite.")
-flags.DEFINE_integer("min_frequency", 2, "Pairs seen fewer times are never merged.")
+                    "merges.txt; must be empty unless --overwrite.", flag_values=FLAGS)
+flags.DEFINE_integer("min_frequency", 2, "Pairs seen fewer times are never merged.",
+                     flag_values=FLAGS)
 flags.DEFINE_string("text_field", "text", "JSON field (.jsonl) or column (.parquet) holding "
-                    "a document's text.")
-flags.DEFINE_bool("overwrite", False, "Replace vocab.json/merges.txt in a non-empty directory.")
-flags.DEFINE_bool("progress", True, "Progress output on stderr.")
+                    "a document's text.", flag_values=FLAGS)
+flags.DEFINE_bool("overwrite", False, "Replace vocab.json/merges.txt in a non-empty directory.",
+                  flag_values=FLAGS)
+flags.DEFINE_bool("progress", True, "Progress output on stderr.", flag_values=FLAGS)
 flags.DEFINE_string("extend_from", "", "Grow this vocabulary directory (vocab.json + "
                     "merges.txt) instead of training one: up to --add_tokens new merges learned "
                     "on --input over the old pieces; every old token keeps its id and every old "
                     "merge its rank, the new tokens come after <mask> (data_prep/"
-                    "vocab_extension.py). --vocab_size does not apply.")
+                    "vocab_extension.py). --vocab_size does not apply.", flag_values=FLAGS)
 flags.DEFINE_integer("add_tokens", 0, "With --extend_from: the most new tokens (= new merges) "
-                     "to add; fewer when no pair is seen --min_frequency times.")
+                     "to add; fewer when no pair is seen --min_frequency times.", flag_values=FLAGS)
 
 
 def main(argv):
@@ -251,7 +254,7 @@ def _main_extend():
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

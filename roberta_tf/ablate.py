@@ -24,52 +24,60 @@ from roberta_tf.common import cli, directory_lock, files
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: the package
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_enum("study", None, ["masking", "input_format", "batch_size", "recipe"],
                   "The ablation: masking (Table 1), input_format (Table 2: SEGMENT-PAIR / "
                   "SENTENCE-PAIR with NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3), "
                   "recipe (the budget recipe's choices one at a time, at equal wall clock: "
-                  "--minutes).")
+                  "--minutes).", flag_values=FLAGS)
 flags.DEFINE_string("minimal_pairs", "", "Also score every arm on BLiMP-format minimal pairs "
                     "(evaluate --minimal_pairs: a .jsonl[.gz] file or BLiMP's data/ directory); "
-                    "the table gains a BLiMP column.")
+                    "the table gains a BLiMP column.", flag_values=FLAGS)
 flags.DEFINE_integer("pairs_per_paradigm", 0, "--minimal_pairs: a fixed sample of at most this "
                      "many pairs per paradigm (evaluate --pairs_per_paradigm); 0: all.",
-                     lower_bound=0)
+                     lower_bound=0, flag_values=FLAGS)
 flags.DEFINE_integer("parallel", 1, "Arm x seed runs at once (each arm then trains beside "
                      "another; ~2x the wall time of each run on 2 cores, about half the total).",
-                     lower_bound=1)
+                     lower_bound=1, flag_values=FLAGS)
 flags.DEFINE_float("minutes", 5.0, "--study=recipe: each arm's wall-clock budget in minutes "
-                   "(train --train_minutes).")
+                   "(train --train_minutes).", flag_values=FLAGS)
 flags.DEFINE_string("corpus", "stdlib", "Pretraining corpus: files, globs, directories or "
-                    "'stdlib' (the running Python's documentation, the embedded default).")
+                    "'stdlib' (the running Python's documentation, the embedded default).",
+                    flag_values=FLAGS)
 flags.DEFINE_string("work_dir", None, "Where vocab, shards, runs and results go (reused: "
-                    "finished runs are kept).")
+                    "finished runs are kept).", flag_values=FLAGS)
 flags.DEFINE_list("seeds", ["0"], "Seeds: every arm runs once per seed; the table shows mean "
                   "± half the range over them (one seed keeps each default study within "
-                  "~30 min on 2 CPU cores; rerunning with more seeds adds their runs).")
-flags.DEFINE_string("config", "small", "Model size preset.")
+                  "~30 min on 2 CPU cores; rerunning with more seeds adds their runs).",
+                  flag_values=FLAGS)
+flags.DEFINE_string("config", "small", "Model size preset.", flag_values=FLAGS)
 flags.DEFINE_integer("steps", None, "Optimizer updates of the base arm (the token budget is "
                      "base_batch x steps for every arm). Default: 400 (masking, input_format), "
-                     "1024 (batch_size).")
+                     "1024 (batch_size).", flag_values=FLAGS)
 flags.DEFINE_integer("base_batch", 32, "Batch of the base arm (default 32; input_format: 16, "
                      "its shorter-sequence arms scale it up; batch_size: 8, scaled 1x, 8x, "
-                     "32x).")
+                     "32x).", flag_values=FLAGS)
 flags.DEFINE_float("base_lr", 1e-3, "Peak LR of the base arm (batch_size default 1e-4, the "
-                   "paper's for its smallest batch; scaled x7 and x10 with the batch).")
-flags.DEFINE_float("warmup_fraction", 0.25, "Warmup steps as a fraction of each arm's steps.")
-flags.DEFINE_integer("vocab_size", 8000, "Byte-level BPE vocabulary trained on the corpus.")
+                   "paper's for its smallest batch; scaled x7 and x10 with the batch).",
+                   flag_values=FLAGS)
+flags.DEFINE_float("warmup_fraction", 0.25, "Warmup steps as a fraction of each arm's steps.",
+                   flag_values=FLAGS)
+flags.DEFINE_integer("vocab_size", 8000, "Byte-level BPE vocabulary trained on the corpus.",
+                     flag_values=FLAGS)
 flags.DEFINE_list("train_flags", [], "Extra roberta_tf.train flags for every arm, e.g. "
-                  "--train_flags=--precision=mixed_bfloat16.")
-flags.DEFINE_string("task_train", os.path.join(TASK, "train.jsonl"), "Downstream training table.")
-flags.DEFINE_string("task_dev", os.path.join(TASK, "dev.jsonl"), "Downstream dev table.")
-flags.DEFINE_string("task_text_field", "text", "Downstream text field.")
-flags.DEFINE_string("task_label_field", "label", "Downstream label field.")
-flags.DEFINE_integer("task_epochs", 3, "Fine-tuning epochs.")
-flags.DEFINE_float("task_learning_rate", 1e-4, "Fine-tuning peak learning rate.")
+                  "--train_flags=--precision=mixed_bfloat16.", flag_values=FLAGS)
+flags.DEFINE_string("task_train", os.path.join(TASK, "train.jsonl"), "Downstream training table.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("task_dev", os.path.join(TASK, "dev.jsonl"), "Downstream dev table.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("task_text_field", "text", "Downstream text field.", flag_values=FLAGS)
+flags.DEFINE_string("task_label_field", "label", "Downstream label field.", flag_values=FLAGS)
+flags.DEFINE_integer("task_epochs", 3, "Fine-tuning epochs.", flag_values=FLAGS)
+flags.DEFINE_float("task_learning_rate", 1e-4, "Fine-tuning peak learning rate.", flag_values=FLAGS)
 flags.DEFINE_bool("overwrite", False, "Start the study over: delete what an earlier study wrote "
-                  "in --work_dir (its settings, corpus subset, vocab, shards, runs, results).")
-flags.mark_flags_as_required(["study", "work_dir"])
+                  "in --work_dir (its settings, corpus subset, vocab, shards, runs, results).",
+                  flag_values=FLAGS)
+flags.mark_flags_as_required(["study", "work_dir"], flag_values=FLAGS)
 
 
 def main(argv):
@@ -127,7 +135,7 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -30,22 +30,30 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
+
+# The imports below load TensorFlow: its start-up chatter is filtered (see cli), hence
+# imports after code.
+# ruff: noqa: E402
+cli.quiet_tensorflow_import()
+
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.tokenization import vocab_files
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "
-                    "(read on import, written with --to_hf).")
+                    "(read on import, written with --to_hf).", flag_values=FLAGS)
 flags.DEFINE_string("model_dir", None, "roberta_tf model dir: config.json + TF checkpoint "
-                    "(written on import, read with --to_hf).")
-flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of importing.")
+                    "(written on import, read with --to_hf).", flag_values=FLAGS)
+flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of importing.",
+                  flag_values=FLAGS)
 flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest checkpoint, vocab "
-                    "files) as a keras-hub preset directory here.")
+                    "files) as a keras-hub preset directory here.", flag_values=FLAGS)
 flags.DEFINE_string("from_keras_hub_preset", None, "Import this keras-hub RoBERTa preset "
-                    "directory into --model_dir.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.")
+                    "directory into --model_dir.", flag_values=FLAGS)
+flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.",
+                  flag_values=FLAGS)
 flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset: the checkpoint "
-                    "prefix of --model_dir to convert (default: its newest).")
+                    "prefix of --model_dir to convert (default: its newest).", flag_values=FLAGS)
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
@@ -185,7 +193,7 @@ def main(argv):
 
 def console_main():
   """The console-script entry point (pyproject.toml)."""
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -14,32 +14,36 @@ from absl import app, flags
 
 from roberta_tf.common import cli, files
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.")
-flags.DEFINE_string("eval_data", None, "Shard directory (data_prep.build_shards output).")
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints.", flag_values=FLAGS)
+flags.DEFINE_string("eval_data", None, "Shard directory (data_prep.build_shards output).",
+                    flag_values=FLAGS)
 flags.DEFINE_string("minimal_pairs", None, "BLiMP-format minimal pairs: a .jsonl[.gz] file (one "
                     "{sentence_good, sentence_bad, UID, linguistics_term} object a line) or a "
                     "directory of them (BLiMP's data/); each pair is right when the good "
-                    "sentence has the higher pseudo-log-likelihood.")
+                    "sentence has the higher pseudo-log-likelihood.", flag_values=FLAGS)
 flags.DEFINE_integer("pairs_per_paradigm", 0, "--minimal_pairs: score a fixed sample of at most "
                      "this many pairs of each paradigm (UID; BLiMP has 1,000 each, 67 "
-                     "paradigms); 0: every pair.", lower_bound=0)
-flags.DEFINE_string("split", "validation", "Split of --eval_data to evaluate.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint prefix instead of the latest.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per eval batch.")
+                     "paradigms); 0: every pair.", lower_bound=0, flag_values=FLAGS)
+flags.DEFINE_string("split", "validation", "Split of --eval_data to evaluate.", flag_values=FLAGS)
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix instead of the latest.",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 32, "Sequences per eval batch.", flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_len", None, "Padded length (default: the training run's, else the "
-                     "shards' max_seq_len).")
-flags.DEFINE_integer("eval_steps", 0, "Batches to evaluate; 0: the whole split.")
+                     "shards' max_seq_len).", flag_values=FLAGS)
+flags.DEFINE_integer("eval_steps", 0, "Batches to evaluate; 0: the whole split.", flag_values=FLAGS)
 flags.DEFINE_integer("seed", None, "Seed of the (fixed) eval masks (default: the training run's "
-                     "--seed from config.json, as its evals used; else 0).")
+                     "--seed from config.json, as its evals used; else 0).", flag_values=FLAGS)
 flags.DEFINE_bool("standard_masking", False, "Mask the held-out set as RoBERTa does (15% of "
                   "tokens, 80/10/10), whatever the run trained with: compares runs of "
-                  "different --mask_prob (default: the training run's masking, as its evals).")
-flags.DEFINE_bool("json", False, "Print the metrics as JSON.")
+                  "different --mask_prob (default: the training run's masking, as its evals).",
+                  flag_values=FLAGS)
+flags.DEFINE_bool("json", False, "Print the metrics as JSON.", flag_values=FLAGS)
 flags.DEFINE_bool("unigram", True, "Also score the unigram baseline, counted from the train "
                   "split beside --eval_data (else the run's recorded train data); a damaged "
-                  "train shard is an error (--nounigram: evaluate without the baseline).")
-flags.mark_flags_as_required(["model_dir"])
+                  "train shard is an error (--nounigram: evaluate without the baseline).",
+                  flag_values=FLAGS)
+flags.mark_flags_as_required(["model_dir"], flag_values=FLAGS)
 
 
 def main(argv):
@@ -83,7 +87,7 @@ def _held_out():
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,19 @@ from absl import app, flags
 
 from roberta_tf.common import cli, files
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).")
-flags.DEFINE_string("export_dir", None, "SavedModel directory to write.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint prefix to export instead of the latest.")
-flags.DEFINE_string("vocab_dir", None, "vocab.json/merges.txt directory if not in --model_dir.")
-flags.DEFINE_integer("top_k", 5, "Predictions per <mask> returned by fill_mask.")
-flags.DEFINE_integer("max_seq_len", None, "Truncation length (default: the model's maximum).")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
-flags.mark_flags_as_required(["model_dir", "export_dir"])
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+flags.DEFINE_string("model_dir", None, "Model dir: config.json + checkpoints (+ vocab files).",
+                    flag_values=FLAGS)
+flags.DEFINE_string("export_dir", None, "SavedModel directory to write.", flag_values=FLAGS)
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix to export instead of the latest.",
+                    flag_values=FLAGS)
+flags.DEFINE_string("vocab_dir", None, "vocab.json/merges.txt directory if not in --model_dir.",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("top_k", 5, "Predictions per <mask> returned by fill_mask.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_len", None, "Truncation length (default: the model's maximum).",
+                     flag_values=FLAGS)
+flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=FLAGS)
+flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=FLAGS)
 
 
 def main(argv):
@@ -39,7 +43,7 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ from absl import app, flags
 
 from roberta_tf.common import cli, files
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
-                    "URL such as gs://bucket/export).")
-flags.mark_flags_as_required(["saved_model"])
+                    "URL such as gs://bucket/export).", flag_values=FLAGS)
+flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
 
 MASK = "<mask>"
 # Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
@@ -149,7 +149,7 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

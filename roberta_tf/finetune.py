@@ -28,12 +28,13 @@ from roberta_tf.common import cli, options
 from roberta_tf.finetuning import finetune_config, glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # One flag per FinetuneConfig field, with the field's help; --task, --model_dir, --train_file
 # and --eval_file are not required flags (--export_only does without most): validate() checks.
-options.define_flags(FinetuneConfig, required=False)
+options.define_flags(FinetuneConfig, FLAGS, required=False)
 # The one flag that is not a config field.
-flags.DEFINE_bool("export_only", False, "Only export the fine-tuned --model_dir to --export_dir.")
+flags.DEFINE_bool("export_only", False, "Only export the fine-tuned --model_dir to --export_dir.",
+                  flag_values=FLAGS)
 
 
 def main(argv):
@@ -59,7 +60,7 @@ def main(argv):
     path = finetuned_export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)
     print(f"exported {path}")
     return 0
-  cfg = options.from_flags(FinetuneConfig)  # list flags become tuples
+  cfg = options.from_flags(FinetuneConfig, FLAGS)  # list flags become tuples
   if sweep_runner.run_sweep(cfg).get("stopped_by_signal"):
     print(f"stopped by a signal (SIGTERM or Ctrl-C); the same command resumes the sweep in "
           f"{cfg.model_dir}")
@@ -72,7 +73,7 @@ def main(argv):
 
 def console_main():
   """Console-script entry point (pyproject: roberta-finetune)."""
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
-from roberta_tf.common import cli, files  # cli before TensorFlow: it quiets its start-up logs
+from roberta_tf.common import cli, files
+
+# The imports below load TensorFlow: its start-up chatter is filtered (see cli), hence
+# imports after code.
+# ruff: noqa: E402
+cli.quiet_tensorflow_import()
+
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig, unmask
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
@@ -163,23 +169,20 @@ def format_report(report: dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  """Defined on demand, so importing the library defines no flags (no clash with others)."""
-  flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json); a path or a URL "
-                      "(gs://, ...).")
-  flags.DEFINE_string("split", "train", "Split to read.")
-  flags.DEFINE_integer("num_batches", 10, "Batches to measure.")
-  flags.DEFINE_integer("batch_size", 8, "Sequences per batch.")
-  flags.DEFINE_integer("seed", 0, "Data seed (file order, shuffle, masks).")
-  flags.DEFINE_integer("max_seq_len", None, "Padded length; default: the shards' max_seq_len.")
-  flags.DEFINE_integer("num_examples", 3, "Decoded sequences to show.")
-  flags.DEFINE_bool("whole_word", False, "Whole-word masking.")
-  flags.DEFINE_bool("json", False, "Print the report as JSON.")
-  flags.DEFINE_string("vocab_dir", None, "Directory with vocab.json (+ merges.txt) to decode "
-                      "with; default: the one recorded in dataset_info.json.")
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json); a path or a URL "
+                    "(gs://, ...).", flag_values=FLAGS)
+flags.DEFINE_string("split", "train", "Split to read.", flag_values=FLAGS)
+flags.DEFINE_integer("num_batches", 10, "Batches to measure.", flag_values=FLAGS)
+flags.DEFINE_integer("batch_size", 8, "Sequences per batch.", flag_values=FLAGS)
+flags.DEFINE_integer("seed", 0, "Data seed (file order, shuffle, masks).", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_len", None, "Padded length; default: the shards' max_seq_len.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("num_examples", 3, "Decoded sequences to show.", flag_values=FLAGS)
+flags.DEFINE_bool("whole_word", False, "Whole-word masking.", flag_values=FLAGS)
+flags.DEFINE_bool("json", False, "Print the report as JSON.", flag_values=FLAGS)
+flags.DEFINE_string("vocab_dir", None, "Directory with vocab.json (+ merges.txt) to decode "
+                    "with; default: the one recorded in dataset_info.json.", flag_values=FLAGS)
 
 
 def main(argv):
@@ -205,8 +208,7 @@ def main(argv):
 
 def console_main():
   """The console-script entry point (pyproject.toml)."""
-  define_flags()
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

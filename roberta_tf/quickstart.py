@@ -21,12 +21,14 @@ from absl import flags
 
 from roberta_tf.common import atomic_write, cli, files, flagfiles
 
-FLAGS = flags.FLAGS
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
-                    "(replaced if it holds only an earlier quickstart's outputs).")
-flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.")
+                    "(replaced if it holds only an earlier quickstart's outputs).",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.",
+                     flag_values=FLAGS)
 flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with AMX, else float32), "
-                    "or float32 / mixed_bfloat16 / mixed_float16.")
+                    "or float32 / mixed_bfloat16 / mixed_float16.", flag_values=FLAGS)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: this package
 # What a run writes into --work_dir (and what a re-run may delete).
@@ -152,7 +154,7 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,14 @@ from absl import app
 from roberta_tf.common import cli, options
 from roberta_tf.pretraining.train_config import TrainConfig
 
-options.define_flags(TrainConfig)  # one flag per TrainConfig field, with the field's help
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+options.define_flags(TrainConfig, FLAGS)  # one flag per TrainConfig field, with the field's help
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  cfg = options.from_flags(TrainConfig)
+  cfg = options.from_flags(TrainConfig, FLAGS)
   # Logical CPU devices must exist before TensorFlow initializes, so split before the import.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
   strategy_lib.split_cpu(cfg.cpu_replicas)
@@ -30,7 +31,7 @@ def main(argv):
 
 def console_main():
   """Console-script entry point (pyproject: roberta-train)."""
-  cli.run(main)
+  cli.run(main, FLAGS)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,26 @@
-"""What many test files need: the binaries (in-process or in a fresh process), a free port, the
+"""What many test files need: the binaries (in this process or in a fresh one), a free port, the
 tiny model.
 
-- `run_module(module, *flags)`: a binary as `python -m` from the repository root would run it,
-  output captured as text; never raises on a non-zero exit (the test asserts the return code).
-  A project binary (roberta_tf.*, data_prep.*) runs in this process (common/cli.py's `call`:
-  no interpreter start and TensorFlow import per case, and the binary counts in coverage),
-  unless the call needs a process of its own: `env=`, `text=False`, `file_size_limit=`, other
-  subprocess arguments, `--help`, `--cpu_replicas` / `--strategy` (TF's devices are fixed once
-  per process), `--deterministic` (process-wide), or `in_process=False`.
-  ROBERTA_TF_TESTS_IN_PROCESS=0 runs every binary in a fresh process. `start_module` is always a
-  `Popen`, for tests that signal or read a running binary.
+- `call_module(module, *flags)`: a project binary (roberta_tf.*, data_prep.*) called in THIS
+  process (common/cli.py's `call`: no interpreter start and TensorFlow import per case, and the
+  binary counts in coverage), from the repository root as `python -m` would run it, its output
+  captured as text; never raises on a non-zero exit (the test asserts the return code). What
+  needs a process of its own is refused with a ValueError or TypeError naming `run_module`:
+  `--help*`, `--cpu_replicas` / `--strategy` (TF's devices are fixed once per process),
+  `--deterministic` (process-wide), `--verbosity` (absl's global flags), an argument that is
+  not text (bytes), and any keyword (`env=`, `text=`, `file_size_limit=`, `timeout=`: an
+  in-process call has no timeout of its own, pytest's per-test one is its limit).
+  ROBERTA_TF_TESTS_IN_PROCESS=0 makes it run the same command in a fresh process instead.
+- `run_module(module, *flags)`: `python -m module flags` in a fresh process, to completion;
+  `start_module` starts one (a `Popen`, for tests that signal or read a running binary).
 - `run_script(code, *argv)` / `start_script`: the same for `python -c code` (a fresh
   interpreter that imports only what the test wants, or sets TF up before it initializes).
 - `run_command(argv)` / `start_command`: any other program (`console_script("tensorboard")`,
-  `mount`); the four above are these with this interpreter's `-m` / `-c`.
+  `mount`); the process ones above are these with this interpreter's `-m` / `-c`.
   Every one takes `env=` (default `module_env()`; `module_env(NAME="value")` adds to it),
-  `timeout=` (run_* in a child process; seconds, default 300; an in-process call has only
-  pytest's timeout), `text=False` for bytes (output, and argv items may be bytes),
-  `file_size_limit=N` (RLIMIT_FSIZE in the child: a write past N bytes fails as on
-  a full disk) and, for start_*, Popen's stdout / stderr.
+  `timeout=` (run_*; seconds, default 300; None: none), `text=False` for bytes (output, and
+  argv items may be bytes), `file_size_limit=N` (RLIMIT_FSIZE in the child: a write past N
+  bytes fails as on a full disk) and, for start_*, Popen's stdout / stderr.
 - `free_port()`: a localhost port nothing listens on (multi-worker TF_CONFIG, TensorBoard).
 - `tiny_config(**overrides)`: the `tiny` preset at the fixture vocabulary's size (8,000) and 64
   tokens, dropout 0 (so two runs of the same batches are equal): the model of most tests.
@@ -88,24 +90,41 @@ def start_command(argv, *, env: dict | None = None, text: bool = True,
   return subprocess.Popen(_argv(argv), **_child_kwargs(env, text, file_size_limit, popen_kwargs))
 
 
-# Flags whose effect is process-wide (TF's logical devices, op determinism, a cluster): a binary
-# given one runs in a fresh process.
-_PROCESS_FLAGS = ("--help", "--helpshort", "--helpfull", "--cpu_replicas", "--strategy",
-                  "--deterministic")
+def run_module(module: str, *args, **kwargs) -> subprocess.CompletedProcess:
+  """Runs `python -m module args` in a fresh process to completion (run_command's keywords)."""
+  if "in_process" in kwargs:
+    raise TypeError("run_module always starts a process; call_module runs a binary in this one")
+  return run_command(module_command(module, *args), **kwargs)
 
 
-def _in_process(module: str, args, kwargs, in_process: bool | None) -> bool:
-  if in_process is not None:
-    return in_process
+# Flags whose effect is process-wide (TF's logical devices, op determinism, absl's global
+# flags and --help): a binary given one needs a process of its own (run_module).
+PROCESS_FLAGS = ("--help", "--cpu_replicas", "--strategy", "--deterministic", "--verbosity")
+
+
+def _refuse_in_process(module: str, args, kwargs) -> None:
+  """Raises TypeError / ValueError, naming run_module, for what call_module cannot do."""
+  if kwargs:
+    raise TypeError(f"call_module({module!r}) runs in this process: {', '.join(kwargs)}= "
+                    "need a process of its own, run_module")
+  if not module.startswith(("roberta_tf.", "data_prep.")):
+    raise ValueError(f"call_module({module!r}): not a project binary; use run_module")
+  for a in args:
+    if not isinstance(a, str | int | float):
+      raise ValueError(f"call_module({module!r}): argument {a!r} is not text; a process of "
+                       "its own takes bytes: run_module(..., text=False)")
+    if str(a).startswith(PROCESS_FLAGS):
+      raise ValueError(f"call_module({module!r}): {a} is process-wide; it needs a process of "
+                       "its own: run_module")
+
+
+def call_module(module: str, *args, **kwargs) -> subprocess.CompletedProcess:
+  """Runs binary `module` with command-line arguments `args` in this process, as `python -m
+  module args` from the repository root would (see the module docstring); the result as a
+  child's, stdout and stderr captured as text."""
+  _refuse_in_process(module, args, kwargs)
   if os.environ.get("ROBERTA_TF_TESTS_IN_PROCESS", "1") == "0":
-    return False
-  return (module.startswith(("roberta_tf.", "data_prep.")) and set(kwargs) <= {"timeout"}
-          and all(isinstance(a, str | int | float) and not str(a).startswith(_PROCESS_FLAGS)
-                  for a in args))
-
-
-def _call_in_process(module: str, args) -> subprocess.CompletedProcess:
-  """cli.call from the repository root with stdout/stderr captured (as a child's would be)."""
+    return run_module(module, *args, timeout=None)
   from roberta_tf.common import cli  # pylint: disable=import-outside-toplevel
   out, err, cwd = io.StringIO(), io.StringIO(), os.getcwd()
   try:
@@ -118,22 +137,13 @@ def _call_in_process(module: str, args) -> subprocess.CompletedProcess:
                                      err.getvalue())
 
 
-def run_module(module: str, *args, in_process: bool | None = None,
-               **kwargs) -> subprocess.CompletedProcess:
-  """Runs `python -m module args` to completion, in this process where it can (see the module
-  docstring)."""
-  if _in_process(module, args, kwargs, in_process):
-    return _call_in_process(module, args)
-  return run_command(module_command(module, *args), **kwargs)
-
-
 def start_module(module: str, *args, **kwargs) -> subprocess.Popen:
   """Starts `python -m module args` (text mode; pass stdout/stderr as the test needs)."""
   return start_command(module_command(module, *args), **kwargs)
 
 
 def run_script(code: str, *args, **kwargs) -> subprocess.CompletedProcess:
-  """Runs `python -c code args` to completion (as run_module)."""
+  """Runs `python -c code args` in a fresh process to completion (as run_module)."""
   return run_command(script_command(code, *args), **kwargs)
 
 

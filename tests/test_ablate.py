@@ -11,7 +11,7 @@ import pytest
 from roberta_tf.ablation import report, runner, studies
 from roberta_tf.common import files
 from tests.conftest import REPO, TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 
 def test_masking_arms_share_the_budget():
@@ -90,7 +90,7 @@ def test_results_and_settings_in_a_work_dir_on_a_url(tmp_path):
 
 
 def test_binary_refuses_an_unknown_url_scheme_naming_the_flag():
-  out = run_module("roberta_tf.ablate", "--study=masking", "--work_dir=nofs://bucket/study")
+  out = call_module("roberta_tf.ablate", "--study=masking", "--work_dir=nofs://bucket/study")
   assert out.returncode == 1
   assert out.stderr.strip().splitlines()[-1].startswith(
       "error: --work_dir=nofs://bucket/study: no file system handles 'nofs://'"), out.stderr
@@ -116,7 +116,7 @@ def test_runner_end_to_end_and_rerun(tmp_path):
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
          "--base_batch=8", "--seeds=0", "--task_epochs=1", f"--task_train={train}",
          f"--task_dev={dev}", "--vocab_size=600", "--parallel=2"]
-  out = run_module("roberta_tf.ablate", *cmd, timeout=900)
+  out = call_module("roberta_tf.ablate", *cmd)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout
   md = (work / "results.md").read_text()
@@ -136,10 +136,10 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   # Every arm is evaluated on the same held-out set, the FULL-SENTENCES shards: by training
   # (the curve) and by roberta_tf.evaluate (the table), 2 commands per arm.
   assert out.stdout.count(f"--eval_data={work / 'shards'} ") == 8
-  again = run_module("roberta_tf.ablate", *cmd)
+  again = call_module("roberta_tf.ablate", *cmd)
   assert again.returncode == 0 and again.stdout.count("(done before)") == 4
   assert json.loads((work / "results.json").read_text()) == results
-  other = run_module("roberta_tf.ablate", *(c.replace("--steps=4", "--steps=5") for c in cmd))
+  other = call_module("roberta_tf.ablate", *(c.replace("--steps=4", "--steps=5") for c in cmd))
   assert other.returncode == 1 and "other settings (arms" in other.stderr
 
 

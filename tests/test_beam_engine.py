@@ -22,7 +22,7 @@ from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
 from data_prep import beam_engine, sentence_encoders
 from data_prep import shard_builder as bs
 from tests.conftest import TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -65,10 +65,10 @@ def test_beam_writes_the_local_engines_files_with_one_and_two_workers(tmp_path):
   assert _files(tmp_path / "beam1") == expected
 
   flags = [f"--{k}={v}" for k, v in FLAGS.items()]
-  r = run_module("data_prep.build_shards", f"--input={src}", f"--vocab_dir={VOCAB}",
-                 f"--output_dir={tmp_path / 'beam2'}", "--engine=beam", *flags,
-                 "--beam_options=--runner=DirectRunner --direct_num_workers=2 "
-                 "--direct_running_mode=multi_processing")
+  r = call_module("data_prep.build_shards", f"--input={src}", f"--vocab_dir={VOCAB}",
+                  f"--output_dir={tmp_path / 'beam2'}", "--engine=beam", *flags,
+                  "--beam_options=--runner=DirectRunner --direct_num_workers=2 "
+                  "--direct_running_mode=multi_processing")
   assert r.returncode == 0, r.stderr[-3000:]
   assert "train:" in r.stdout
   assert _files(tmp_path / "beam2") == expected  # dataset_info.json included

@@ -173,7 +173,8 @@ def test_kinds_match_the_files():
     text = _source(src)
     if os.path.basename(src).startswith("test_"):
       want = "pytest_test"
-    elif re.search(r"\b(app|cli)\.run\(main\)", text) or src.startswith("benchmarks/"):
+    elif (re.search(r"^\s*(app\.run\(main|cli\.run\(main, FLAGS)\)$", text, re.M)
+          or src.startswith("benchmarks/")):
       want = "py_binary"
     else:
       want = "py_library"

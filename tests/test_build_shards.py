@@ -17,7 +17,7 @@ from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
 VOCAB = os.path.join(TESTDATA, "hf_roberta_tiny")
@@ -338,7 +338,7 @@ def test_urls_for_input_vocab_and_output_give_the_local_files(tmp_path):
 
 
 def _run_binary(*args):
-  return run_module("data_prep.build_shards", *args, timeout=120)
+  return call_module("data_prep.build_shards", *args)
 
 
 @pytest.mark.slow

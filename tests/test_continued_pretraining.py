@@ -26,7 +26,7 @@ from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.vocab_files import paths as vocab_paths
 from tests.conftest import HF_TINY
 from tests.domain_text import domain_lines, write_domain_corpus
-from tests.harness import module_env, run_module, run_script
+from tests.harness import call_module, module_env, run_script
 from tests.test_tokenizer import hf_tokenizer
 
 HAVE_HF = all(importlib.util.find_spec(m) for m in ("transformers", "torch"))
@@ -139,9 +139,9 @@ def test_growth_reads_urls(source, grown_vocab, tmp_path):
 
 
 def _train(model_dir, shards, *extra):
-  out = run_module("roberta_tf.train", f"--train_data={shards}", f"--model_dir={model_dir}",
-                   "--batch_size=8", "--warmup_steps=1", "--log_every=1",
-                   "--checkpoint_every=100", "--shuffle_buffer=0", *extra)
+  out = call_module("roberta_tf.train", f"--train_data={shards}", f"--model_dir={model_dir}",
+                    "--batch_size=8", "--warmup_steps=1", "--log_every=1",
+                    "--checkpoint_every=100", "--shuffle_buffer=0", *extra)
   assert out.returncode == 0, out.stderr[-3000:]
   return out.stderr + out.stdout
 
@@ -150,15 +150,15 @@ def _train(model_dir, shards, *extra):
 def test_import_grow_continue_longer_export(tmp_path, grown_vocab, source):
   corpus_path, vocab_dir = grown_vocab
   src = str(tmp_path / "imported")
-  out = run_module("roberta_tf.convert_checkpoint", f"--hf_dir={HF_TINY}", f"--model_dir={src}")
+  out = call_module("roberta_tf.convert_checkpoint", f"--hf_dir={HF_TINY}", f"--model_dir={src}")
   assert out.returncode == 0, out.stderr
   shards = {}
   for length in (64, 128):
     shards[length] = str(tmp_path / f"shards{length}")
-    out = run_module("data_prep.build_shards", f"--input={corpus_path}",
-                     f"--vocab_dir={vocab_dir}", f"--output_dir={shards[length]}",
-                     f"--max_seq_len={length}", "--num_shards=1", "--validation_fraction=0",
-                     "--noprogress")
+    out = call_module("data_prep.build_shards", f"--input={corpus_path}",
+                      f"--vocab_dir={vocab_dir}", f"--output_dir={shards[length]}",
+                      f"--max_seq_len={length}", "--num_shards=1", "--validation_fraction=0",
+                      "--noprogress")
     assert out.returncode == 0, out.stderr
   run = str(tmp_path / "run")
   # Phase 1: the single update's learning rate is 0 (warmup), so ckpt-1 is the grown init.
@@ -189,7 +189,7 @@ def test_import_grow_continue_longer_export(tmp_path, grown_vocab, source):
                                                                        "merges.txt")})
   hf_dir, preset = str(tmp_path / "hf"), str(tmp_path / "preset")
   for args in (["--to_hf", f"--hf_dir={hf_dir}"], [f"--to_keras_hub_preset={preset}"]):
-    out = run_module("roberta_tf.convert_checkpoint", f"--model_dir={sharp}", *args)
+    out = call_module("roberta_tf.convert_checkpoint", f"--model_dir={sharp}", *args)
     assert out.returncode == 0, out.stderr[-3000:]
   with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
     hf_config = json.load(f)

@@ -15,7 +15,7 @@ from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import serving_loaders
-from tests.harness import run_module, run_script
+from tests.harness import call_module, run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -191,7 +191,7 @@ def test_an_unknown_scheme_is_one_error_line_naming_the_flag(module, flag, tmp_p
   flags[flag] = "nosuch://bucket/dir"
   args = ([f"{k}={v}" for k, v in flags.items()] if module == "roberta_tf.export"
           else [f"{flag}=nosuch://bucket/dir", "a <mask>"])
-  proc = run_module(module, *args, in_process=True)
+  proc = call_module(module, *args)
   assert proc.returncode == 1
   assert re.fullmatch(rf"error: {flag}=nosuch://bucket/dir: no file system handles 'nosuch://' "
                       r"here \(registered: .*ram://.*\n", proc.stderr), proc.stderr

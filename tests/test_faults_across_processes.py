@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests import finetune_fixtures as fx
-from tests.harness import free_port, module_env, run_module, start_module
+from tests.harness import call_module, free_port, module_env, start_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -119,7 +119,7 @@ def test_a_second_finetune_on_a_running_directory_is_refused(hf_tiny_dir, tmp_pa
   try:
     lines = []
     assert _read_until(first, r"epoch 1/", lines), "".join(lines)[-3000:]
-    second = run_module("roberta_tf.finetune", *args, timeout=120)
+    second = call_module("roberta_tf.finetune", *args)
     out = "".join(lines) + first.communicate(timeout=300)[0]
   finally:
     first.kill()
@@ -135,12 +135,12 @@ def test_a_resume_with_another_schedule_says_so_or_is_refused(train_shards, tmp_
   model_dir = str(tmp_path / "model")
   common = [f"--train_data={train_shards}", f"--model_dir={model_dir}", *TRAIN,
             "--checkpoint_every=2"]
-  first = run_module("roberta_tf.train", *common, "--train_steps=4")
+  first = call_module("roberta_tf.train", *common, "--train_steps=4")
   assert first.returncode == 0, first.stderr[-2000:]
   # Output is the binary's own lines only: no TF/absl start-up chatter.
   chatter = [line for line in (first.stdout + first.stderr).splitlines() if CHATTER.match(line)]
   assert not chatter, chatter
-  longer = run_module("roberta_tf.train", *common, "--train_steps=8", "--learning_rate=5e-4")
+  longer = call_module("roberta_tf.train", *common, "--train_steps=8", "--learning_rate=5e-4")
   assert longer.returncode == 0, longer.stderr[-2000:]
   said = [line for line in (longer.stdout + longer.stderr).splitlines()
           if "changed schedule" in line]
@@ -148,7 +148,7 @@ def test_a_resume_with_another_schedule_says_so_or_is_refused(train_shards, tmp_
   assert ("resuming at step 4 with a changed schedule (--learning_rate: 0.001 -> 0.0005; "
           "--train_steps: 4 -> 8): continuing on the new schedule from step 4") in said[0]
   assert "the learning rate is 0.000333 (the old schedule's: 0)" in said[0], said
-  shorter = run_module("roberta_tf.train", *common, "--train_steps=6", "--learning_rate=5e-4")
+  shorter = call_module("roberta_tf.train", *common, "--train_steps=6", "--learning_rate=5e-4")
   errors = _error_lines(shorter.stderr)
   assert shorter.returncode == 1 and len(errors) == 1, shorter.stderr[-2000:]
   assert "holds a checkpoint at step 8, past --train_steps=6" in errors[0], errors
@@ -159,8 +159,8 @@ def test_ablate_takes_the_work_dir_lock(tmp_path):
   from roberta_tf.common.directory_lock import DirectoryLock  # pylint: disable=import-outside-toplevel
   work_dir = str(tmp_path / "study")
   with DirectoryLock(work_dir, "--work_dir"):
-    r = run_module("roberta_tf.ablate", "--study=masking", f"--work_dir={work_dir}",
-                   "--steps=1", timeout=100)
+    r = call_module("roberta_tf.ablate", "--study=masking", f"--work_dir={work_dir}",
+                    "--steps=1")
   errors = _error_lines(r.stderr)
   assert r.returncode == 1 and len(errors) == 1, r.stderr[-2000:]
   assert f"--work_dir={work_dir} is in use by another ablation process" in errors[0], errors

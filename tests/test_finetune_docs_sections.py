@@ -18,7 +18,7 @@ import pytest
 from roberta_tf.finetuning import docs_sections, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests.conftest import TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -29,7 +29,7 @@ MODEL = {"vocab_size": 8000, "hidden_size": 64, "num_layers": 2, "num_heads": 2,
 
 
 def _run(argv):
-  proc = run_module(*argv, timeout=600)
+  proc = call_module(*argv)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
 

@@ -15,7 +15,7 @@ from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.problem_data import ProblemDataError
 from tests import finetune_fixtures as fx
 from tests.conftest import TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -185,7 +185,7 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
   args = ["--glue_task=rte", f"--data_dir={os.path.join(GLUE, 'RTE')}",
           f"--init_from={cfg.model_dir}", f"--model_dir={out}", "--batch_sizes=2,4",
           "--learning_rate=1e-3", "--seeds=3", "--epochs=1", "--max_seq_len=64"]
-  proc = run_module("roberta_tf.finetune", *args, timeout=600)
+  proc = call_module("roberta_tf.finetune", *args)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   assert "init from fine-tuned" in proc.stdout and "a new head" in proc.stdout
   with open(out / "eval_results.json", encoding="utf-8") as f:
@@ -208,8 +208,8 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
   assert "| 2 | 0.001 |" in markdown and "| 4 | 0.001 |" in markdown
   assert "Best configuration (by median)" in markdown
 
-  clash = run_module("roberta_tf.finetune", args[0], f"--model_dir={tmp_path / 'x'}",
-                     "--task=regression")
+  clash = call_module("roberta_tf.finetune", args[0], f"--model_dir={tmp_path / 'x'}",
+                      "--task=regression")
   assert clash.returncode != 0 and "--glue_task=rte sets --task; leave it out" in clash.stderr
 
 

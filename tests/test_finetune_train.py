@@ -22,7 +22,7 @@ from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training.sigterm import SigtermFlag
 from tests import finetune_fixtures as fx
 from tests.conftest import REPO
-from tests.harness import module_env, run_module, start_module
+from tests.harness import call_module, module_env, run_module, start_module
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
 @pytest.mark.slow
 def test_binary_rejects_bad_input_without_leaving_results(data, tmp_path):
   out = tmp_path / "bad"
-  proc = run_module(
+  proc = call_module(
       "roberta_tf.finetune", "--task=classification", f"--init_from={data['pretrained']}",
       f"--train_file={data['train.tsv']}", f"--eval_file={data['dev.tsv']}",
       f"--model_dir={out}", "--text_fields=premise")
@@ -304,7 +304,7 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
   assert files.isfile(files.join(run_dir, run_state.STATE_DIR, run_state.PROGRESS_FILE))
   assert not files.exists(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
 
-  proc = run_module("roberta_tf.finetune", *_flags(ram))
+  proc = call_module("roberta_tf.finetune", *_flags(ram))
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "resumed at update 3" in proc.stdout, proc.stdout
   got = files.read_json(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
@@ -322,9 +322,9 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
 
 
 def test_binary_refuses_an_unknown_url_scheme_naming_the_flag(data, tmp_path):
-  proc = run_module("roberta_tf.finetune", "--task=classification",
-                    f"--init_from={data['pretrained']}", f"--train_file={data['train.tsv']}",
-                    f"--eval_file={data['dev.tsv']}", "--model_dir=nofs://bucket/out")
+  proc = call_module("roberta_tf.finetune", "--task=classification",
+                     f"--init_from={data['pretrained']}", f"--train_file={data['train.tsv']}",
+                     f"--eval_file={data['dev.tsv']}", "--model_dir=nofs://bucket/out")
   assert proc.returncode == 1
   assert proc.stderr.strip().splitlines()[-1].startswith(
       "error: --model_dir=nofs://bucket/out: no file system handles 'nofs://'"), proc.stderr
@@ -380,7 +380,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
     sweep_runner.run_sweep(other)
 
-  proc = run_module("roberta_tf.finetune", *args)  # in this process: no signal now
+  proc = call_module("roberta_tf.finetune", *args)  # in this process: no signal now
   assert proc.returncode == 0, proc.stdout + proc.stderr
   assert "resuming the unfinished sweep" in proc.stdout and "resumed at update" in proc.stdout
   with open(out / "eval_results.json", encoding="utf-8") as f:

@@ -15,7 +15,7 @@ from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from tests.conftest import TESTDATA
-from tests.harness import module_env, run_module, run_script
+from tests.harness import call_module, module_env, run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -59,8 +59,8 @@ def folders(tmp_path_factory, hf_tiny_dir):
   models.save(model_dir, pretrainer)
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
-  result = run_module("roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
-                      f"--hf_dir={hf_dir}")
+  result = call_module("roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
+                       f"--hf_dir={hf_dir}")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "tokenizer_config.json" in result.stdout
   export_dir = mlm_export.export_saved_model(model_dir, str(root / "saved_model"), top_k=5)

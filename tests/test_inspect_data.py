@@ -16,7 +16,7 @@ from roberta_tf.common import files
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
 from tests.conftest import HF_TINY, REPO, TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_decodes_with_the_vocab_copied_beside_the_shards(tmp_path):
 
 
 def run_cli(*args):
-  return run_module("roberta_tf.inspect_data", *args, timeout=120)
+  return call_module("roberta_tf.inspect_data", *args)
 
 
 @pytest.mark.slow

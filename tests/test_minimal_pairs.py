@@ -18,7 +18,7 @@ from roberta_tf.data import minimal_pairs
 from roberta_tf.models.pseudo_log_likelihood import pll_scores
 from tests import finetune_fixtures as fx
 from tests.conftest import REPO
-from tests.harness import run_module, tiny_config
+from tests.harness import call_module, tiny_config
 
 SAMPLE = os.path.join(REPO, "tests", "testdata", "blimp", "blimp_sample.jsonl")
 
@@ -127,8 +127,7 @@ def model_dir(hf_tiny_dir, tmp_path_factory):
 
 @pytest.mark.slow
 def test_evaluate_minimal_pairs_end_to_end_and_the_score_signature(model_dir, tmp_path):
-  r = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--minimal_pairs={SAMPLE}",
-                 timeout=600)
+  r = call_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--minimal_pairs={SAMPLE}")
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads(r.stdout.strip().splitlines()[-1])
   assert result["pairs"] == 134 and 0.0 <= result["accuracy"] <= 1.0
@@ -140,14 +139,14 @@ def test_evaluate_minimal_pairs_end_to_end_and_the_score_signature(model_dir, tm
   acc.Reload()
   value = tf.make_ndarray(acc.Tensors("blimp/accuracy")[-1].tensor_proto)
   assert float(value) == pytest.approx(result["accuracy"])
-  r = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--minimal_pairs={SAMPLE}",
-                 "--pairs_per_paradigm=1", "--json", timeout=600)
+  r = call_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--minimal_pairs={SAMPLE}",
+                  "--pairs_per_paradigm=1", "--json")
   assert r.returncode == 0, r.stderr[-3000:]
   sampled = json.loads(r.stdout.strip().splitlines()[-1])
   assert sampled["pairs"] == 67 and len(sampled["by_paradigm"]) == 67
 
   export_dir = str(tmp_path / "saved_model")
-  r = run_module("roberta_tf.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+  r = call_module("roberta_tf.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
   assert r.returncode == 0, r.stderr[-3000:]
   loaded = tf.saved_model.load(export_dir)
   pairs = minimal_pairs.read(SAMPLE)[::4]  # 34 pairs: the independent scorer is slow

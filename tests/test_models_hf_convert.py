@@ -15,7 +15,7 @@ from roberta_tf.common import files
 from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
 from tests.conftest import REPO
-from tests.harness import run_module, tiny_config
+from tests.harness import call_module, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_import_matches_transformers_outputs(hf_tiny_dir, expected):
 
 
 def _run_cli(*args):
-  return run_module("roberta_tf.convert_checkpoint", *args, timeout=120)
+  return call_module("roberta_tf.convert_checkpoint", *args)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from roberta_tf.models import hf_weights, keras_hub_preset, keras_hub_weights
 from roberta_tf.models.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import REPO
-from tests.harness import run_module
+from tests.harness import call_module
 
 # Texts of tokenizer_cases.jsonl where keras-hub's RobertaTokenizer gives other ids than HF
 # (and ours): a run of spaces before a word. GPT-2's pre-tokenizer regex `\s+(?!\S)` leaves the
@@ -30,7 +30,7 @@ KERAS_HUB_TOKENIZER_DIFFERS = {
 
 
 def _run_cli(*args):
-  return run_module("roberta_tf.convert_checkpoint", *args)
+  return call_module("roberta_tf.convert_checkpoint", *args)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.conftest import HF_TINY, TESTDATA
-from tests.harness import run_module, tiny_config
+from tests.harness import call_module, tiny_config
 
 S = 64
 
@@ -162,7 +162,7 @@ def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards)
 def test_train_binary_on_pairs_logs_nsp_and_evaluates_on_blocks(pair_shards, train_shards,
                                                                 tmp_path):
   model_dir = str(tmp_path / "model")
-  run = run_module(
+  run = call_module(
       "roberta_tf.train", f"--model_dir={model_dir}",
       f"--train_data={pair_shards}", f"--eval_data={pair_shards}", "--config=tiny",
       f"--max_seq_len={S}", "--batch_size=8", "--grad_accum_steps=2", "--train_steps=4",
@@ -180,13 +180,13 @@ def test_train_binary_on_pairs_logs_nsp_and_evaluates_on_blocks(pair_shards, tra
   assert {"train/nsp/loss", "train/nsp/accuracy", "train/mlm/loss", "train/optim/total_loss",
           "eval/nsp/accuracy", "eval/mlm/perplexity"} <= tags
   # The shared held-out set of the ablation: block shards, no token types (all type 0).
-  ev = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
-                  f"--eval_data={train_shards}", "--json")
+  ev = call_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
+                   f"--eval_data={train_shards}", "--json")
   assert ev.returncode == 0, ev.stderr[-2000:]
   assert '"perplexity"' in ev.stdout and "nsp_accuracy" not in ev.stdout
   # Continuing the pair model on block shards is refused, naming both.
-  cont = run_module("roberta_tf.train", f"--model_dir={tmp_path / 'cont'}",
-                    f"--train_data={train_shards}", f"--init_from={model_dir}",
-                    f"--max_seq_len={S}", "--batch_size=8", "--train_steps=1",
-                    "--warmup_steps=0")
+  cont = call_module("roberta_tf.train", f"--model_dir={tmp_path / 'cont'}",
+                     f"--train_data={train_shards}", f"--init_from={model_dir}",
+                     f"--max_seq_len={S}", "--batch_size=8", "--train_steps=1",
+                     "--warmup_steps=0")
   assert cont.returncode != 0 and "NSP head" in cont.stdout + cont.stderr

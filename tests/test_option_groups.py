@@ -129,17 +129,20 @@ FINETUNE_FLAGS = {
 
 _DUMP = r"""
 import json, sys
-from absl import flags
-import {module}
+from roberta_tf.common import cli
+import {module} as binary
 kinds = {{"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
          "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}}
 table = {{}}
-for flag in flags.FLAGS.flags_by_module_dict()["{module}"]:
+for name in binary.FLAGS:  # the binary's own flags, less cli's (--verbose, in every binary's)
+  flag = binary.FLAGS[name]
+  if name != flag.name or name in cli.binary_flags():
+    continue
   row = [kinds[type(flag.parser).__name__], flag.default]
   if getattr(flag.parser, "enum_values", None):
     row.append(list(flag.parser.enum_values))
   table[flag.name] = row
-required = sorted(name for name in table if flags.FLAGS[name].validators)
+required = sorted(name for name in table if binary.FLAGS[name].validators)
 print(json.dumps({{"flags": table, "required": required,
                   "tensorflow": "tensorflow" in sys.modules}}))
 """

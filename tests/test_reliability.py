@@ -25,7 +25,14 @@ import warnings
 import pytest
 
 from tests.conftest import HF_TINY, TESTDATA
-from tests.harness import module_env, run_command, run_module, run_script, start_module
+from tests.harness import (
+  call_module,
+  module_env,
+  run_command,
+  run_module,
+  run_script,
+  start_module,
+)
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -58,19 +65,19 @@ def _warnings_to_stderr():
     yield
 
 
-def run_binary(module, *args, timeout=300, limit_file_bytes=None, in_process=None):
-  """harness.run_module (in this process where it can); lines = its stderr without TF's
-  start-up noise. A child process, its output read as UTF-8 with bad bytes replaced, where the
-  call needs one: argv items that are bytes (invalid UTF-8), limit_file_bytes (the child's
-  file-size limit: a write past it fails as on a full disk), or in_process=False."""
-  if (limit_file_bytes is None and in_process is not False
-      and not any(isinstance(a, bytes) for a in args)):
+def run_binary(module, *args, in_process=True, limit_file_bytes=None):
+  """The binary's Result; lines = its stderr without TF's start-up noise. In this process
+  (harness.call_module), or with in_process=False in a child process, its output read as UTF-8
+  with bad bytes replaced: what argv items that are bytes (invalid UTF-8) and limit_file_bytes
+  (the child's file-size limit: a write past it fails as on a full disk) need."""
+  if in_process:
+    if limit_file_bytes is not None:
+      raise ValueError("limit_file_bytes limits a child process: give in_process=False")
     with _warnings_to_stderr():
-      proc = run_module(module, *args, timeout=timeout, in_process=in_process)
+      proc = call_module(module, *args)
     out, err = proc.stdout, proc.stderr
   else:
-    proc = run_module(module, *args, timeout=timeout, env=_env(), text=False,
-                      file_size_limit=limit_file_bytes)
+    proc = run_module(module, *args, env=_env(), text=False, file_size_limit=limit_file_bytes)
     out, err = (s.decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
   lines = [line for line in err.splitlines() if line.strip() and not _NOISE.match(line)]
   return Result(proc.returncode, out, err, lines)
@@ -291,7 +298,7 @@ def test_damaged_shards_are_one_line_naming_the_shard(tiny, tmp_path, damage):
 def test_full_disk_at_a_checkpoint_is_one_line_and_leaves_no_temp_dir(tiny, tmp_path):
   model = str(tmp_path / "model")
   line = assert_one_error_line(
-      run_binary("roberta_tf.train", *train_args(model, tiny.shards, 2),
+      run_binary("roberta_tf.train", *train_args(model, tiny.shards, 2), in_process=False,
                  limit_file_bytes=3_000_000),  # a checkpoint's data file is ~6.6 MB
       f"cannot write {model}/ckpt-1", "file-size limit")
   assert ".tmp-" not in line and "_temp" not in line
@@ -302,7 +309,7 @@ def test_full_disk_at_an_export_names_the_export_dir_not_its_temp(tiny, tmp_path
   out = str(tmp_path / "saved_model")
   line = assert_one_error_line(
       run_binary("roberta_tf.export", f"--model_dir={tiny.model}", f"--export_dir={out}",
-                 limit_file_bytes=500_000), f"cannot write {out}")
+                 in_process=False, limit_file_bytes=500_000), f"cannot write {out}")
   assert ".tmp-" not in line
   assert not glob.glob(f"{out}*")
 
@@ -332,7 +339,8 @@ def test_no_space_left_at_an_export_on_a_full_tmpfs(tiny, tmp_path):
 def test_fill_mask_keeps_every_text_and_reports_truncation(exported):
   long_text = "word " * 40 + "the <mask> end"  # beyond the export's 22 text tokens
   r = assert_ok(run_binary("roberta_tf.fill_mask", f"--saved_model={exported}",
-                           "A <mask> here.", b"\xff\xfe bad <mask> bytes", long_text))
+                           "A <mask> here.", b"\xff\xfe bad <mask> bytes", long_text,
+                           in_process=False))  # bytes: a process of its own
   assert "not valid UTF-8: 2 bytes replaced by U+FFFD" in r.out
   assert r.out.count("<mask> #1:") == 2  # the short valid text and the decoded one
   assert "truncated: " in r.out and "1 of its 1 <mask>s came after that" in r.out

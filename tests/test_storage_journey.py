@@ -20,7 +20,7 @@ from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.training import checkpointing
 from tests.conftest import REPO, TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 
 pytestmark = pytest.mark.slow
 
@@ -58,30 +58,30 @@ def _journey(root: str, reload: bool) -> dict:
   pretrained one either way)."""
   _stage_inputs(root)
   j = lambda *p: files.join(root, *p)  # noqa: E731
-  _ok(run_module("data_prep.train_tokenizer", f"--input={j('corpus.jsonl.gz')}",
-                 "--vocab_size=600", f"--output_dir={j('vocab')}", "--noprogress"))
-  _ok(run_module("data_prep.build_shards", f"--input={j('corpus.jsonl.gz')}",
-                 f"--vocab_dir={j('vocab')}", f"--output_dir={j('shards')}",
-                 "--max_seq_len=64", "--num_shards=2", "--validation_fraction=0.1",
-                 "--noprogress"))
+  _ok(call_module("data_prep.train_tokenizer", f"--input={j('corpus.jsonl.gz')}",
+                  "--vocab_size=600", f"--output_dir={j('vocab')}", "--noprogress"))
+  _ok(call_module("data_prep.build_shards", f"--input={j('corpus.jsonl.gz')}",
+                  f"--vocab_dir={j('vocab')}", f"--output_dir={j('shards')}",
+                  "--max_seq_len=64", "--num_shards=2", "--validation_fraction=0.1",
+                  "--noprogress"))
   train = ["roberta_tf.train", "--config=tiny", f"--train_data={j('shards')}",
            f"--eval_data={j('shards')}", f"--model_dir={j('model')}", "--max_seq_len=64",
            "--batch_size=8", "--warmup_steps=1", "--log_every=2", "--eval_every=4",
            "--eval_steps=2", "--checkpoint_every=2", "--dropout=0", "--learning_rate=1e-3"]
-  _ok(run_module(*train, "--train_steps=2"))
-  resumed = _ok(run_module(*train, "--train_steps=4"))
+  _ok(call_module(*train, "--train_steps=2"))
+  resumed = _ok(call_module(*train, "--train_steps=4"))
   assert "resumed from" in resumed and j("model", "ckpt-2") in resumed
-  evaluation = _ok(run_module("roberta_tf.evaluate", f"--model_dir={j('model')}",
-                              f"--eval_data={j('shards')}", "--eval_steps=2"))
-  _ok(run_module("roberta_tf.export", f"--model_dir={j('model')}",
-                 f"--export_dir={j('export')}"))
-  fill = _ok(run_module("roberta_tf.fill_mask", f"--saved_model={j('export')}", *SENTENCES))
-  _ok(run_module("roberta_tf.finetune", "--task=classification", f"--init_from={j('model')}",
-                 f"--train_file={j('task', 'train.jsonl')}",
-                 f"--eval_file={j('task', 'dev.jsonl')}", "--text_fields=text",
-                 "--label_field=label", f"--model_dir={j('ft')}", "--max_seq_len=48",
-                 "--batch_sizes=16", "--learning_rates=1e-3", "--seeds=1", "--epochs=1",
-                 "--dropout=0", *([f"--export_dir={j('ft_export')}"] if reload else [])))
+  evaluation = _ok(call_module("roberta_tf.evaluate", f"--model_dir={j('model')}",
+                               f"--eval_data={j('shards')}", "--eval_steps=2"))
+  _ok(call_module("roberta_tf.export", f"--model_dir={j('model')}",
+                  f"--export_dir={j('export')}"))
+  fill = _ok(call_module("roberta_tf.fill_mask", f"--saved_model={j('export')}", *SENTENCES))
+  _ok(call_module("roberta_tf.finetune", "--task=classification", f"--init_from={j('model')}",
+                  f"--train_file={j('task', 'train.jsonl')}",
+                  f"--eval_file={j('task', 'dev.jsonl')}", "--text_fields=text",
+                  "--label_field=label", f"--model_dir={j('ft')}", "--max_seq_len=48",
+                  "--batch_sizes=16", "--learning_rates=1e-3", "--seeds=1", "--epochs=1",
+                  "--dropout=0", *([f"--export_dir={j('ft_export')}"] if reload else [])))
   out = {}
   if reload:
     out["top_ids"] = tf.saved_model.load(j("export")).signatures["fill_mask"](
@@ -122,8 +122,8 @@ def test_journey_on_ram_equals_local_disk(tmp_path):
 
 
 def test_an_unknown_scheme_is_refused_naming_the_flag(tmp_path):
-  proc = run_module("roberta_tf.train", "--config=tiny", "--train_data=nosuch://bucket/shards",
-                    f"--model_dir={tmp_path / 'm'}")
+  proc = call_module("roberta_tf.train", "--config=tiny", "--train_data=nosuch://bucket/shards",
+                     f"--model_dir={tmp_path / 'm'}")
   assert proc.returncode == 1
   assert re.fullmatch(r"error: --train_data=nosuch://bucket/shards: no file system handles "
                       r"'nosuch://' here \(registered: .*ram://.*\n", proc.stderr), proc.stderr

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.training.schedule import BudgetSchedule
-from tests.harness import run_module
+from tests.harness import call_module
 
 
 def test_budget_schedule_follows_the_elapsed_share():
@@ -41,7 +41,7 @@ def test_a_budget_stops_saves_and_resumes_its_accounting(train_shards, tmp_path)
           f"--model_dir={model_dir}", "--config=tiny", "--max_seq_len=64", "--batch_size=8",
           "--train_steps=1000", "--warmup_steps=500", "--learning_rate=1e-3", "--log_every=1",
           "--eval_steps=2", "--checkpoint_every=100000"]
-  first = run_module("roberta_tf.train", *args, "--train_minutes=0.2")
+  first = call_module("roberta_tf.train", *args, "--train_minutes=0.2")
   assert first.returncode == 0, first.stderr[-3000:]
   steps = _steps(first.stdout)
   assert steps and steps[-1] < 1000, first.stdout[-2000:]  # the clock ended it, not the steps
@@ -54,9 +54,9 @@ def test_a_budget_stops_saves_and_resumes_its_accounting(train_shards, tmp_path)
   rates = [float(r) for r in re.findall(r"\| lr ([0-9.e+-]+) \|", first.stdout)]
   assert len(set(rates)) > 1 and max(rates) <= 1e-3 + 1e-9 and rates[0] < 5e-4, rates
 
-  again = run_module("roberta_tf.train", *args, "--train_minutes=0.2")  # the budget is spent
+  again = call_module("roberta_tf.train", *args, "--train_minutes=0.2")  # the budget is spent
   assert again.returncode == 0 and not _steps(again.stdout), again.stdout[-2000:]
-  more = run_module("roberta_tf.train", *args, "--train_minutes=0.4")
+  more = call_module("roberta_tf.train", *args, "--train_minutes=0.4")
   assert more.returncode == 0, more.stderr[-3000:]
   assert "changed schedule (--train_minutes: 0.2 -> 0.4)" in more.stdout, more.stdout[-2000:]
   assert _steps(more.stdout)[0] == steps[-1] + 1

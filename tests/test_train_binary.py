@@ -19,9 +19,9 @@ from roberta_tf import models
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
 from tests.harness import (
+  call_module,
   console_script,
   free_port,
-  run_module,
   run_script,
   start_command,
   tiny_config,
@@ -37,11 +37,11 @@ EVAL_SCALARS = {"mlm/loss", "mlm/perplexity", "mlm/accuracy"}
 
 
 def _train(train_shards, model_dir, *extra):
-  return run_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
-                    f"--train_data={train_shards}", f"--eval_data={train_shards}",
-                    f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
-                    f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
-                    "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra)
+  return call_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
+                     f"--train_data={train_shards}", f"--eval_data={train_shards}",
+                     f"--model_dir={model_dir}", "--max_seq_len=64", "--batch_size=8",
+                     f"--train_steps={STEPS}", "--warmup_steps=2", "--log_every=4",
+                     "--eval_every=6", "--eval_steps=0", "--checkpoint_every=6", *extra)
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +126,8 @@ def test_event_files_hold_every_scalar_and_the_config(trained):
 def test_evaluate_binary_equals_final_eval(trained):
   model_dir, _, _ = trained
   train_shards = json.load(open(os.path.join(model_dir, "config.json")))["data"]["eval"]
-  result = run_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
-                      f"--eval_data={train_shards}", "--json", timeout=120)
+  result = call_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
+                       f"--eval_data={train_shards}", "--json")
   assert result.returncode == 0, result.stderr[-3000:]
   metrics = json.loads(result.stdout[result.stdout.index("{"):])
   assert metrics["checkpoint"] == os.path.join(model_dir, f"ckpt-{STEPS}")
@@ -214,10 +214,8 @@ def test_flagfiles_parse_and_every_setting_has_a_flag():
   """Every flagfile resolves to a valid TrainConfig; every TrainConfig field is a flag with help."""
   script = r"""
 import glob, dataclasses
-from absl import flags
-import roberta_tf.train  # defines the flags
 from roberta_tf.pretraining.train_config import TrainConfig
-FLAGS = flags.FLAGS
+from roberta_tf.train import FLAGS  # the binary's flags
 for field in dataclasses.fields(TrainConfig):
   assert field.name in FLAGS, field.name
   assert len(FLAGS[field.name].help) > 15, field.name

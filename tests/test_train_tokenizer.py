@@ -11,7 +11,7 @@ from data_prep import corpus, train_tokenizer
 from roberta_tf.common import files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import TESTDATA
-from tests.harness import run_module
+from tests.harness import call_module
 from tests.test_tokenizer import corpus_lines, hf_ids, hf_tokenizer
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
@@ -86,10 +86,10 @@ def test_binary(tmp_path):
   out = tmp_path / "vocab"
   cmd = ["data_prep.train_tokenizer", f"--input={SMALL}", "--vocab_size=400",
          f"--output_dir={out}"]
-  result = run_module(*cmd, timeout=120)
+  result = call_module(*cmd)
   assert result.returncode == 0, result.stderr[-2000:]
   assert "400 tokens, <mask>=399" in result.stderr and "MB/s" in result.stderr
-  result = run_module(*cmd, timeout=120)
+  result = call_module(*cmd)
   assert result.returncode != 0 and "not empty" in result.stderr
 
 
@@ -106,14 +106,14 @@ def test_binary_on_urls(tmp_path):
         f.writelines(lines[i::2])
   train_tokenizer.train(f"{tmp_path}/corpus/*.jsonl", 400, str(tmp_path / "local"),
                         show_progress=False)
-  result = run_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
-                      "--vocab_size=400", f"--output_dir={ram}/vocab", "--noprogress")
+  result = call_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
+                       "--vocab_size=400", f"--output_dir={ram}/vocab", "--noprogress")
   assert result.returncode == 0, result.stderr[-2000:]
   assert f"wrote {ram}/vocab/vocab.json (400 tokens" in result.stderr
   assert sorted(files.listdir(f"{ram}/vocab")) == ["merges.txt", "vocab.json"]
   for name in ("vocab.json", "merges.txt"):
     assert files.read_bytes(f"{ram}/vocab/{name}") == (tmp_path / "local" / name).read_bytes()
-  result = run_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
-                      "--output_dir=nofs://v")
+  result = call_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
+                       "--output_dir=nofs://v")
   assert result.returncode == 1 and "--output_dir=nofs://v: no file system" in result.stderr
   assert not os.path.exists("ram:")

@@ -16,7 +16,7 @@ from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import HF_TINY, TESTDATA
 from tests.domain_text import domain_lines, write_domain_corpus
-from tests.harness import run_module
+from tests.harness import call_module
 from tests.test_tokenizer import corpus_lines, hf_ids, hf_tokenizer
 
 SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
@@ -125,8 +125,8 @@ def test_model_side_refuses_a_vocabulary_that_does_not_extend(tmp_path):
 
 def test_binary_and_refusals(tmp_path):
   corpus_path = write_domain_corpus(tmp_path / "domain.txt", count=100)
-  out = run_module("data_prep.train_tokenizer", f"--extend_from={HF_TINY}", "--add_tokens=10",
-                   f"--input={corpus_path}", f"--output_dir={tmp_path / 'v'}", "--noprogress")
+  out = call_module("data_prep.train_tokenizer", f"--extend_from={HF_TINY}", "--add_tokens=10",
+                    f"--input={corpus_path}", f"--output_dir={tmp_path / 'v'}", "--noprogress")
   assert out.returncode == 0, out.stderr
   assert "8010 tokens: 8000 of" in out.stderr and "new at ids 8000..8009" in out.stderr
   for args, message in (
@@ -138,8 +138,8 @@ def test_binary_and_refusals(tmp_path):
       ([f"--extend_from={tmp_path / 'v'}", "--add_tokens=5", "--overwrite"],
        "is --extend_from")):
     output_dir = tmp_path / "v" if "is --extend_from" in message else tmp_path / "w"
-    out = run_module("data_prep.train_tokenizer", f"--input={corpus_path}",
-                     f"--output_dir={output_dir}", "--noprogress", *args)
+    out = call_module("data_prep.train_tokenizer", f"--input={corpus_path}",
+                      f"--output_dir={output_dir}", "--noprogress", *args)
     assert out.returncode == 1 and message in out.stderr, (args, out.stderr)
 
 

@@ -1,15 +1,31 @@
-"""The one way a binary runs: a quiet start, and a failure as ONE line on stderr.
+"""The one way a binary runs: its own flags, a quiet start, and a failure as ONE line on stderr.
 
-Every binary (roberta_tf/*.py, data_prep's) calls `cli.run` on its `main` instead of absl's
-`app.run` and imports this module before anything that imports TensorFlow:
+A binary (roberta_tf/*.py, data_prep's) defines its flags into a FlagValues of its own and
+hands it, with its `main`, to `run` (instead of absl's `app.run`):
 
-- TensorFlow's C++ start-up chatter is off: TF_CPP_MIN_LOG_LEVEL=3 unless already set (read
-  when TF loads; it silences what TF logs once running, the cuInit error on machines without a
-  GPU included), and the lines TF prints while it is imported, before its logging reads that
-  variable (absl's "All log messages before absl::InitializeLog()", the oneDNN notice, "Could
-  not find cuda drivers"), are filtered out of stderr during `import tensorflow` (any other
-  line printed then is passed on). absl's Python logging shows warnings and errors (unless
-  --verbosity). TF_CPP_MIN_LOG_LEVEL=0 (or 1) shows everything again.
+    FLAGS = cli.binary_flags()                           # this binary's flags, --verbose in
+    flags.DEFINE_string("model_dir", None, "...", flag_values=FLAGS)
+    options.define_flags(TrainConfig, FLAGS)             # or a config's fields, one flag each
+
+    def main(argv): ... FLAGS.model_dir ...
+
+    def console_main():
+      cli.run(main, FLAGS)                               # instead of absl's app.run(main)
+
+- `run(main, FLAGS)` in a process of its own: `quiet_tensorflow_import()`, then the binary's
+  flags join absl's global FLAGS (where absl's --help, --flagfile and logging flags live; one
+  binary per process, so binaries that share flag names such as --model_dir never meet there)
+  as flags of the main module, so --help lists them; then absl parses the command line.
+- `quiet_tensorflow_import()`: TensorFlow's C++ start-up chatter is off. TF_CPP_MIN_LOG_LEVEL=3
+  unless already set (read when TF loads; it silences what TF logs once running, the cuInit
+  error on machines without a GPU included), and the lines TF prints while it is imported,
+  before its logging reads that variable (absl's "All log messages before
+  absl::InitializeLog()", the oneDNN notice, "Could not find cuda drivers"), are filtered out
+  of stderr during the first `import tensorflow` (any other line printed then is passed on).
+  No environment variable does this. `run` calls it before `main`; a binary whose imports load
+  TensorFlow calls it first thing, before those imports. TF_CPP_MIN_LOG_LEVEL=0 (or 1) or
+  ROBERTA_TF_VERBOSE=1 shows everything again. absl's Python logging shows warnings and errors
+  (unless --verbosity).
 - A flag error (an unknown flag, a missing required one, an unreadable --flagfile) and an
   `app.UsageError` are one line: `error: ...`, exit code 1.
 - Any exception out of `main` is one line, `error: <error_text.one_line(e)>`, exit code 1
@@ -19,11 +35,12 @@ Every binary (roberta_tf/*.py, data_prep's) calls `cli.run` on its `main` instea
 So a test (or a script) can rely on: rc != 0 and exactly one stderr line starting `error:`, and
 a binary's output is its own lines only.
 
-`call(module, argv)` runs a binary's main in this process, as `python -m module argv...` would,
-and returns (exit code, its one error line or None): the tests call binaries this way without a
-new interpreter and TensorFlow import per case, and the binaries count in the coverage figure.
-Binaries define their flags on absl's global FLAGS when imported and share flag names; `call`
-keeps only the called binary's flags defined and parks the others.
+`call(module, argv)` runs binary `module`'s `main` in this process, as `python -m module argv...`
+would, and returns (exit code, its one error line or None): the tests call binaries this way
+without a new interpreter and TensorFlow import per case, and the binaries count in the coverage
+figure. It parses argv into the binary's own `FLAGS` (reset to their defaults first) and never
+touches absl's global FLAGS, so absl's own flags (--help, --verbosity) need a process of their
+own (`run`).
 """
 
 from __future__ import annotations
@@ -38,7 +55,23 @@ import tempfile
 import traceback
 from collections.abc import Callable
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from absl import app, flags
+from absl import logging as absl_logging
+
+from roberta_tf.common import error_text
+
+VERBOSE_ENV = "ROBERTA_TF_VERBOSE"
+# The flags every binary's FlagValues starts with (cli's own; listed under this module in
+# --helpfull).
+_CLI_FLAGS = ("verbose",)
+
+
+def _verbose_env() -> bool:
+  """ROBERTA_TF_VERBOSE is set to something other than "", 0, false or no."""
+  return os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+# --- The quiet TensorFlow import ------------------------------------------------------------
 
 # What TensorFlow 2.21 prints on stderr while it is imported, whatever TF_CPP_MIN_LOG_LEVEL says
 # (its C++ logging is not initialized yet): known lines only, anything else is passed on.
@@ -89,7 +122,8 @@ class _QuietLoader(importlib.abc.Loader):
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-  """Finds `tensorflow` with the other finders and wraps its loader (first import only)."""
+  """Finds `tensorflow` with the other finders and wraps its loader (first import only: it
+  takes itself off sys.meta_path when asked for tensorflow)."""
 
   def find_spec(self, fullname, path, target=None):
     if fullname != "tensorflow":
@@ -104,33 +138,38 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
     return None
 
 
-def _tf_logs_wanted() -> bool:
+def quiet_tensorflow_import() -> None:
+  """Sets TF_CPP_MIN_LOG_LEVEL=3 unless set, and filters TensorFlow's import chatter from
+  stderr when it is first imported (see the module docstring): an import hook on
+  sys.meta_path that removes itself at that import. Does nothing more once TensorFlow is
+  imported, when the hook is in place, or when TF's logs are wanted (TF_CPP_MIN_LOG_LEVEL < 2
+  or ROBERTA_TF_VERBOSE=1)."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   try:
-    level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+    level = int(os.environ["TF_CPP_MIN_LOG_LEVEL"])
   except ValueError:
     level = 3
-  return level < 2 or os.environ.get("ROBERTA_TF_VERBOSE", "").strip().lower() not in (
-      "", "0", "false", "no")
-
-
-if "tensorflow" not in sys.modules and not _tf_logs_wanted():
+  if ("tensorflow" in sys.modules or level < 2 or _verbose_env()
+      or any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path)):
+    return
   sys.meta_path.insert(0, _QuietTensorFlowImport())
 
-from absl import app, flags  # noqa: E402
-from absl import logging as absl_logging  # noqa: E402
 
-from roberta_tf.common import error_text  # noqa: E402
-
-VERBOSE_ENV = "ROBERTA_TF_VERBOSE"
-FLAGS = flags.FLAGS
-flags.DEFINE_bool("verbose", False, "On an error, also print the full traceback (or set "
-                  f"{VERBOSE_ENV}=1).")
+# --- A binary's flags and its one error line --------------------------------------------------
 
 
-def verbose() -> bool:
+def binary_flags() -> flags.FlagValues:
+  """A new FlagValues for one binary's flags, holding cli's --verbose; the binary defines its
+  own flags into it (flag_values=) and passes it to `run`, and `call` parses it."""
+  flag_values = flags.FlagValues()
+  flags.DEFINE_bool("verbose", False, "On an error, also print the full traceback (or set "
+                    f"{VERBOSE_ENV}=1).", flag_values=flag_values, module_name=__name__)
+  return flag_values
+
+
+def verbose(flag_values: flags.FlagValues) -> bool:
   """--verbose or ROBERTA_TF_VERBOSE=1 (the environment works before flags are parsed too)."""
-  env = os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
-  return env or (FLAGS.is_parsed() and FLAGS.verbose)
+  return _verbose_env() or (flag_values.is_parsed() and flag_values.verbose)
 
 
 _last_error: list[str] = []  # the error lines `fail` printed during a `call`
@@ -144,32 +183,34 @@ def fail(message: str, code: int = 1) -> int:
   return code
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
+def _parse(flag_values: flags.FlagValues, argv: list[str]) -> list[str]:
+  """flag_values(argv), a flag error being one `error:` line and exit code 1."""
   try:
-    return FLAGS(argv)
+    return flag_values(argv)
   except flags.Error as e:
     text = str(e).replace("ERROR:: ", "")
     sys.exit(fail(f"{text} (--helpshort lists the flags)"))
 
 
-def guard(main: Callable[[list[str]], int | None]) -> Callable[[list[str]], int | None]:
+def _guard(main: Callable[[list[str]], int | None],
+           flag_values: flags.FlagValues) -> Callable[[list[str]], int | None]:
   """`main` with every exception turned into one `error:` line and exit code 1 (130: Ctrl-C)."""
 
   def guarded(argv):
-    if not verbose() and not FLAGS["verbosity"].present:
+    if not verbose(flag_values) and not flags.FLAGS["verbosity"].present:
       absl_logging.set_verbosity(absl_logging.WARNING)
     try:
       return main(argv)
     except SystemExit:
       raise
     except KeyboardInterrupt:
-      if verbose():
+      if verbose(flag_values):
         traceback.print_exc()
       return fail("interrupted (Ctrl-C)", 130)
     except app.UsageError as e:
       return fail(f"{e} (--helpshort lists the flags)")
     except Exception as e:  # pylint: disable=broad-except
-      if verbose():
+      if verbose(flag_values):
         traceback.print_exc()
       return fail(error_text.one_line(e))
 
@@ -178,56 +219,42 @@ def guard(main: Callable[[list[str]], int | None]) -> Callable[[list[str]], int 
   return guarded
 
 
-def run(main: Callable[[list[str]], int | None]) -> None:
-  """absl's `app.run` of `main` with one-line errors (see the module docstring); no return."""
-  if main.__module__ != "__main__":
-    # A console script (pyproject.toml): absl's --help lists the flags of sys.argv[0] (the
-    # script), so the binary's own flags are made key flags of it.
-    for flag in FLAGS.get_flags_for_module(main.__module__):
-      FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  app.run(guard(main), flags_parser=_parse_flags)
+# --- Running a binary: in a process of its own, or called in this one -------------------------
 
 
-# The flags each binary defines ({module: {name: Flag}}: those absl attributes to the module,
-# which options.define_flags does too), and the binary whose flags are defined now: `call`
-# parks the others' (absl has one global FlagValues, and binaries share flag names such as
-# --model_dir). Flags of library modules (cli's --verbose, absl's own) stay defined.
-_BINARY_FLAGS: dict[str, dict] = {}
-_active: list[str] = []
+def run(main: Callable[[list[str]], int | None], flag_values: flags.FlagValues) -> None:
+  """The binary's process: absl's `app.run` of `main` with its flags `flag_values` and
+  one-line errors (see the module docstring); no return."""
+  quiet_tensorflow_import()
+  # absl's --help lists the main module's flags (sys.argv[0]: `python -m`'s file or a console
+  # script's); cli's own are listed under this module, as where they are defined.
+  global_flags = flags.FLAGS
+  global_flags.append_flag_values(flag_values)
+  for name in flag_values:
+    flag = flag_values[name]
+    if name == flag.name:  # not a short name
+      global_flags.register_flag_by_module(
+          __name__ if name in _CLI_FLAGS else sys.argv[0], flag)
 
+  def parse(argv):  # the Flag objects are shared: the binary's FLAGS read the parsed values
+    remaining = _parse(global_flags, argv)
+    flag_values.mark_as_parsed()
+    return remaining
 
-def _activate(module: str) -> None:
-  """Makes `module`'s flags the defined ones (importing it on first use)."""
-  if _active == [module]:
-    return
-  for name, defined in FLAGS.flags_by_module_dict().items():  # binaries imported, never called
-    if (name not in _BINARY_FLAGS and name.startswith(("roberta_tf.", "data_prep."))
-        and hasattr(sys.modules.get(name), "main")):
-      _BINARY_FLAGS[name] = {f.name: f for f in defined}
-  for name in [n for parked in _BINARY_FLAGS.values() for n in parked]:
-    if name in FLAGS:
-      delattr(FLAGS, name)
-  if module not in _BINARY_FLAGS:
-    imported = importlib.import_module(module)
-    if not FLAGS.flags_by_module_dict().get(module) and hasattr(imported, "define_flags"):
-      imported.define_flags()  # a binary that is a library too defines its flags on demand
-    _BINARY_FLAGS[module] = {f.name: f for f in FLAGS.flags_by_module_dict().get(module, [])}
-  for name, flag in _BINARY_FLAGS[module].items():
-    if name not in FLAGS:
-      FLAGS[name] = flag
-  _active[:] = [module]
+  app.run(_guard(main, flag_values), flags_parser=parse)
 
 
 def call(module: str, argv: list[str]) -> tuple[int, str | None]:
   """Runs binary `module`'s `main` in this process with command-line arguments `argv` (as
   `python -m module *argv`, with the same one-line errors); returns (exit code, the last
-  `error:` line it printed, or None). Flags start from their defaults on every call."""
-  _activate(module)
-  main = sys.modules[module].main
-  FLAGS.unparse_flags()
+  `error:` line it printed, or None). The module's `FLAGS` (from `binary_flags`) start from
+  their defaults on every call; absl's global FLAGS are not used."""
+  binary = importlib.import_module(module)
+  flag_values = binary.FLAGS
+  flag_values.unparse_flags()
   _last_error.clear()
   try:
-    code = guard(main)(_parse_flags([module, *argv]))
+    code = _guard(binary.main, flag_values)(_parse(flag_values, [module, *argv]))
   except SystemExit as e:
     code = e.code
     if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1

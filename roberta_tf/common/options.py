@@ -7,9 +7,9 @@ check, and the binary's absl flags are made from the fields.
       train_steps: int = option(1000, "Optimizer updates.", check=POSITIVE)
       masking: str = option("dynamic", "How tokens are masked.", choices=("dynamic", "static"))
 
-    define_flags(TrainConfig)            # in the binary, at import: --model_dir, --train_steps...
-    cfg = from_flags(TrainConfig)        # in main: the parsed values
-    check_options(cfg)                   # in validate(): every field's choices and check
+    define_flags(TrainConfig, FLAGS)      # in the binary, at import: --model_dir, ...
+    cfg = from_flags(TrainConfig, FLAGS)  # in main: the parsed values
+    check_options(cfg)                    # in validate(): every field's choices and check
 
 Options both binaries share (optimizer, runtime, loop cadence...) are declared once in
 roberta_tf/common/option_groups.py and composed into each config with its `use()`; a field of
@@ -25,7 +25,6 @@ list flags; annotation strings under `from __future__ import annotations`) pick 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -69,13 +68,12 @@ def _type(f: dataclasses.Field) -> str:
   return f.type.__name__ if isinstance(f.type, type) else str(f.type).replace(" ", "")
 
 
-def define_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, required: bool = True) -> None:
-  """Defines one absl flag per field of dataclass `cls` (see the module docstring), as flags
-  of the calling module (so the binary's --help lists them). required=False: a field without a
-  default is a flag defaulting to None, not a required flag (the config's validate() says what
-  is missing, so that a mode like finetune's --export_only can do without it)."""
-  caller = sys._getframe(1).f_globals["__name__"]  # pylint: disable=protected-access
-  module_name = sys.argv[0] if caller == "__main__" else caller  # absl's name for __main__
+def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> None:
+  """Defines one absl flag per field of dataclass `cls` (see the module docstring) in
+  `flag_values`, the FlagValues of the binary that owns them (common/cli.py's binary_flags()).
+  required=False: a field without a default is a flag defaulting to None, not a required flag
+  (the config's validate() says what is missing, so that a mode like finetune's --export_only
+  can do without it)."""
   required_names = []
   for f in dataclasses.fields(cls):
     help_text, choices = f.metadata.get("help"), f.metadata.get("choices")
@@ -88,7 +86,7 @@ def define_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, required: boo
     default = None if f.default is dataclasses.MISSING else f.default
     if f.default is dataclasses.MISSING and required:
       required_names.append(f.name)
-    kwargs = dict(flag_values=flag_values, module_name=module_name)
+    kwargs = dict(flag_values=flag_values)
     if choices:
       flags.DEFINE_enum(f.name, default, list(choices), help_text, **kwargs)
     elif _type(f) in _LIST_ITEMS:
@@ -98,7 +96,7 @@ def define_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, required: boo
   flags.mark_flags_as_required(required_names, flag_values=flag_values)
 
 
-def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS):
+def from_flags(cls, flag_values: flags.FlagValues):
   """An instance of `cls` from the parsed flags of its fields: list flags become tuples of
   their item type (ValueError naming the flag when an item is not one), an unset flag of a
   field without a default ""."""

@@ -102,8 +102,7 @@ def write_jsonl(path: str, rows: list[dict]) -> None:
 
 def main(argv):
   del argv
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  flag = flags.FLAGS
+  flag = FLAGS  # defined below, when this module is the binary
   files.check(flag.corpus, "--corpus")
   files.check(flag.output_dir, "--output_dir")
   train, dev = build(flag.corpus, flag.train_per_class, flag.dev_per_class, seed=flag.seed)
@@ -117,11 +116,13 @@ if __name__ == "__main__":
   from absl import flags  # pylint: disable=ungrouped-imports
 
   from roberta_tf.common import cli
+  FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
   flags.DEFINE_string("corpus", None, "The docs corpus: JSONL of {\"text\", \"source\"} "
-                      "(e.g. the project's ../shared/corpora/python-docs.jsonl.gz).")
-  flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
-  flags.DEFINE_integer("train_per_class", 60, "Training paragraphs per section.")
-  flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.")
-  flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.")
-  flags.mark_flags_as_required(["corpus", "output_dir"])
-  cli.run(main)
+                      "(e.g. the project's ../shared/corpora/python-docs.jsonl.gz).",
+                      flag_values=FLAGS)
+  flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.", flag_values=FLAGS)
+  flags.DEFINE_integer("train_per_class", 60, "Training paragraphs per section.", flag_values=FLAGS)
+  flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.", flag_values=FLAGS)
+  flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.", flag_values=FLAGS)
+  flags.mark_flags_as_required(["corpus", "output_dir"], flag_values=FLAGS)
+  cli.run(main, FLAGS)
