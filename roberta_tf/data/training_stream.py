@@ -62,13 +62,20 @@ def training_stream(read_shard, counts: list[int], config,
       lanes, global_batch_size).
     input_context: the strategy's, or None (one pipeline, one replica).
   """
-  if min(counts) < 0:
-    raise dataset_info.DatasetInfoError("dataset_info.json lacks per-shard num_sequences "
-                                        "(needed to position the training stream); rebuild it")
-  lanes, b = config.lanes, config.per_replica_batch_size
+  _check_lanes(counts, config.lanes)
   replicas = input_context.num_replicas_in_sync if input_context else 1
   pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
+  if config.lanes == 1:
+    return _one_lane(read_shard, counts, config, replicas, pipelines, pipeline_id)
+  return _in_lanes(read_shard, counts, config, replicas, pipelines, pipeline_id)
+
+
+def _check_lanes(counts: list[int], lanes: int) -> None:
+  """Raises unless every shard's count is recorded and each of the lanes owns a sequence."""
+  if min(counts) < 0:
+    raise dataset_info.DatasetInfoError("dataset_info.json lacks per-shard num_sequences "
+                                        "(needed to position the training stream); rebuild it")
   if lanes > len(counts):
     raise ValueError(f"{lanes} input lanes need at least as many train shards; the split has "
                      f"{len(counts)}")
@@ -77,15 +84,25 @@ def training_stream(read_shard, counts: list[int], config,
     raise dataset_info.DatasetInfoError(
         f"input lane {lane_sizes.index(0)} of {lanes} (train shards {lane_sizes.index(0)}, "
         f"+{lanes}, ...) holds no sequence")
-  if lanes == 1:
-    batches = _lane(read_shard, counts, 0, 1, config, config.start).batch(
-        b, drop_remainder=True)
-    if replicas == 1:
-      return batches
-    local = replicas // pipelines
-    mine = batches.enumerate().filter(lambda j, _: (j % replicas) // local == pipeline_id)
-    return mine.map(lambda _, x: x)
 
+
+def _one_lane(read_shard, counts: list[int], config, replicas: int, pipelines: int,
+              pipeline_id: int) -> tf.data.Dataset:
+  """L = 1, the stream before lanes: batches of B; replica k of R takes batches k, k + R, ...
+  (every pipeline reads the whole stream and keeps its replicas' batches)."""
+  batches = _lane(read_shard, counts, 0, 1, config, config.start).batch(
+      config.per_replica_batch_size, drop_remainder=True)
+  if replicas == 1:
+    return batches
+  local = replicas // pipelines
+  mine = batches.enumerate().filter(lambda j, _: (j % replicas) // local == pipeline_id)
+  return mine.map(lambda _, x: x)
+
+
+def _in_lanes(read_shard, counts: list[int], config, replicas: int, pipelines: int,
+              pipeline_id: int) -> tf.data.Dataset:
+  """L > 1: this pipeline's part of every step (G/L sequences of each lane), batches of B."""
+  lanes, b = config.lanes, config.per_replica_batch_size
   g = config.global_batch_size or b * replicas
   if g % (b * replicas) or g % lanes or config.start % lanes:
     raise ValueError(
