@@ -163,11 +163,14 @@ def train_ours(model, train: dict, val: dict, spec: RunSpec, log: Callable) -> d
   """Trains `model` (a RobertaPretrainer) on train[:stop_after]; returns the run's record."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+  from roberta_tf.common.option_groups import OptimizerOptions  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.objective import MlmObjective  # pylint: disable=import-outside-toplevel
   from roberta_tf.training.optimizer import adamw  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.schedule import WarmupLinearDecay  # pylint: disable=import-outside-toplevel
   from roberta_tf.training.train_step import StepConfig, TrainStep  # pylint: disable=import-outside-toplevel
-  opt = adamw(variables=model.trainable_variables, learning_rate=spec.peak_lr,
-              warmup_steps=spec.warmup_steps, train_steps=spec.train_steps)
+  opt = adamw(OptimizerOptions(learning_rate=spec.peak_lr),
+              WarmupLinearDecay(spec.peak_lr, spec.warmup_steps, spec.train_steps),
+              model.trainable_variables)
   train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(), MlmObjective())
   logits_fn = tf.function(lambda b: model(b, training=False))
 

@@ -52,7 +52,7 @@ def main(argv):
   strategy_lib.split_cpu(FLAGS.cpu_replicas)
   from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.serving import finetuned_export  # pylint: disable=import-outside-toplevel
-  # Errors (FinetuneError, ProblemDataError, SquadError, ModelDirError, ...: they name the file
+  # Errors (TrainingError, ProblemDataError, SquadError, ModelDirError, ...: they name the file
   # or flag) are one line from cli.
   if FLAGS.export_only:
     if not FLAGS.model_dir or not FLAGS.export_dir:

@@ -17,10 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.models import hf_weights
 from roberta_tf.models.pretrainer import RobertaPretrainer
 from roberta_tf.pretraining.losses import mlm_sums
 from roberta_tf.training.optimizer import adamw
+from roberta_tf.training.schedule import WarmupLinearDecay
 from tests.harness import tiny_config
 
 torch = pytest.importorskip("torch")
@@ -142,8 +144,8 @@ def test_one_adamw_step_matches_torch_with_hfs_decay_groups():
   hf = _hf_copy_of(ours)
   b = _batch(seed=1)
   lr = 1e-3
-  opt = adamw(variables=ours.trainable_variables, learning_rate=lr, warmup_steps=0,
-              train_steps=10)
+  opt = adamw(OptimizerOptions(learning_rate=lr), WarmupLinearDecay(lr, 0, 10),
+              ours.trainable_variables)
   _, grads = _ours_loss_and_grads(ours, b)
   opt.apply(grads, ours.trainable_variables)
   params = list(hf.parameters())
@@ -163,7 +165,6 @@ def test_one_adamw_step_matches_torch_with_hfs_decay_groups():
 
 def test_schedule_is_transformers_linear_schedule_with_warmup():
   """The rate of every update, update 0 (rate 0) included, as HF's Trainer schedules it."""
-  from roberta_tf.training.schedule import WarmupLinearDecay  # pylint: disable=import-outside-toplevel
   peak, warmup, total = 1e-3, 60, 550
   param = torch.nn.Parameter(torch.zeros(1))
   opt = torch.optim.AdamW([param], lr=peak)

@@ -14,10 +14,12 @@ import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
 from roberta_tf import models
+from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.data import dataset_info, example_spec, pipeline
 from roberta_tf.pretraining.losses import nsp_sums
 from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training.schedule import WarmupLinearDecay
 from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.conftest import HF_TINY, TESTDATA
 from tests.harness import call_module, tiny_config
@@ -139,8 +141,8 @@ def test_nsp_head_shapes_and_loss():
 def test_combined_loss_is_mlm_mean_plus_nsp_mean_and_reported_apart(pair_shards):
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_config(type_vocab_size=2, next_sentence_head=True))
-  opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
-                            warmup_steps=0, train_steps=10)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3), WarmupLinearDecay(1e-3, 0, 10),
+                            model.trainable_variables)
   train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(),
                          objective=MlmObjective(next_sentence=True))
   batch = next(iter(pipeline.build_dataset(pair_shards, "train", training=True,

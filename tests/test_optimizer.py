@@ -6,14 +6,14 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.schedule import WarmupLinearDecay
 from tests.harness import tiny_config
 
 
 def test_adamw_hyperparameters():
-  opt = optimizer_lib.adamw(variables=[], learning_rate=6e-4, warmup_steps=10,
-                            train_steps=100)
+  opt = optimizer_lib.adamw(OptimizerOptions(), WarmupLinearDecay(6e-4, 10, 100), [])
   assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay) == (0.9, 0.98, 1e-6, 0.01)
 
 
@@ -22,8 +22,8 @@ def test_weight_decay_skips_layer_norm_and_biases():
   model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_positions=18))
   lr, decay = 0.5, 0.01
   variables = model.trainable_variables
-  opt = optimizer_lib.adamw(variables=variables, learning_rate=lr, warmup_steps=0,
-                            train_steps=10, weight_decay=decay)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=lr, weight_decay=decay),
+                            WarmupLinearDecay(lr, 0, 10), variables)
   before = {v.path: np.array(v.numpy()) for v in variables}
   opt.apply([tf.zeros_like(v) for v in variables], variables)
   decayed = {v.path for v in variables if not np.array_equal(v.numpy(), before[v.path])}
@@ -45,8 +45,8 @@ def test_exactly_the_base_models_matrices_decay():
   row as in HF, where only biases and LayerNorm weights are exempt); nothing else."""
   model = models.RobertaPretrainer(models.preset("base", vocab_size=500))
   variables = model.trainable_variables
-  opt = optimizer_lib.adamw(variables=variables, learning_rate=1e-3, warmup_steps=0,
-                            train_steps=10)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3), WarmupLinearDecay(1e-3, 0, 10),
+                            variables)
   opt.build(variables)
   decayed = sorted(v.path for v in variables if opt._use_weight_decay(v))  # pylint: disable=protected-access
   kernels = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
@@ -70,8 +70,8 @@ def test_a_vector_named_like_a_kernel_is_still_exempt_and_a_matrix_named_bias_de
   bias_like = tf.Variable(np.ones((3, 2), np.float32), name="my_bias")
   gamma_like = tf.Variable(np.ones((3,), np.float32), name="kernel")
   variables = [bias_like, gamma_like]
-  opt = optimizer_lib.adamw(variables=variables, learning_rate=0.5, warmup_steps=0,
-                            train_steps=10, weight_decay=0.1)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=0.5, weight_decay=0.1),
+                            WarmupLinearDecay(0.5, 0, 10), variables)
   opt.apply([tf.zeros_like(v) for v in variables], variables)
   np.testing.assert_allclose(bias_like.numpy(), 0.95)
   np.testing.assert_array_equal(gamma_like.numpy(), 1.0)
@@ -119,8 +119,8 @@ def test_update_is_torch_adamw_for_many_steps_at_every_gradient_scale():
   schedule = WarmupLinearDecay(1e-3, warmup_steps=20, total_steps=steps)
   lrs = [float(schedule(tf.constant(t))) for t in range(steps)]
   var = tf.Variable(w0)
-  opt = optimizer_lib.adamw(variables=[var], learning_rate=1e-3, warmup_steps=20,
-                            train_steps=steps)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3),
+                            WarmupLinearDecay(1e-3, 20, steps), [var])
   for g in grads:
     opt.apply([tf.constant(g)], [var])
   expected = _numpy_torch_adamw(w0, grads, lrs, wd=0.01)
@@ -145,8 +145,8 @@ def test_matches_torch_adamw_itself():
   grads = _gradient_stream(steps, shape, seed=3)
   schedule = WarmupLinearDecay(2e-3, warmup_steps=15, total_steps=steps)
   var = tf.Variable(w0)
-  opt = optimizer_lib.adamw(variables=[var], learning_rate=2e-3, warmup_steps=15,
-                            train_steps=steps)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=2e-3),
+                            WarmupLinearDecay(2e-3, 15, steps), [var])
   param = torch.nn.Parameter(torch.from_numpy(w0.copy()))
   torch_opt = torch.optim.AdamW([param], lr=2e-3, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
   sched = torch.optim.lr_scheduler.LambdaLR(torch_opt, lambda t: float(schedule(tf.constant(t)))

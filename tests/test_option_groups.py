@@ -273,3 +273,20 @@ def test_a_field_annotated_unlike_its_group_is_refused():
   with pytest.raises(TypeError, match=r"Wrong.seed is annotated str; its option group declares "
                                       r"int"):
     options.define_flags(Wrong, flags.FlagValues())
+
+
+def test_each_group_is_a_frozen_dataclass_and_each_config_gives_its_typed_views():
+  train = TrainConfig(model_dir="m", train_data="d", learning_rate=1e-3, tpu="t")
+  finetune = _finetune(weight_decay=0.2, seed=3)
+  for group in option_groups.GROUPS.values():
+    assert group.__dataclass_params__.frozen
+  assert train.optimizer == option_groups.OptimizerOptions(learning_rate=1e-3)
+  assert finetune.optimizer.weight_decay == 0.2 and finetune.optimizer.learning_rate == 1e-5
+  assert (train.runtime.tpu, finetune.runtime.seed) == ("t", 3)
+  # A group option fine-tuning has no flag for keeps the group's default in its view.
+  assert finetune.runtime.jit_compile is False and finetune.data.input_lanes == 8
+  assert train.model == option_groups.ModelOptions(model_dir="m")
+  assert train.loop.max_bad_steps == 20 and not hasattr(finetune, "loop")
+  # The views are not fields: config.json's "training" keys stay the flags.
+  assert set(train.to_dict()) == set(TRAIN_FLAGS)
+  assert set(finetune.to_dict()) == set(FINETUNE_FLAGS) - {"export_only"}

@@ -12,12 +12,15 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing
 from roberta_tf.training import optimizer as optimizer_lib
+from roberta_tf.training.schedule import WarmupLinearDecay
+from roberta_tf.training.task import TrainingError
 from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.harness import tiny_config
 
@@ -32,8 +35,8 @@ def _trainer(train_shards, **step_config):
   """A TrainStep on the default strategy, and a function returning the next batch of 8."""
   keras.utils.set_random_seed(0)
   model = models.RobertaPretrainer(_model_config(), dtype=step_config.get("precision"))
-  opt = optimizer_lib.adamw(variables=model.trainable_variables, learning_rate=1e-3,
-                            warmup_steps=0, train_steps=100)
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3), WarmupLinearDecay(1e-3, 0, 100),
+                            model.trainable_variables)
   train_step = TrainStep(tf.distribute.get_strategy(), model, opt, StepConfig(**step_config),
                          MlmObjective())
   batches = iter(pipeline.build_dataset(train_shards, "train", training=True,
@@ -183,7 +186,7 @@ def test_non_finite_init_stops_with_error_and_saves_nothing(train_shards, tmp_pa
   kernel.assign(tf.fill(kernel.shape, float("nan")))
   models.save(str(init), model)
   model_dir = tmp_path / "run"
-  with pytest.raises(pretraining.TrainingError, match=r"3 steps in a row .*--max_bad_steps=3"):
+  with pytest.raises(TrainingError, match=r"3 steps in a row .*--max_bad_steps=3"):
     pretraining.pretrain(_config(train_shards, model_dir, init_from=str(init), eval_data="",
                       max_bad_steps=3, train_steps=10))
   assert tf.train.latest_checkpoint(str(model_dir)) is None

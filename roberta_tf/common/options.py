@@ -123,15 +123,6 @@ def _choice_error(f: dataclasses.Field, value) -> str | None:
   return f"--{f.name}={value!r}: expected one of {listed}"
 
 
-def check_choices(config) -> None:
-  """Raises ValueError naming the flag when a field with choices holds another value (a config
-  built in code, not from flags)."""
-  for f in dataclasses.fields(config):
-    error = _choice_error(f, getattr(config, f.name))
-    if error:
-      raise ValueError(error)
-
-
 def check_options(config) -> None:
   """Raises ValueError naming the flag for the first field, in declaration order, whose value
   is not one of its choices or fails its check."""

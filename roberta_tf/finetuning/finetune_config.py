@@ -11,7 +11,14 @@ from __future__ import annotations
 import dataclasses
 
 from roberta_tf.common import files
-from roberta_tf.common.option_groups import use
+from roberta_tf.common.option_groups import (
+  DataOptions,
+  ModelOptions,
+  OptimizerOptions,
+  RuntimeOptions,
+  use,
+  view,
+)
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
 from roberta_tf.finetuning import glue, problem_types
 
@@ -35,7 +42,10 @@ class FinetuneConfig:
   """Everything a fine-tuning run needs: each field is also `roberta_tf.finetune`'s flag of the
   same name, with this help (roberta_tf/common/options.py). The options pretraining shares
   (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
-  and used here, with fine-tuning's default or help where it differs; the rest are its own."""
+  and used here, with fine-tuning's default or help where it differs; the rest are its own. The
+  fields stay flat (the flags, sweep.json); `cfg.model`, `cfg.data`, `cfg.optimizer` and
+  `cfg.runtime` are their typed groups (no `loop`: a run's loop is per epoch, and of the LOOP
+  group only --max_bad_steps is fine-tuning's)."""
   task: str = option(help="The task type (set by --glue_task).",
                      choices=problem_types.PROBLEM_TYPES)
   model_dir: str = use(
@@ -153,6 +163,22 @@ class FinetuneConfig:
   overwrite: bool = use(
       "overwrite", help="Replace an earlier run's files in --model_dir (and an existing "
       "--export_dir).")
+
+  @property
+  def model(self) -> ModelOptions:
+    return view(ModelOptions, self)
+
+  @property
+  def data(self) -> DataOptions:
+    return view(DataOptions, self)
+
+  @property
+  def optimizer(self) -> OptimizerOptions:
+    return view(OptimizerOptions, self)
+
+  @property
+  def runtime(self) -> RuntimeOptions:
+    return view(RuntimeOptions, self)
 
   @property
   def learning_rate_sweep(self) -> tuple[float, ...]:

@@ -28,14 +28,12 @@ from roberta_tf import models
 from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.events import TrialResult, format_metrics
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task import (  # noqa: F401  (FinetuneError: the binary's)
-  FinetuneError,
-  format_metrics,
-)
 from roberta_tf.finetuning.trial import SweepClock, finished_run, run_trial
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
+from roberta_tf.training import model_config as model_config_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training.sigterm import SigtermFlag
 from roberta_tf.training.summaries import log
@@ -48,24 +46,31 @@ MARKDOWN_FILE = "results.md"
 _NOT_TRAINING = ("overwrite", "export_dir", "predictions_dir", "glue_diagnostic", "peer_timeout")
 
 
-def sweep_model_config(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
-  """init_from's config, else the --config preset/JSON sized for the vocab and max_seq_len."""
-  if cfg.init_from:
-    config = models.read_config(cfg.init_from)
-    if cfg.max_seq_len > config.max_seq_len:
-      raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds the pretrained model's "
-                       f"{config.max_seq_len} (its position table)")
-  elif files.isfile(cfg.config):
-    config = models.RobertaConfig.load(cfg.config)
-  else:
-    config = models.preset(cfg.config, vocab_size=vocab_size,
-                           max_seq_len=cfg.max_seq_len or DEFAULT_MAX_SEQ_LEN)
-  if cfg.dropout >= 0:
-    config = config.replace(dropout=cfg.dropout, attention_dropout=cfg.dropout)
+def model_config_for(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConfig:
+  """The model config (training/model_config.py's `resolve`: init_from's, else the --config
+  preset/JSON, a preset sized for the vocab and max_seq_len), checked against the vocabulary and
+  --max_seq_len."""
+  config = model_config_lib.resolve(cfg.model, vocab_size=vocab_size,
+                                    max_seq_len=cfg.max_seq_len or DEFAULT_MAX_SEQ_LEN)
+  if cfg.init_from and cfg.max_seq_len > config.max_seq_len:
+    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds the pretrained model's "
+                     f"{config.max_seq_len} (its position table)")
   if config.vocab_size != vocab_size:
     raise ValueError(f"the vocabulary has {vocab_size} ids, the model {config.vocab_size}: "
                      "wrong --vocab_dir?")
+  if cfg.max_seq_len > config.max_seq_len:
+    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
+                     f"{config.max_seq_len}")
   return config
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+  """The kept run: the best configuration's median seed (sweep.py), and the statistics
+  eval_results.json reports beside its metrics."""
+  key: sweep.RunKey
+  run: TrialResult
+  statistics: dict
 
 
 def _sweep_settings(cfg: FinetuneConfig) -> dict:
@@ -109,22 +114,15 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
 
 
 def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
-  """run_sweep's body, holding the model dir's lock on the chief."""
+  """run_sweep's body, holding the model dir's lock on the chief: the model and the problem,
+  the sweep's settings (resumed or new), its runs, their statistics and the kept model."""
   vocab_dir = cfg.vocab_dir or cfg.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
-  model_config = sweep_model_config(cfg, tokenizer.vocab_size)
-  if cfg.max_seq_len > model_config.max_seq_len:
-    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
-                     f"{model_config.max_seq_len}")
+  model_config = model_config_for(cfg, tokenizer.vocab_size)
   cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
-  before, settings = unfinished_sweep(cfg), _sweep_settings(cfg)
-  resume = before == settings
-  if before is not None and not resume and not cfg.overwrite:
-    changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-    raise ValueError(f"--model_dir={cfg.model_dir!r} holds an unfinished sweep with other "
-                     f"settings ({', '.join(changed)}): rerun with its flags to resume it, or "
-                     "pass --overwrite to start over")
+  settings = _sweep_settings(cfg)
+  resume = _resumes(cfg, settings)
   if chief and not resume:
     finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
                                  protected=(cfg.init_from, cfg.vocab_dir))
@@ -138,14 +136,51 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
     files.makedirs(files.join(cfg.model_dir, RUNS_DIR))
     atomic_write.write_json(files.join(cfg.model_dir, RUNS_DIR, SWEEP_FILE), settings)
   keys = sweep.plan(cfg.batch_size_sweep, cfg.learning_rate_sweep, cfg.seed_list)
+  _log_plan(cfg, problem, strategy, len(keys), resume)
+  runs, stopped = _train_runs(cfg, problem, model_config, strategy, metric, keys)
+  if stopped is not None:  # SIGTERM: the state is saved; a rerun resumes
+    return {"stopped_by_signal": True, "run": stopped.name}
+  summary = sweep.summarize([(k, r.metrics) for k, r in runs], metric,
+                            lower_is_better=metric in problems_lib.LOWER_IS_BETTER)
+  kept = Kept(summary["kept"], next(r for k, r in runs if k == summary["kept"]),
+              _statistics(summary))
+  if not chief:  # the chief writes the model dir; the others drop their temporary saves
+    for _, run in runs:
+      files.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
+                   ignore_errors=True)
+    return {**kept.run.metrics, "metric": metric, "learning_rate": kept.run.learning_rate,
+            **kept.statistics}
+  return _write_model_dir(cfg, vocab_dir, model_config, problem, metric, runs, summary, kept)
+
+
+def _resumes(cfg: FinetuneConfig, settings: dict) -> bool:
+  """True when cfg.model_dir holds an unfinished sweep of these settings; raises ValueError for
+  one of other settings (without --overwrite, which starts over)."""
+  before = unfinished_sweep(cfg)
+  if before is None or before == settings:
+    return before is not None
+  if not cfg.overwrite:
+    changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+    raise ValueError(f"--model_dir={cfg.model_dir!r} holds an unfinished sweep with other "
+                     f"settings ({', '.join(changed)}): rerun with its flags to resume it, or "
+                     "pass --overwrite to start over")
+  return False
+
+
+def _log_plan(cfg: FinetuneConfig, problem, strategy, num_runs: int, resume: bool) -> None:
   log(f"{cfg.glue_task or cfg.task}: {problem.num_train} training / {problem.num_eval} dev "
       f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
-      f"{warm_start.describe(cfg.init_from, problem.info)}; {len(keys)} runs ("
+      f"{warm_start.describe(cfg.init_from, problem.info)}; {num_runs} runs ("
       f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.learning_rate_sweep)} learning rates x "
       f"{cfg.seeds} seeds); {cfg.batching} batches; {strategy.num_replicas_in_sync} "
       f"replica(s), {cfg.precision}"
       f"{'; resuming the unfinished sweep in ' + cfg.model_dir if resume else ''}")
 
+
+def _train_runs(cfg: FinetuneConfig, problem, model_config: models.RobertaConfig, strategy,
+                metric: str, keys: list[sweep.RunKey]):
+  """Every run of the grid in plan order (a finished one read back): ([(key, TrialResult)],
+  None), or (the runs so far, the key of the run a signal stopped)."""
   runs, clock = [], SweepClock(len(keys) * cfg.epochs)
   with SigtermFlag() as sigterm:
     for key in keys:
@@ -154,29 +189,31 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
                                     learning_rate=key.learning_rate)
       run = finished_run(run_dir) or run_trial(run_cfg, problem, model_config, strategy, run_dir,
                                                metric, sigterm, clock, label=key.label(keys))
-      if run.checkpoint is None:  # SIGTERM: the state is saved; a rerun resumes
-        return {"stopped_by_signal": True, "run": key.name}
+      if run.checkpoint is None:
+        return runs, key
       runs.append((key, run))
-  summary = sweep.summarize([(k, r.metrics) for k, r in runs], metric,
-                            lower_is_better=metric in problems_lib.LOWER_IS_BETTER)
-  kept_key = summary["kept"]
-  best = next(r for k, r in runs if k == kept_key)
-  best_config = summary["configs"][summary["best_config"]]
-  statistics = {"median": {k: v["median"] for k, v in best_config["metrics"].items()},
-                "spread": {k: {s: v[s] for s in ("min", "max", "q1", "q3", "values")}
-                           for k, v in best_config["metrics"].items()},
-                "best_config": {"batch_size": best_config["batch_size"],
-                                "learning_rate": best_config["learning_rate"]},
-                "kept_run": {"run": kept_key.name, "seed": kept_key.seed,
-                             "chosen_as": sweep.KEPT_SEED},
-                "configs": summary["configs"], "overall": summary["overall"]}
+  return runs, None
 
-  if not chief:  # the chief writes the model dir; the others drop their temporary saves
-    for _, run in runs:
-      files.rmtree(checkpointing.worker_dir(run.run_dir, False, strategy_lib.task_id(strategy)),
-                   ignore_errors=True)
-    return {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
-            **statistics}
+
+def _statistics(summary: dict) -> dict:
+  """The best configuration's median and spread of every metric, the kept run, and every
+  configuration's and the whole grid's statistics (sweep.summarize's)."""
+  kept_key, best_config = summary["kept"], summary["configs"][summary["best_config"]]
+  return {"median": {k: v["median"] for k, v in best_config["metrics"].items()},
+          "spread": {k: {s: v[s] for s in ("min", "max", "q1", "q3", "values")}
+                     for k, v in best_config["metrics"].items()},
+          "best_config": {"batch_size": best_config["batch_size"],
+                          "learning_rate": best_config["learning_rate"]},
+          "kept_run": {"run": kept_key.name, "seed": kept_key.seed,
+                       "chosen_as": sweep.KEPT_SEED},
+          "configs": summary["configs"], "overall": summary["overall"]}
+
+
+def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.RobertaConfig,
+                     problem, metric: str, runs: list, summary: dict, kept: Kept) -> dict:
+  """The chief's model dir: the kept run's weights, config, vocabulary (and QA predictions),
+  GLUE's test predictions, results.md and eval_results.json (last); returns the latter."""
+  best, kept_key = kept.run, kept.key
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
   model = finetuned_dir.new_model(model_config, problem.info, dtype="float32")
   finetuned_dir.restore(model, best.checkpoint)
@@ -194,7 +231,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
     log(f"test predictions of {kept_key.name}: {', '.join(written)}")
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
              "batch_size": kept_key.batch_size, "seed": kept_key.seed,
-             "epoch": best.best_epoch, "init_from": cfg.init_from or None, **statistics,
+             "epoch": best.best_epoch, "init_from": cfg.init_from or None, **kept.statistics,
              "test_predictions": [files.basename(p) for p in written],
              "runs": [{"batch_size": k.batch_size, "learning_rate": r.learning_rate,
                        "seed": k.seed, "epoch": r.best_epoch, "metrics": r.metrics,
@@ -204,9 +241,14 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   atomic_write.write_text(files.join(cfg.model_dir, MARKDOWN_FILE),
                           sweep.markdown(summary, metric, title, best.best_epoch))
   atomic_write.write_json(files.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
-  spread = statistics["spread"][metric]
-  log(f"best configuration bs {best_config['batch_size']} lr {best_config['learning_rate']:g}: "
-      f"dev {metric} median {statistics['median'][metric]:.4f} (min {spread['min']:.4f}, max "
-      f"{spread['max']:.4f}, {cfg.seeds} seeds); kept {kept_key.name} epoch {best.best_epoch}: "
-      f"dev {format_metrics(best.metrics)} -> {cfg.model_dir}")
+  _log_kept(cfg, metric, summary, kept)
   return results
+
+
+def _log_kept(cfg: FinetuneConfig, metric: str, summary: dict, kept: Kept) -> None:
+  best_config = summary["configs"][summary["best_config"]]
+  spread, median = kept.statistics["spread"][metric], kept.statistics["median"][metric]
+  log(f"best configuration bs {best_config['batch_size']} lr {best_config['learning_rate']:g}: "
+      f"dev {metric} median {median:.4f} (min {spread['min']:.4f}, max "
+      f"{spread['max']:.4f}, {cfg.seeds} seeds); kept {kept.key.name} epoch "
+      f"{kept.run.best_epoch}: dev {format_metrics(kept.run.metrics)} -> {cfg.model_dir}")

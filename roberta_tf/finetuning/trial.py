@@ -5,7 +5,8 @@ best dev epoch kept; resumable.
 `training.train_step.TrainStep` with the problem's objective: accumulation, clipping, fp16 loss
 scaling, the NaN guard; each replica's loss SUM is divided by the global number of examples in
 the update, so the update is the gradient of the global batch mean under any split into
-replicas and micro-batches), restores the run's state, and runs the loop. TensorBoard goes to
+replicas and micro-batches), restores the run's state, builds the run's events (events.py,
+`FineTuningEvents`) and runs the loop. TensorBoard goes to
 run_dir/{train,eval}; the run's metrics to run_dir/eval_results.json, written last.
 
 Resume (run_state.py): after every epoch and on SIGTERM the run saves its full state; a rerun
@@ -22,8 +23,9 @@ from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, run_state
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.events import FineTuningEvents, RunInfo, TrialResult
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task import FineTuningTask, TrialResult
+from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training import checkpointing
 from roberta_tf.training import loop as loop_lib
 from roberta_tf.training import strategy as strategy_lib
@@ -67,8 +69,7 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
   chief = strategy_lib.is_chief(strategy)
   save_dir = checkpointing.worker_dir(run_dir, chief, strategy_lib.task_id(strategy))
   keras.utils.set_random_seed(cfg.seed)
-  task = FineTuningTask(cfg, problem, model_config, strategy, run_dir, metric, name, clock,
-                        chief)
+  task = FineTuningTask(cfg, problem, model_config, strategy)
   train_step = build_train_step(task, strategy)
   state = run_state.RunState(run_dir, train_step, chief, strategy_lib.task_id(strategy))
   progress = state.restore() or run_state.fresh_progress()
@@ -77,11 +78,12 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
     log(f"{name}: resumed at update {update} (epoch "
         f"{update // task.steps_per_epoch + 1}) from {run_dir}/{run_state.STATE_DIR}")
   files.makedirs(save_dir)
-  task.attach(train_step, state, progress, save_dir)
+  events = FineTuningEvents(task, train_step, state, progress,
+                            RunInfo(run_dir, save_dir, metric, name, clock, chief))
   steps = task.steps_per_epoch
-  result = loop_lib.Loop(strategy, train_step, task, loop_lib.LoopSchedule(
+  result = loop_lib.Loop(strategy, train_step, events, loop_lib.LoopSchedule(
       total_steps=task.total_steps, log_every=steps, eval_every=steps, save_every=steps,
       max_bad_steps=cfg.max_bad_steps, period=steps, eval_last_step=True)).run(update, sigterm)
   if result.stopped_by_signal:
     return TrialResult(cfg.learning_rate, 0, {}, progress["history"], None, run_dir)
-  return task.result
+  return events.result

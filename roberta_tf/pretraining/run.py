@@ -3,8 +3,11 @@
 `pretrain(config)` is what `python -m roberta_tf.train` calls:
   resume from model_dir's newest complete checkpoint (else --init_from, else random init;
     never start over in a model dir that holds checkpoint files unless --overwrite)
+  → pretraining's task (task.py, `PretrainingTask`: the model, AdamW, the MLM objective) makes
+    the train step; once it, the checkpoint and the data exist, its events (events.py,
+    `PretrainingEvents`) are built whole
   → the loop (training/loop.py: when logs, evals, saves, the bad-step stop and SIGTERM
-    happen) driving pretraining's task (task.py, `PretrainingTask`):
+    happen) driving the events:
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy beside the
     unigram baseline
@@ -25,12 +28,8 @@ from roberta_tf.data import dataset_info
 from roberta_tf.models import checkpoint_files, growth, position_growth
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.pretraining import inputs, model_dir_setup
-from roberta_tf.pretraining.task import (
-  PretrainingTask,
-  TrainingError,
-  model_config_for,
-  vocab_growth_plan,
-)
+from roberta_tf.pretraining.events import PretrainingEvents
+from roberta_tf.pretraining.task import PretrainingTask, model_config_for, vocab_growth_plan
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
@@ -40,7 +39,7 @@ from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.task import build_train_step
 
-__all__ = ["PretrainingResult", "TrainingError", "pretrain"]
+__all__ = ["PretrainingResult", "pretrain"]
 
 
 @dataclasses.dataclass
@@ -67,19 +66,20 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
   """Runs (or resumes) pretraining as configured; returns the final metrics.
 
   Raises:
-    TrainingError: ``max_bad_steps`` non-finite steps in a row (after restoring the last good
-      checkpoint), or a save refused because a weight is non-finite.
+    training.task.TrainingError: ``max_bad_steps`` non-finite steps in a row (after restoring
+      the last good checkpoint), or a save refused because a weight is non-finite.
     ValueError / DatasetInfoError / ModelDirError: bad configuration or data (names the flag).
     checkpointing.CheckpointError: another process trains in model_dir, its checkpoint files
       hold no complete checkpoint, or a save failed (disk full); names the files.
   """
   cfg.validate()
   # The strategy first: multi-worker must configure collectives before TF initializes.
-  strategy = strategy or strategy_lib.make_strategy(cfg.strategy, cfg.tpu, cfg.peer_timeout,
-                                                    summaries_lib.log)
-  if cfg.deterministic:
+  runtime = cfg.runtime
+  strategy = strategy or strategy_lib.make_strategy(runtime.strategy, runtime.tpu,
+                                                    runtime.peer_timeout, summaries_lib.log)
+  if runtime.deterministic:
     tf.config.experimental.enable_op_determinism()
-  keras.utils.set_random_seed(cfg.seed)
+  keras.utils.set_random_seed(runtime.seed)
   chief = strategy_lib.is_chief(strategy)
   # The chief holds the model dir's lock for the whole run: no second process writes there.
   with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
@@ -163,7 +163,7 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
 
 
 def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResult:
-  """Resume, data, then the loop (training/loop.py) driving the task."""
+  """Resume, data, the task's events, then the loop (training/loop.py) driving them."""
   model = train_step.model
   resumed = None
   if not cfg.overwrite:
@@ -191,18 +191,26 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResul
   if not resumed and chief:
     summaries.text("train", 0, "config", "```\n" + files.read_text(
         files.join(cfg.model_dir, "config.json")) + "```")
-  task.attach(train_step, ckpt, resumed, train_ds, eval_ds, (
+  events = PretrainingEvents(cfg, strategy, train_step, ckpt, resumed, train_ds, eval_ds, (
       inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
       summaries)
   step = int(train_step.step.numpy())
   if step == 0:
-    task.evaluate(0)
-  result = loop_lib.Loop(strategy, train_step, task, loop_lib.LoopSchedule(
+    events.evaluate(0)
+  budget = optimizer_lib.budget_schedule(train_step.optimizer)  # --train_minutes's schedule
+  result = loop_lib.Loop(strategy, train_step, events, loop_schedule(cfg),
+                         budget_fraction=budget.fraction if budget else None).run(step)
+  return PretrainingResult(step=result.step, final_train=events.final,
+                           eval_history=events.history, stopped_by_signal=result.stopped_by_signal)
+
+
+def loop_schedule(cfg: TrainConfig) -> loop_lib.LoopSchedule:
+  """When the loop's events happen (the LOOP options); a bad-step check every --max_bad_steps
+  updates, so a diverged run stops within 2x of them."""
+  loop = cfg.loop
+  return loop_lib.LoopSchedule(
       # A time budget ends the run, not the step count (the loop's bound is then nominal).
       total_steps=cfg.train_steps if not cfg.train_minutes else 2**62,
-      budget_s=cfg.train_minutes * 60, log_every=cfg.log_every, eval_every=cfg.eval_every,
-      save_every=cfg.checkpoint_every, max_bad_steps=cfg.max_bad_steps,
-      check_every=cfg.max_bad_steps), budget_fraction=getattr(
-          optimizer_lib.budget_schedule(train_step.optimizer), "fraction", None)).run(step)
-  return PretrainingResult(step=result.step, final_train=task.final, eval_history=task.history,
-                   stopped_by_signal=result.stopped_by_signal)
+      budget_s=cfg.train_minutes * 60, log_every=loop.log_every, eval_every=loop.eval_every,
+      save_every=loop.checkpoint_every, max_bad_steps=loop.max_bad_steps,
+      check_every=loop.max_bad_steps)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import dataclasses
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.common.option_groups import use
+from roberta_tf.common.option_groups import (
+  DataOptions,
+  LoopOptions,
+  ModelOptions,
+  OptimizerOptions,
+  RuntimeOptions,
+  use,
+  view,
+)
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check, check_options, option
 
 
@@ -14,7 +22,9 @@ class TrainConfig:
   """Everything a pretraining run needs besides the model config: each field is also the
   binary's flag of the same name, with this help (roberta_tf/common/options.py). The options
   fine-tuning shares (optimizer, runtime, loop cadence...) are declared once in
-  roberta_tf/common/option_groups.py and used here; the rest are pretraining's own."""
+  roberta_tf/common/option_groups.py and used here; the rest are pretraining's own. The fields
+  stay flat (the flags, config.json); `cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime`
+  and `cfg.loop` are their typed groups."""
   model_dir: str = use("model_dir")
   train_data: str = option(
       help="Shard directory written by data_prep.build_shards (its 'train' split is read).",
@@ -117,6 +127,26 @@ class TrainConfig:
       183000000000.0, "Peak fp32 FLOP/s (default: the 2-core dev CPU's measured 2048^3 matmul).")
   peak_flops_bf16: float = option(
       380000000000.0, "Peak bf16/fp16 FLOP/s of one replica, for MFU under mixed precision.")
+
+  @property
+  def model(self) -> ModelOptions:
+    return view(ModelOptions, self)
+
+  @property
+  def data(self) -> DataOptions:
+    return view(DataOptions, self)
+
+  @property
+  def optimizer(self) -> OptimizerOptions:
+    return view(OptimizerOptions, self)
+
+  @property
+  def runtime(self) -> RuntimeOptions:
+    return view(RuntimeOptions, self)
+
+  @property
+  def loop(self) -> LoopOptions:
+    return view(LoopOptions, self)
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each field's choices and

@@ -1,14 +1,16 @@
 """The training core that pretraining and every fine-tuning task share.
 
-  task               the interface the loop drives (Task: build_model / build_optimizer /
-                     step_config / objective, and the loop's events), the Objective protocol
-                     and its Sums, build_train_step(task, strategy)
+  task               the interfaces: Task (build_model / build_optimizer / step_config /
+                     objective), Events (what the loop's events mean for a task), the Objective
+                     protocol and its Sums, TrainingError, build_train_step(task, strategy)
   train_step         TrainStep, the one train step (the one gradient tape): accumulation over
                      micro-batches, all-reduce, clipping, fp16 loss scaling, the NaN guard;
                      step counters
   loop               the one loop controller: when to log, eval, save; the bad-step stop;
                      SIGTERM and preemption; time budgets; ETA
-  optimizer          AdamW (β2 0.98, ε 1e-6), weight decay on matrices only (by rank)
+  optimizer          AdamW (β2 0.98, ε 1e-6) from the OptimizerOptions and a schedule, weight
+                     decay on matrices only (by rank)
+  model_config       the model config a run trains: one resolver for both tasks
   schedule           linear warmup + linear decay, by update or by a time budget's share
   checkpointing      exact-resume checkpoints, the chief/worker split, worker temp dirs
   sigterm            SIGTERM as a flag the loops check between updates
@@ -16,6 +18,6 @@
   step_window        step outputs kept on device until a log step
   summaries          TensorBoard scalars/text, console progress lines with ETA
   strategy, cluster  tf.distribute strategies (default, mirrored, multi-worker, TPU); peers
-The tasks: roberta_tf/pretraining/ (PretrainingTask) and roberta_tf/finetuning/
-(FineTuningTask).
+The tasks: roberta_tf/pretraining/ (PretrainingTask, PretrainingEvents) and
+roberta_tf/finetuning/ (FineTuningTask, FineTuningEvents).
 """

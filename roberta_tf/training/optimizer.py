@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from roberta_tf.training.schedule import BudgetSchedule, WarmupLinearDecay
+from roberta_tf.common.option_groups import OptimizerOptions
+from roberta_tf.training.schedule import BudgetSchedule
 
 
 def decays(variable) -> bool:
@@ -71,25 +72,23 @@ class PreReducedAdamW(keras.optimizers.AdamW):
                                          ops.add(ops.sqrt(v_hat), self.epsilon)))
 
 
-def adamw(*, variables: Sequence, learning_rate: float, warmup_steps: int,
-          train_steps: int, weight_decay: float = 0.01, beta_1: float = 0.9,
-          beta_2: float = 0.98, epsilon: float = 1e-6,
-          time_budget: bool = False) -> keras.optimizers.Optimizer:
-  """AdamW with the warmup + linear-decay schedule for `variables` (the model's trainable
-  variables); weight decay excluded from LayerNorm parameters and biases (`decays`).
+def adamw(options: OptimizerOptions, schedule: keras.optimizers.schedules.LearningRateSchedule,
+          variables: Sequence) -> keras.optimizers.Optimizer:
+  """AdamW (`options`: weight decay, betas, epsilon) following `schedule` for `variables` (the
+  model's trainable variables); weight decay excluded from LayerNorm parameters and biases
+  (`decays`).
 
-  time_budget: the schedule follows the elapsed share of a time budget (`BudgetSchedule`, its
-  warmup share warmup_steps / train_steps; the loop sets `opt.learning_rate`'s fraction) instead
-  of the update count."""
-  schedule = (BudgetSchedule(learning_rate, warmup_steps / train_steps) if time_budget else
-              WarmupLinearDecay(learning_rate, warmup_steps, train_steps))
-  opt = PreReducedAdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1,
-                        beta_2=beta_2, epsilon=epsilon)
+  `schedule` is the task's: `WarmupLinearDecay(options.learning_rate, warmup, total)` by update
+  count, or a `BudgetSchedule` (the loop sets its fraction) for a time budget. The options'
+  clip_norm and grad_accum_steps are the train step's (StepConfig), not the optimizer's."""
+  opt = PreReducedAdamW(learning_rate=schedule, weight_decay=options.weight_decay,
+                        beta_1=options.adam_beta1, beta_2=options.adam_beta2,
+                        epsilon=options.adam_epsilon)
   exclude_from_decay(opt, variables)
   return opt
 
 
 def budget_schedule(opt) -> BudgetSchedule | None:
-  """The optimizer's BudgetSchedule (adamw(time_budget=True)), else None."""
+  """The optimizer's BudgetSchedule (a time budget's), else None."""
   schedule = getattr(opt, "_learning_rate", None)
   return schedule if isinstance(schedule, BudgetSchedule) else None

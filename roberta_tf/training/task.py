@@ -1,11 +1,15 @@
-"""The task interface the one loop drives (Model Garden's `base_task.Task`, for this repo).
+"""The interfaces the one loop drives (Model Garden's `base_task.Task`, for this repo).
 
-A *task* is one kind of training, whole: pretraining (roberta_tf/pretraining/task.py,
+A *task* is one kind of training: pretraining (roberta_tf/pretraining/task.py,
 `PretrainingTask`) or fine-tuning on one problem (roberta_tf/finetuning/task.py,
 `FineTuningTask`). It builds what the train step runs (the model, the optimizer, the step's
-settings, the objective) and says what the loop's events mean for it (its data, logs, evals,
-saves and end). `build_train_step(task, strategy)` makes the one train step from the first half;
-`loop.Loop(strategy, train_step, task, schedule)` runs the second.
+settings, the objective): `build_train_step(task, strategy)` makes the one train step from it.
+
+Its *events* (`Events`: pretraining/events.py's `PretrainingEvents`, finetuning/events.py's
+`FineTuningEvents`) say what the loop's events mean for it (its data, records, evals, saves and
+end). They act on the train step, its checkpoint, the datasets and the summaries, so they are
+built once all of those exist, whole, in one place (pretraining/run.py, finetuning/trial.py);
+`loop.Loop(strategy, train_step, events, schedule)` runs them.
 
 An *objective* (what the step minimizes) returns `Sums` for one replica's micro-batch; the train
 step all-reduces them and divides the gradient by the global count, so an objective never
@@ -42,11 +46,15 @@ class Objective(Protocol):
   def __call__(self, model: keras.Model, batch) -> Sums: ...
 
 
-class Task(Protocol):
-  """One kind of training: what it builds, and what the loop's events mean for it (see
-  training/loop.py's docstring for when each event is called)."""
+class TrainingError(RuntimeError):
+  """A run cannot go on (it diverged: too many non-finite updates in a row; a save refused
+  because a weight is non-finite); the message says what to change. Pretraining and fine-tuning
+  raise it alike."""
 
-  # ---- what the train step runs (called under the strategy's scope) ----
+
+class Task(Protocol):
+  """One kind of training: what the train step runs (called under the strategy's scope)."""
+
   def build_model(self) -> keras.Model:
     """The model to train, created under the strategy's scope."""
 
@@ -59,21 +67,27 @@ class Task(Protocol):
   def objective(self) -> Objective:
     """What the step minimizes."""
 
-  # ---- the loop's events ----
+
+class Events(Protocol):
+  """What the loop's events mean for one task (see training/loop.py's docstring for when each
+  is called)."""
+
   def batches(self, step: int) -> Callable[[], object]:
     """The next-batch function of the data from update `step` on."""
 
-  def log(self, step: int, window: StepWindow, eta_s: float) -> None:
-    """The updates of `window` (since the last log) are done; `eta_s`: the run's ETA."""
+  def record(self, step: int, window: StepWindow, eta_s: float) -> None:
+    """The updates of `window` (since the last record) are done: pretraining logs them (a line
+    and train scalars), fine-tuning adds them to the epoch's loss; `eta_s`: the run's ETA."""
 
   def evaluate(self, step: int) -> bool:
     """Held-out metrics at `step`; True ends the run (early stopping)."""
 
   def save(self, step: int, window: StepWindow | None) -> None:
-    """Save the state at `step`; `window`: updates not logged yet (a signal mid-period)."""
+    """Save the state at `step`; `window`: updates not recorded yet (a signal mid-period)."""
 
-  def too_many_bad_steps(self, step: int, bad_in_row: int) -> Exception:
-    """The error to raise (after any restore the task does)."""
+  def diverged(self, step: int, bad_in_row: int) -> Exception:
+    """`bad_in_row` updates in a row were skipped (non-finite): undo what the task undoes
+    (pretraining restores its last good checkpoint) and return the error the loop raises."""
 
   def stopped(self, step: int, reason: str) -> None:
     """The run stops at `step` on a signal (`reason`: e.g. "SIGTERM"), after `save`."""
