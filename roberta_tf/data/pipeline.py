@@ -155,7 +155,11 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   mask = functools.partial(_mask_batch, masker=Masker(vocab, masking, config.max_seq_len),
                            config=config, pairs=source.pairs)
   ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  ds = ds.prefetch(tf.data.AUTOTUNE)
+  return _with_options(ds.prefetch(tf.data.AUTOTUNE), config)
+
+
+def _with_options(ds: tf.data.Dataset, config: InputConfig) -> tf.data.Dataset:
+  """Deterministic order; in skip mode, the side effects kept out of the saved position."""
   options = tf.data.Options()
   options.deterministic = True
   if config.skip_corrupt_shards:
