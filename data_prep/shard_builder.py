@@ -5,10 +5,11 @@ The vocabulary files (vocab.json, merges.txt) are copied beside the shards, so a
 directory is self-contained: training, inspection and export find the vocabulary there.
 
 Two engines do the work, with the same flags and the same output files, byte for byte:
-``local`` (this process: documents stream from data_prep/corpus.py, are encoded on a few
-threads with the project's TF-native tokenizer (data_prep/sentence_encoders.py), packed and
-spilled to their shards' temporary files as they come, then each shard is sorted and written;
-memory is a few encoding batches, one group of blocks and one sort buffer) and ``beam``
+``local`` (data_prep/local_engine.py, this process: documents stream from data_prep/corpus.py,
+are encoded on a few threads with the project's TF-native tokenizer
+(data_prep/sentence_encoders.py), packed and spilled to their shards' temporary files as they
+come, then each shard is sorted and written; memory is a few encoding batches, one group of
+blocks and one sort buffer) and ``beam``
 (data_prep/beam_engine.py: an Apache Beam pipeline on any runner). What makes them agree is that
 every decision is a function of positions, not of the order work is done in:
 data_prep/doc_groups.py (the validation split: whole documents, each with probability
@@ -44,7 +45,7 @@ from data_prep import (
   corpus,
   doc_groups,
   external_sort,
-  group_packing,
+  local_engine,
   sentence_encoders,
   shard_writer,
 )
@@ -118,90 +119,6 @@ def _split_info(shards: list[shard_writer.ShardStats], max_seq_len: int) -> dict
   }
 
 
-def _add_stats(total: corpus.CorpusStats, part: corpus.CorpusStats) -> None:
-  for field in ("files", "documents", "sentences", "bytes_read", "total_bytes", "invalid_utf8",
-                "split_lines", "null_texts"):
-    setattr(total, field, getattr(total, field) + getattr(part, field))
-
-
-def _spill_writers(spill_dir: str, settings) -> dict[str, list[external_sort.SpillWriter]]:
-  return {split: [external_sort.SpillWriter(files_lib.join(spill_dir, shard_writer.shard_name(
-      split, i, settings["num_shards"][split]))) for i in range(settings["num_shards"][split])]
-          for split in settings["splits"]}
-
-
-def _run_local(files, output_dir, spill_dir, *, vocab, encode, settings, num_workers, progress):
-  """The local engine: returns (shard stats per split, documents per split, corpus stats).
-
-  Two passes. Scatter: files are read in order, their groups encoded on ``num_workers``
-  threads and packed, and each block appended to its shard's spill file in ``spill_dir``
-  (data_prep/block_order.py decides the shard). Gather: each shard's spill file is read back
-  in write order (data_prep/external_sort.py) and written as the shard. Memory: a few encoding
-  batches, one group's blocks and one sort buffer (``settings["sort_bytes"]``), whatever the
-  corpus size.
-  """
-  stats = corpus.CorpusStats()
-  doc_counts = {TRAIN: 0, VALIDATION: 0}
-  file_stats = corpus.CorpusStats()  # the file being read; added to ``stats`` when finished
-
-  def groups():
-    nonlocal file_stats
-    for i in range(len(files)):
-      for group in doc_groups.read_file_groups(
-          files, i, text_field=settings["text_field"], max_line_bytes=settings["max_line_bytes"],
-          seed=settings["seed"], validation_fraction=settings["validation_fraction"],
-          group_bytes=settings["group_bytes"], stats=file_stats):
-        for split, _ in group.docs:
-          doc_counts[split] += 1
-        # The last group comes last here: every other document is counted by now.
-        yield doc_groups.apply_last_document_rule(group, doc_counts,
-                                                  settings["validation_fraction"])
-      _add_stats(stats, file_stats)
-      file_stats = corpus.CorpusStats()  # counted once: progress reads stats + file_stats
-
-  def report(sequences, force=False):
-    if progress:
-      total = files_bytes or stats.total_bytes + file_stats.total_bytes
-      progress.update(stats.bytes_read + file_stats.bytes_read, total, sequences, force=force)
-
-  files_bytes = sum(files_lib.getsize(f) for f in files) if files != [corpus.STDLIB] else 0
-  spills = _spill_writers(spill_dir, settings)
-  sequences = 0
-  try:
-    encoded = group_packing.encoded_batches(groups(), encode, settings["batch_sentences"],
-                                            num_workers, packing=settings["packing"])
-    for key, blocks in group_packing.pack_groups(
-        encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
-        bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"],
-        seed=settings["seed"]):
-      for split, entry in group_packing.group_entries(key, blocks, seed=settings["seed"]):
-        spills[split][block_order.shard_of(entry[0], len(spills[split]))].add(entry)
-        sequences += 1
-      report(sequences)
-    report(sequences, force=True)
-  finally:
-    for writers in spills.values():
-      for w in writers:
-        w.close()
-
-  if progress:
-    progress.reset("writing shards")
-  total = sum(w.num_bytes for writers in spills.values() for w in writers)
-  done, shard_stats = 0, {}
-  for split, writers in spills.items():
-    shard_stats[split] = []
-    for i, w in enumerate(writers):
-      ordered = external_sort.sorted_entries(w.path, order=settings["order"],
-                                             sort_bytes=settings["sort_bytes"])
-      shard_stats[split].append(shard_writer.write_shard(
-          output_dir, shard_writer.shard_name(split, i, len(writers)), ordered,
-          settings["compression"]))
-      done += w.num_bytes
-      if progress:
-        progress.update(done, total, sequences, force=done == total)
-  return shard_stats, doc_counts, stats
-
-
 def make_settings(*, max_seq_len: int = 512, packing: str = packing_lib.FULL_SENTENCES,
                   num_shards: int = 16, num_validation_shards: int = 1,
                   validation_fraction: float = 0.01, seed: int = 0, compression: str = "none",
@@ -211,7 +128,26 @@ def make_settings(*, max_seq_len: int = 512, packing: str = packing_lib.FULL_SEN
                   batch_sentences: int = 4096,
                   sort_bytes: int = external_sort.DEFAULT_SORT_BYTES,
                   shuffle_blocks: bool = True) -> dict[str, Any]:
-  """What both engines need to know of ``build_shards``' arguments (see there), as one dict."""
+  """What both engines need to know of ``build_shards``' arguments, as one dict.
+
+  Args:
+    max_seq_len: ids per block at most, ``<s>`` and ``</s>`` included.
+    packing: ``full_sentences`` or ``doc_sentences`` (data_prep/packing.py); for the NSP
+      ablation ``segment_pair`` or ``sentence_pair`` (data_prep/pair_packing.py).
+    num_shards / num_validation_shards: files per split.
+    validation_fraction: the chance a document goes to validation, in [0, 1); 0: no validation.
+    seed: fixes the validation split and the shuffle of blocks.
+    compression: ``none`` or ``gzip`` (TFRecord compression).
+    text_field: the .jsonl field (.parquet column) holding a document's text.
+    max_line_bytes: longer lines are split before encoding (bounded time and memory).
+    group_bytes: characters of text per document group (data_prep/doc_groups.py); part of the
+      output's definition: the same value gives the same files with either engine.
+    batch_sentences: sentences per encoder call.
+    sort_bytes: spill bytes sorted in memory at once (data_prep/external_sort.py): bounds
+      memory; does not change the output.
+    shuffle_blocks: True: the global shuffle (data_prep/block_order.py: every shard a uniform
+      random sample of its split in random order). False: each shard in corpus order (tests).
+  """
   splits = [TRAIN] + ([VALIDATION] if validation_fraction > 0 else [])
   return {
       "splits": splits, "num_shards": {TRAIN: num_shards, VALIDATION: num_validation_shards},
@@ -239,36 +175,55 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
       Local paths or URLs.
     vocab_dir: holds vocab.json + merges.txt (a local path or URL).
     output_dir: created if absent; must be empty unless ``overwrite`` (a local path or URL).
-    max_seq_len: ids per block at most, ``<s>`` and ``</s>`` included.
-    packing: ``full_sentences`` or ``doc_sentences`` (data_prep/packing.py); for the NSP
-      ablation ``segment_pair`` or ``sentence_pair`` (data_prep/pair_packing.py).
-    num_shards / num_validation_shards: files per split.
-    validation_fraction: the chance a document goes to validation, in [0, 1); 0: no validation.
-    seed: fixes the validation split and the shuffle of blocks.
-    compression: ``none`` or ``gzip`` (TFRecord compression).
-    text_field: the .jsonl field (.parquet column) holding a document's text.
-    max_line_bytes: longer lines are split before encoding (bounded time and memory).
     overwrite: replace the shards of an earlier run in ``output_dir``.
     encoder: ``tf`` (roberta_tf.tokenization.tokenizer, the default), ``hf`` (Hugging Face
       tokenizers) or, local engine only, an encoder callable (data_prep/sentence_encoders.py).
     num_workers: local engine: encoding threads (default: the CPU count).
-    batch_sentences: sentences per encoder call.
-    shuffle_blocks: True: the global shuffle (data_prep/block_order.py: every shard a uniform
-      random sample of its split in random order). False: each shard in corpus order (tests).
-    group_bytes: characters of text per document group (data_prep/doc_groups.py); part of the
-      output's definition: the same value gives the same files with either engine.
-    engine: ``local`` (this process) or ``beam`` (data_prep/beam_engine.py).
+    engine: ``local`` (data_prep/local_engine.py) or ``beam`` (data_prep/beam_engine.py).
     beam_options: Beam pipeline options, one string (``--runner=... --direct_num_workers=2``).
-    sort_bytes: spill bytes sorted in memory at once (data_prep/external_sort.py): bounds
-      memory; does not change the output.
     progress: reports progress while running if given (local engine).
+    The others define the output: see ``make_settings``.
   Raises:
     BuildError, corpus.CorpusError, sentence_encoders.VocabError, files.UnknownSchemeError:
       with a message naming the flag or file.
     Nothing is left under a final name on failure.
   """
+  settings = make_settings(
+      max_seq_len=max_seq_len, packing=packing, num_shards=num_shards,
+      num_validation_shards=num_validation_shards, validation_fraction=validation_fraction,
+      seed=seed, compression=compression, text_field=text_field, max_line_bytes=max_line_bytes,
+      group_bytes=group_bytes, batch_sentences=batch_sentences, sort_bytes=sort_bytes,
+      shuffle_blocks=shuffle_blocks)
+  _check_arguments(settings, output_dir=output_dir, vocab_dir=vocab_dir, engine=engine,
+                   encoder=encoder)
+  vocab = sentence_encoders.load_vocab(vocab_dir)
+  files = corpus.resolve_inputs(input_spec)
+  encode, setup_s, created = _set_up(files, output_dir, vocab, engine=engine, encoder=encoder,
+                                     overwrite=overwrite)
+  start, start_cpu = time.monotonic(), time.process_time()
+  if progress:
+    progress.reset("reading")
+  shard_stats, doc_counts, stats = _run_engine(
+      files, output_dir, created, input_spec=input_spec, settings=settings, engine=engine,
+      vocab=vocab, encoder=encoder, encode=encode, num_workers=num_workers,
+      beam_options=beam_options, progress=progress)
+  elapsed = time.monotonic() - start
+  info = _dataset_info(settings, vocab, shard_stats, doc_counts, stats, input_spec=input_spec,
+                       files=files, vocab_dir=vocab_dir)
+  _write_vocab_and_info(output_dir, vocab, info)
+  if progress:
+    progress.done()
+  # Returned to the caller, not written (the file stays the same on a re-run).
+  info["elapsed_s"], info["cpu_s"] = elapsed, time.process_time() - start_cpu
+  info["setup_s"] = setup_s
+  return info
+
+
+def _check_arguments(settings, *, output_dir, vocab_dir, engine, encoder) -> None:
+  """Raises BuildError (files.UnknownSchemeError for a path) naming the first bad argument."""
   files_lib.check(output_dir, "--output_dir")
   files_lib.check(vocab_dir, "--vocab_dir")
+  packing, max_seq_len = settings["packing"], settings["max_seq_len"]
   if packing not in packing_lib.PACKINGS:
     raise BuildError(f"--packing={packing!r}; expected one of {', '.join(packing_lib.PACKINGS)}")
   if max_seq_len < 3:
@@ -276,49 +231,52 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
   if packing in packing_lib.PAIR_PACKINGS and max_seq_len < 5:
     raise BuildError(f"--max_seq_len={max_seq_len}: --packing={packing} needs >= 5 "
                      "(<s> A </s> B </s>)")
-  if num_shards < 1:
-    raise BuildError(f"--num_shards={num_shards}: must be >= 1")
-  if num_validation_shards < 1:
-    raise BuildError(f"--num_validation_shards={num_validation_shards}: must be >= 1")
-  if not 0 <= validation_fraction < 1:
-    raise BuildError(f"--validation_fraction={validation_fraction}: must be in [0, 1)")
-  if compression not in shard_writer.COMPRESSIONS:
-    raise BuildError(f"--compression={compression!r}; expected one of "
+  for split, flag in ((TRAIN, "--num_shards"), (VALIDATION, "--num_validation_shards")):
+    if settings["num_shards"][split] < 1:
+      raise BuildError(f"{flag}={settings['num_shards'][split]}: must be >= 1")
+  if not 0 <= settings["validation_fraction"] < 1:
+    raise BuildError(f"--validation_fraction={settings['validation_fraction']}: must be in "
+                     "[0, 1)")
+  if settings["compression"] not in shard_writer.COMPRESSIONS:
+    raise BuildError(f"--compression={settings['compression']!r}; expected one of "
                      f"{', '.join(shard_writer.COMPRESSIONS)}")
-  if max_line_bytes < 16:
-    raise BuildError(f"--max_line_bytes={max_line_bytes}: must be >= 16")
-  if group_bytes < 1:
-    raise BuildError(f"--group_bytes={group_bytes}: must be >= 1")
-  if sort_bytes < 1:
-    raise BuildError(f"--sort_buffer_mb: the sort buffer ({sort_bytes} bytes) must be positive")
+  if settings["max_line_bytes"] < 16:
+    raise BuildError(f"--max_line_bytes={settings['max_line_bytes']}: must be >= 16")
+  if settings["group_bytes"] < 1:
+    raise BuildError(f"--group_bytes={settings['group_bytes']}: must be >= 1")
+  if settings["sort_bytes"] < 1:
+    raise BuildError(f"--sort_buffer_mb: the sort buffer ({settings['sort_bytes']} bytes) must "
+                     "be positive")
   if engine not in ENGINES:
     raise BuildError(f"--engine={engine!r}; expected one of {', '.join(ENGINES)}")
   if engine == "beam" and not isinstance(encoder, str):
     raise BuildError("the beam engine takes an encoder name (tf, hf), not a callable")
-  vocab = sentence_encoders.load_vocab(vocab_dir)
-  files = corpus.resolve_inputs(input_spec)
+
+
+def _set_up(files, output_dir, vocab, *, engine, encoder, overwrite):
+  """Checks the paths an engine can use, loads the encoder (local engine), prepares
+  ``output_dir``: returns (encode or None, the seconds the setup took, whether ``output_dir``
+  was created)."""
   if engine == "beam":
     from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
     beam_engine.check_paths({"--input": files, "--output_dir": [output_dir]})
   if files_lib.isdir(output_dir) and files_lib.listdir(output_dir) and not overwrite:
-    # Checked again below; here too so that a refused run fails before the tokenizer's setup.
+    # Checked again later; here too so that a refused run fails before the tokenizer's setup.
     _prepare_output_dir(output_dir, overwrite)
   setup_start = time.monotonic()  # loading the tokenizer and tracing its graph: a fixed cost
+  encode = None
   if engine == "local":
     encode = (sentence_encoders.make_encoder(encoder, vocab) if isinstance(encoder, str)
               else encoder)
   setup_s = time.monotonic() - setup_start
-  created = _prepare_output_dir(output_dir, overwrite)
+  return encode, setup_s, _prepare_output_dir(output_dir, overwrite)
 
-  start, start_cpu = time.monotonic(), time.process_time()
-  if progress:
-    progress.reset("reading")
-  settings = make_settings(
-      max_seq_len=max_seq_len, packing=packing, num_shards=num_shards,
-      num_validation_shards=num_validation_shards, validation_fraction=validation_fraction,
-      seed=seed, compression=compression, text_field=text_field, max_line_bytes=max_line_bytes,
-      group_bytes=group_bytes, batch_sentences=batch_sentences, sort_bytes=sort_bytes,
-      shuffle_blocks=shuffle_blocks)
+
+def _run_engine(files, output_dir, created, *, input_spec, settings, engine, vocab, encoder,
+                encode, num_workers, beam_options, progress):
+  """Runs the engine and renames its shards to their final names: returns (shard stats per
+  split, documents per split, corpus stats). On failure removes what it wrote (and
+  ``output_dir`` if ``created`` and left empty) and re-raises."""
   if engine == "local" and files_lib.is_url(output_dir):
     # Spill files are local scratch: the shards' content, read back once.
     spill_dir = tempfile.mkdtemp(prefix="roberta_tf-build_shards-")  # local-only: scratch
@@ -327,19 +285,17 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
   try:
     files_lib.makedirs(spill_dir)
     if engine == "local":
-      shard_stats, doc_counts, stats = _run_local(
+      shard_stats, doc_counts, stats = local_engine.run(
           files, output_dir, spill_dir, vocab=vocab, encode=encode, settings=settings,
           num_workers=num_workers, progress=progress)
     else:
+      from data_prep import beam_engine  # pylint: disable=import-outside-toplevel
       shard_stats, doc_counts, stats = beam_engine.run(
           files, output_dir, spill_dir, vocab=vocab, encoder=encoder, settings=settings,
           beam_options=beam_options)
     files_lib.rmtree(spill_dir)
-    if stats.documents == 0:
-      raise BuildError(f"--input={input_spec!r} holds no text (0 non-empty documents)")
-    if not sum(s.num_sequences for s in shard_stats[TRAIN]):
-      raise BuildError(f"--input={input_spec!r}: the train split is empty")
-    if validation_fraction > 0 and not doc_counts[VALIDATION]:
+    _check_output(input_spec, settings, shard_stats, doc_counts, stats)
+    if settings["validation_fraction"] > 0 and not doc_counts[VALIDATION]:
       # A one-document corpus: no validation split rather than an empty one.
       shard_writer.remove_temp(output_dir, [s.file for s in shard_stats.pop(VALIDATION)])
     keep = {s.file for ss in shard_stats.values() for s in ss}
@@ -347,29 +303,54 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
     shard_writer.commit(output_dir, sorted(keep))
   except BaseException:
     files_lib.rmtree(spill_dir, ignore_errors=True)
-    shard_writer.remove_temp(output_dir, [shard_writer.shard_name(split, i, n) for split, n in (
-        (TRAIN, num_shards), (VALIDATION, num_validation_shards)) for i in range(n)])
+    shard_writer.remove_temp(output_dir, [
+        shard_writer.shard_name(split, i, n) for split, n in settings["num_shards"].items()
+        for i in range(n)])
     if created and files_lib.isdir(output_dir) and not files_lib.listdir(output_dir):
       files_lib.rmdir(output_dir)
     raise
-  elapsed = time.monotonic() - start
+  return shard_stats, doc_counts, stats
+
+
+def _write_vocab_and_info(output_dir, vocab, info) -> None:
+  """The vocabulary beside the shards (the bytes read and hashed, atomically each), then
+  dataset_info.json, last: it marks the directory complete."""
+  for name, data in vocab.file_bytes().items():
+    with atomic_write.atomic_file(files_lib.join(output_dir, name), "wb") as f:
+      f.write(data)
+  dataset_info.write(output_dir, info)
+
+
+def _check_output(input_spec, settings, shard_stats, doc_counts, stats) -> None:
+  """Raises BuildError when the corpus gave no text, or no train sequence."""
+  if stats.documents == 0:
+    raise BuildError(f"--input={input_spec!r} holds no text (0 non-empty documents)")
+  if not sum(s.num_sequences for s in shard_stats[TRAIN]):
+    raise BuildError(f"--input={input_spec!r}: the train split is empty")
+
+
+def _dataset_info(settings, vocab, shard_stats, doc_counts, stats, *, input_spec, files,
+                  vocab_dir) -> dict[str, Any]:
+  """dataset_info.json's content: the format, vocabulary, splits and (informational) source."""
+  validation_fraction = settings["validation_fraction"]
   warnings = [f"{split} has {sum(1 for s in ss if not s.num_sequences)} empty shards "
               f"({sum(s.num_sequences for s in ss)} sequences for {len(ss)} shards)"
               for split, ss in shard_stats.items() if any(not s.num_sequences for s in ss)]
   if validation_fraction > 0 and not doc_counts[VALIDATION]:
     warnings.append("the corpus has one document: no validation split was written")
-  info = {
+  return {
       "format_version": dataset_info.FORMAT_VERSION,
       "vocab": {"sha256": vocab.sha256, "merges_sha256": vocab.merges_sha256,
                 "size": vocab.size},
       "special_ids": vocab.special_ids,
-      "max_seq_len": max_seq_len,
-      "packing": packing,
-      "compression": compression,
+      "max_seq_len": settings["max_seq_len"],
+      "packing": settings["packing"],
+      "compression": settings["compression"],
       # How records are ordered in and across shards (data_prep/block_order.py); readers note
       # shards without it (written in corpus order, before the global shuffle).
-      "shuffle": {"scheme": settings["order"], "seed": seed},
-      "splits": {split: _split_info(ss, max_seq_len) for split, ss in shard_stats.items()},
+      "shuffle": {"scheme": settings["order"], "seed": settings["seed"]},
+      "splits": {split: _split_info(ss, settings["max_seq_len"])
+                 for split, ss in shard_stats.items()},
       # Informational; nothing run-dependent (times, hosts), so a re-run writes the same file.
       "source": {
           "input": input_spec,
@@ -377,11 +358,11 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "vocab_dir": vocab_dir,
           "vocab_file": files_lib.basename(vocab.vocab_path),
           "merges_file": files_lib.basename(vocab.merges_path),
-          "text_field": text_field,
-          "seed": seed,
+          "text_field": settings["text_field"],
+          "seed": settings["seed"],
           "validation_fraction": validation_fraction,
-          "max_line_bytes": max_line_bytes,
-          "group_bytes": group_bytes,
+          "max_line_bytes": settings["max_line_bytes"],
+          "group_bytes": settings["group_bytes"],
           "documents": {"train": doc_counts[TRAIN], "validation": doc_counts[VALIDATION]},
           "sentences": stats.sentences,
           "input_bytes": stats.total_bytes,
@@ -391,17 +372,6 @@ def build_shards(input_spec: str, vocab_dir: str, output_dir: str, *, max_seq_le
           "warnings": warnings,
       },
   }
-  # The vocabulary beside the shards: the bytes read and hashed above (atomically each).
-  for name, data in vocab.file_bytes().items():
-    with atomic_write.atomic_file(files_lib.join(output_dir, name), "wb") as f:
-      f.write(data)
-  dataset_info.write(output_dir, info)
-  if progress:
-    progress.done()
-  # Returned to the caller, not written (the file stays the same on a re-run).
-  info["elapsed_s"], info["cpu_s"] = elapsed, time.process_time() - start_cpu
-  info["setup_s"] = setup_s
-  return info
 
 
 def summary(info: dict[str, Any], output_dir: str) -> str:
