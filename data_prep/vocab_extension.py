@@ -104,25 +104,7 @@ def learn_merges(word_pieces: dict[str, list[str]], word_counts: dict[str, int],
       continue  # already a token, spelled otherwise by the old merges: never merged
     known.add(token)
     merges.append(pair)
-    touched: set[tuple[str, str]] = set()
-    for i in where.pop(pair, ()):
-      symbols = words[i]
-      for old in zip(symbols, symbols[1:]):
-        pair_count[old] -= counts[i]
-        touched.add(old)
-      merged, j = [], 0
-      while j < len(symbols):  # left to right, non-overlapping: as BPE applies a merge
-        if j + 1 < len(symbols) and (symbols[j], symbols[j + 1]) == pair:
-          merged.append(token)
-          j += 2
-        else:
-          merged.append(symbols[j])
-          j += 1
-      words[i] = merged
-      for new in zip(merged, merged[1:]):
-        pair_count[new] += counts[i]
-        where.setdefault(new, set()).add(i)
-        touched.add(new)
+    touched = _merge_everywhere(pair, words, counts, pair_count, where)
     pair_count.pop(pair, None)
     for p in touched:
       c = pair_count.get(p, 0)
@@ -132,6 +114,41 @@ def learn_merges(word_pieces: dict[str, list[str]], word_counts: dict[str, int],
       elif p != pair:
         heapq.heappush(heap, (-c, p))
   return merges
+
+
+def _merge_everywhere(pair: tuple[str, str], words: list[list[str]], counts: list[int],
+                      pair_count: Counter, where: dict[tuple[str, str], set[int]]
+                      ) -> set[tuple[str, str]]:
+  """Applies the merge `pair` to every word holding it (`words` in place) and moves the pair
+  counts (weighted by `counts`) and `where` along; returns the pairs whose count changed."""
+  touched: set[tuple[str, str]] = set()
+  for i in where.pop(pair, ()):
+    symbols = words[i]
+    for old in zip(symbols, symbols[1:]):
+      pair_count[old] -= counts[i]
+      touched.add(old)
+    merged = _merge_symbols(symbols, pair)
+    words[i] = merged
+    for new in zip(merged, merged[1:]):
+      pair_count[new] += counts[i]
+      where.setdefault(new, set()).add(i)
+      touched.add(new)
+  return touched
+
+
+def _merge_symbols(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+  """`symbols` with each occurrence of `pair` merged, left to right, non-overlapping: as BPE
+  applies a merge."""
+  token = pair[0] + pair[1]
+  merged, j = [], 0
+  while j < len(symbols):
+    if j + 1 < len(symbols) and (symbols[j], symbols[j + 1]) == pair:
+      merged.append(token)
+      j += 2
+    else:
+      merged.append(symbols[j])
+      j += 1
+  return merged
 
 
 def extend(vocab: dict[str, int], merges: list[tuple[str, str]], sentences: Iterable[str],
