@@ -102,49 +102,70 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
   max_used, examples = 0, []
   for batch in ds.take(num_batches):
     b = {k: v.numpy() for k, v in batch.items()}
-    w = b["mask_weights"] > 0
     original = unmask(b)
-    shown = np.take_along_axis(b["input_ids"], b["mask_positions"], 1)[w]
-    real = b["padding_mask"] == 1
-    totals["rows"] += int(real.any(1).sum())
-    totals["real"] += int(real.sum())
-    totals["slots"] += int(real.any(1).sum()) * s
-    totals["maskable"] += int((real & ~special[original]).sum())
-    totals["selected"] += int(w.sum())
-    totals["mask"] += int((shown == vocab.mask_id).sum())
-    totals["keep"] += int((shown == b["mask_ids"][w]).sum())
-    max_used = max(max_used, int(w.sum(1).max()))
-    for r in range(len(w)):
-      if decoder and len(examples) < num_examples and real[r].any():
-        n = int(real[r].sum())
-        examples.append({
-            "masked": decoder.decode(b["input_ids"][r][:n]),
-            "original": decoder.decode(original[r][:n]),
-            "predictions": [
-                {"position": int(p), "original": decoder.piece(o), "input": decoder.piece(i)}
-                for p, o, i in zip(b["mask_positions"][r][w[r]], b["mask_ids"][r][w[r]],
-                                   b["input_ids"][r][b["mask_positions"][r][w[r]]], strict=True)]})
-  totals["random"] = totals["selected"] - totals["mask"] - totals["keep"]
-  sel = max(totals["selected"], 1)
-  rows = max(totals["rows"], 1)
+    max_used = max(max_used, _count(totals, b, original, special, vocab.mask_id, s))
+    if decoder:
+      examples += _examples(decoder, b, original, num_examples - len(examples))
   return {
       "data": data_dir, "split": split, "batches": num_batches, "batch_size": batch_size,
       "max_seq_len": s, "seed": seed, "masking": dataclasses.asdict(masking),
       "max_predictions_per_seq": masking.resolved_max_predictions(s),
       "decoder": decoder.name if decoder else None,
-      "statistics": {
-          "sequences": totals["rows"],
-          "tokens": totals["real"],
-          "selection_rate": totals["selected"] / max(totals["maskable"], 1),
-          "mask_fraction": totals["mask"] / sel,
-          "random_fraction": totals["random"] / sel,
-          "keep_fraction": totals["keep"] / sel,
-          "tokens_per_sequence": totals["real"] / rows,
-          "padding_fraction": 1 - totals["real"] / max(totals["slots"], 1),
-          "predictions_per_sequence": totals["selected"] / rows,
-          "max_predictions_used": max_used,
-      },
+      "statistics": _statistics(totals, max_used),
       "examples": examples,
+  }
+
+
+def _count(totals: dict[str, int], b: dict, original: np.ndarray, special: np.ndarray,
+           mask_id: int, s: int) -> int:
+  """Adds a masked batch (NumPy) to `totals`; returns the most prediction slots a row used."""
+  w = b["mask_weights"] > 0
+  shown = np.take_along_axis(b["input_ids"], b["mask_positions"], 1)[w]
+  real = b["padding_mask"] == 1
+  totals["rows"] += int(real.any(1).sum())
+  totals["real"] += int(real.sum())
+  totals["slots"] += int(real.any(1).sum()) * s
+  totals["maskable"] += int((real & ~special[original]).sum())
+  totals["selected"] += int(w.sum())
+  totals["mask"] += int((shown == mask_id).sum())
+  totals["keep"] += int((shown == b["mask_ids"][w]).sum())
+  return int(w.sum(1).max())
+
+
+def _examples(decoder: Decoder, b: dict, original: np.ndarray, limit: int) -> list[dict]:
+  """Up to `limit` rows of a masked batch (NumPy) decoded: masked, original, predictions."""
+  w = b["mask_weights"] > 0
+  real = b["padding_mask"] == 1
+  examples = []
+  for r in range(len(w)):
+    if len(examples) < limit and real[r].any():
+      n = int(real[r].sum())
+      examples.append({
+          "masked": decoder.decode(b["input_ids"][r][:n]),
+          "original": decoder.decode(original[r][:n]),
+          "predictions": [
+              {"position": int(p), "original": decoder.piece(o), "input": decoder.piece(i)}
+              for p, o, i in zip(b["mask_positions"][r][w[r]], b["mask_ids"][r][w[r]],
+                                 b["input_ids"][r][b["mask_positions"][r][w[r]]], strict=True)]})
+  return examples
+
+
+def _statistics(totals: dict[str, int], max_used: int) -> dict[str, Any]:
+  """The report's `statistics` from the counts of every batch."""
+  totals["random"] = totals["selected"] - totals["mask"] - totals["keep"]
+  sel = max(totals["selected"], 1)
+  rows = max(totals["rows"], 1)
+  return {
+      "sequences": totals["rows"],
+      "tokens": totals["real"],
+      "selection_rate": totals["selected"] / max(totals["maskable"], 1),
+      "mask_fraction": totals["mask"] / sel,
+      "random_fraction": totals["random"] / sel,
+      "keep_fraction": totals["keep"] / sel,
+      "tokens_per_sequence": totals["real"] / rows,
+      "padding_fraction": 1 - totals["real"] / max(totals["slots"], 1),
+      "predictions_per_sequence": totals["selected"] / rows,
+      "max_predictions_used": max_used,
   }
 
 
