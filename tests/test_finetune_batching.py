@@ -63,20 +63,20 @@ def _config(data, out, **overrides):
 
 def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, hf_tiny_dir):
   cfg = _config(data, "unused", batching="length_buckets")
-  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
+  problem = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
   ladder = bucketing.length_ladder(64)
-  whole = list(task.train_dataset(16, seed=3))
+  whole = list(problem.train_dataset(16, seed=3))
   shapes = {tuple(inputs["input_ids"].shape) for inputs, _ in whole}
   assert {s[1] for s in shapes} <= set(ladder) and len(shapes) <= len(ladder) + 1
   for inputs, _ in whole:  # a batch is padded to the rung of its longest example
     longest = int(inputs["padding_mask"].numpy().sum(1).max())
     assert inputs["input_ids"].shape[1] == ladder[np.searchsorted(ladder, longest)]
-  micro = list(task.train_dataset(4, seed=3, update_size=16))
+  micro = list(problem.train_dataset(4, seed=3, update_size=16))
   for k, (inputs, labels) in enumerate(whole):
     parts = micro[4 * k:4 * k + 4]
     np.testing.assert_array_equal(labels.numpy(), np.concatenate([p[1].numpy() for p in parts]))
-    got = [row[row != task.pad_id] for p in parts for row in p[0]["input_ids"].numpy()]
-    want = [row[row != task.pad_id] for row in inputs["input_ids"].numpy()]
+    got = [row[row != problem.pad_id] for p in parts for row in p[0]["input_ids"].numpy()]
+    want = [row[row != problem.pad_id] for row in inputs["input_ids"].numpy()]
     assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
 
@@ -101,10 +101,10 @@ def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, h
   tokenizer = finetuned_dir.load_tokenizer(hf_tiny_dir)
   scores = {}
   for batching in ("length_buckets", "max_seq_len"):
-    task = problems_lib.load_problem(_config(data, "unused", batching=batching), tokenizer)
-    batches = list(task.eval_dataset(8))
+    problem = problems_lib.load_problem(_config(data, "unused", batching=batching), tokenizer)
+    batches = list(problem.eval_dataset(8))
     widths = {b["input_ids"].shape[1] for b in batches}
     assert widths == {64} if batching == "max_seq_len" else max(widths) < 64
-    scores[batching] = task.evaluate(
-        [{k: v.numpy() for k, v in model(b, training=False).items()} for b in batches])
+    scores[batching] = problem.evaluate(
+        [{k: v.numpy() for k, v in model(b, training=False).items()} for b in batches]).metrics
   assert scores["length_buckets"] == pytest.approx(scores["max_seq_len"], abs=1e-5)

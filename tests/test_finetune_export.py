@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning import finetuned_dir, problem_data, squad
+from roberta_tf.finetuning import finetuned_dir, problem_data, squad_read
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
@@ -60,16 +61,16 @@ def exported(tmp_path_factory, hf_tiny_dir):
   root = tmp_path_factory.mktemp("finetune_export")
   pretrained = fx.pretrained_model_dir(hf_tiny_dir, str(root / "pretrained"))
   infos = {
-      "pair": problems_lib.ProblemInfo("classification", 32, labels=("neg", "pos", "zero"),
-                                       text_fields=("a", "b")),
-      "regression": problems_lib.ProblemInfo("regression", 40, text_fields=("a",)),
-      "choice": problems_lib.ProblemInfo("multiple_choice", 48, num_choices=4),
-      "qa": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
-                                     max_answer_len=5, version_2=True, null_score_threshold=0.5),
+      "pair": ProblemInfo("classification", 32, labels=("neg", "pos", "zero"),
+                          text_fields=("a", "b")),
+      "regression": ProblemInfo("regression", 40, text_fields=("a",)),
+      "choice": ProblemInfo("multiple_choice", 48, num_choices=4),
+      "qa": ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+                        max_answer_len=5, version_2=True, null_score_threshold=0.5),
       # SQuAD v2 with the paper's answerability classifier deciding "no answer"
-      "qa_cls": problems_lib.ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
-                                         max_answer_len=5, version_2=True,
-                                         null_score_threshold=-0.01, answer_classifier=True),
+      "qa_cls": ProblemInfo("extractive_qa", 40, max_query_len=10, doc_stride=7,
+                            max_answer_len=5, version_2=True,
+                            null_score_threshold=-0.01, answer_classifier=True),
   }
   out = {}
   for name, info in infos.items():
@@ -78,16 +79,16 @@ def exported(tmp_path_factory, hf_tiny_dir):
                  finetuned_export.export_saved_model(model_dir, str(root / f"{name}_sm")))
   squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
   race_path = fx.write_race(str(root / "race.jsonl"), passages=2, seed=2)
-  return out, squad.read_squad(squad_path)[0], problem_data.read_choice_examples(race_path)
+  return out, squad_read.read_squad(squad_path)[0], problem_data.read_choice_examples(race_path)
 
 
-def _in_process_outputs(model_dir, task_cls, examples):
+def _in_process_outputs(model_dir, problem_cls, examples):
   """The model's outputs on examples through the training featurization (Python side)."""
   model, _, info = finetuned_dir.load(model_dir)
-  task = task_cls(info, finetuned_dir.load_tokenizer(model_dir), examples, examples)
+  problem = problem_cls(info, finetuned_dir.load_tokenizer(model_dir), examples, examples)
   outputs = [{k: v.numpy() for k, v in model(b, training=False).items()}
-             for b in task.eval_dataset(8)]
-  return task, outputs
+             for b in problem.eval_dataset(8)]
+  return problem, outputs
 
 
 def _spec(exported):
@@ -138,13 +139,13 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
   assert got["choice/choice"].tolist() == logits.argmax(-1).tolist()
 
   extra = zip(questions[-2:], contexts[-2:], strict=True)
-  examples = list(qa_examples) + [squad.SquadExample(f"extra{i}", q, c, (), True)
+  examples = list(qa_examples) + [squad_read.SquadExample(f"extra{i}", q, c, (), True)
                                   for i, (q, c) in enumerate(extra)]
   for name in ("qa", "qa_cls"):
-    task, outputs = _in_process_outputs(dirs[name][0], problems_lib.ExtractiveQAProblem, examples)
+    problem, outputs = _in_process_outputs(dirs[name][0], problems_lib.ExtractiveQAProblem,
+                                           examples)
     assert ("answerable_logits" in outputs[0]) == (name == "qa_cls")
-    task.evaluate(outputs)
-    predictions, nbest, nulls = task.predictions
+    predictions, nbest, nulls = problem.evaluate(outputs).answers
     assert [a.decode("utf-8") for a in got[f"{name}/answer"]] == [predictions[e.id]
                                                                   for e in examples]
     for i, e in enumerate(examples):

@@ -10,9 +10,9 @@ import pytest
 
 from roberta_tf import models
 from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep_runner, warm_start
-from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.problem_data import ProblemDataError
+from roberta_tf.finetuning.problem_info import ProblemInfo
 from tests import finetune_fixtures as fx
 from tests.conftest import TESTDATA
 from tests.harness import call_module
@@ -161,8 +161,8 @@ def test_init_from_a_finetuned_model_takes_the_encoder_and_a_new_head_when_label
   cfg, _ = mnli
   model_config = models.read_config(cfg.model_dir)
   source, _, source_info = finetuned_dir.load(cfg.model_dir)
-  rte_info = problems_lib.ProblemInfo("classification", 64, labels=("entailment", "not_entailment"),
-                                      text_fields=("sentence1", "sentence2"))
+  rte_info = ProblemInfo("classification", 64, labels=("entailment", "not_entailment"),
+                         text_fields=("sentence1", "sentence2"))
   rte = warm_start.warm_started_model(model_config, rte_info, init_from=cfg.model_dir)
   for a, b in zip(source.encoder.weights, rte.encoder.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -170,7 +170,7 @@ def test_init_from_a_finetuned_model_takes_the_encoder_and_a_new_head_when_label
   again = warm_start.warm_started_model(model_config, source_info, init_from=cfg.model_dir)
   for a, b in zip(source.weights, again.weights, strict=True):  # same labels: the head kept
     np.testing.assert_array_equal(a.numpy(), b.numpy())
-  stsb = warm_start.warm_started_model(model_config, problems_lib.ProblemInfo("regression", 64),
+  stsb = warm_start.warm_started_model(model_config, ProblemInfo("regression", 64),
                                        init_from=cfg.model_dir)
   assert stsb.head.out_proj.kernel.shape == (128, 1)
   assert "a new head (it was classification contradiction/entailment/neutral)" in (

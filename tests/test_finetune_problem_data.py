@@ -91,7 +91,7 @@ def test_race_layouts(tmp_path):
 def test_tables_and_race_files_on_a_url_read_as_on_local_disk(tmp_path):
   """ram:// (TF's in-memory file system, standing for gs:// and the like): every table format,
   gzipped too, and a RACE directory; errors name the URL as given."""
-  root = f"ram://task_data_{uuid.uuid4().hex[:8]}"
+  root = f"ram://problem_data_{uuid.uuid4().hex[:8]}"
   files.makedirs(files.join(root, "race", "high"))
   rows = fx.sentiment_rows(4, seed=0)
   locals_ = [fx.write_table(str(tmp_path / f"t{ext}"), rows) for ext in (".tsv", ".csv", ".jsonl")]

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import squad, squad_tf
+from roberta_tf.finetuning import squad_decode, squad_features, squad_read, squad_tf, squad_write
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import finetune_fixtures as fx
 
@@ -21,7 +21,7 @@ def tok(hf_tiny_dir):
 
 @pytest.fixture(scope="module")
 def byte_lengths(tok):
-  return squad.token_byte_lengths(tok)
+  return squad_features.token_byte_lengths(tok)
 
 
 @pytest.mark.parametrize("text", [
@@ -33,7 +33,7 @@ def byte_lengths(tok):
 ])
 def test_tokens_map_to_their_bytes(tok, byte_lengths, text):
   ids = tok(tf.constant([text]))[0].numpy()
-  ctx = squad.align_tokens(text, ids, byte_lengths, tok.mask_id)
+  ctx = squad_features.align_tokens(text, ids, byte_lengths, tok.mask_id)
   raw = text.encode("utf-8")
   assert list(ctx.byte_starts[1:]) == list(ctx.byte_ends[:-1]) or "<mask>" in text
   for i, start, end in zip(ids, ctx.byte_starts, ctx.byte_ends, strict=True):
@@ -45,30 +45,30 @@ def test_tokens_map_to_their_bytes(tok, byte_lengths, text):
   # Every token's character span (whole characters, stripped) is inside the text.
   for k in range(len(ids)):
     s, e = ctx.char_span(k, k, text)
-    assert text[s:e] == text[s:e].strip(squad.STRIP) and 0 <= s <= e <= len(text)
+    assert text[s:e] == text[s:e].strip(squad_features.STRIP) and 0 <= s <= e <= len(text)
 
 
 def test_window_starts():
-  assert squad.window_starts(10, 4, 2) == [0, 2, 4, 6]
-  assert squad.window_starts(4, 4, 2) == [0]
-  assert squad.window_starts(0, 4, 2) == [0]
-  assert squad.window_starts(10, 4, 8) == [0, 4, 8]  # stride clamped to the window
+  assert squad_features.window_starts(10, 4, 2) == [0, 2, 4, 6]
+  assert squad_features.window_starts(4, 4, 2) == [0]
+  assert squad_features.window_starts(0, 4, 2) == [0]
+  assert squad_features.window_starts(10, 4, 8) == [0, 4, 8]  # stride clamped to the window
 
 
 def test_max_context_by_hand():
   starts, lengths = [0, 2, 4, 6], [4, 4, 4, 4]
   # token 2: window 0 has 1 token of context on its short side, window 1 none -> window 0.
-  assert squad.max_context_mask(starts, lengths, 0).tolist() == [True, True, True, False]
-  assert squad.max_context_mask(starts, lengths, 1).tolist() == [False, True, True, False]
-  assert squad.max_context_mask(starts, lengths, 3).tolist() == [False, True, True, True]
+  assert squad_features.max_context_mask(starts, lengths, 0).tolist() == [True, True, True, False]
+  assert squad_features.max_context_mask(starts, lengths, 1).tolist() == [False, True, True, False]
+  assert squad_features.max_context_mask(starts, lengths, 3).tolist() == [False, True, True, True]
 
 
 def test_features_label_the_answer_in_every_window_holding_it(tok, tmp_path):
   path = fx.write_squad(str(tmp_path / "v2.json"), paragraphs=6, seed=3, version_2=True)
-  examples, v2 = squad.read_squad(path)
+  examples, v2 = squad_read.read_squad(path)
   assert v2 and any(e.is_impossible for e in examples)
-  feats, contexts, unlocated = squad.featurize(examples, tok, max_seq_len=32, max_query_len=10,
-                                               doc_stride=6)
+  feats, contexts, unlocated = squad_features.featurize(examples, tok, max_seq_len=32,
+                                                        max_query_len=10, doc_stride=6)
   assert unlocated == 0
   windows = np.bincount(feats.example_index)
   assert windows.max() > 2  # long contexts are split
@@ -91,9 +91,9 @@ def test_features_label_the_answer_in_every_window_holding_it(tok, tmp_path):
 
 
 def _one_example(tok, context, question="Which?"):
-  example = squad.SquadExample("q", question, context, (), False)
-  feats, contexts, _ = squad.featurize([example], tok, max_seq_len=64, max_query_len=8,
-                                       doc_stride=16)
+  example = squad_read.SquadExample("q", question, context, (), False)
+  feats, contexts, _ = squad_features.featurize([example], tok, max_seq_len=64, max_query_len=8,
+                                                doc_stride=16)
   return example, feats, contexts
 
 
@@ -107,24 +107,24 @@ def test_decode_best_valid_span_nbest_and_null(tok):
   start, end = np.zeros(n, np.float32), np.zeros(n, np.float32)
   start[at["Ġnew"]], end[at["Ġlist"]] = 5.0, 5.0
   end[at["Ġreturns"]] = 9.0  # before the best start: only valid with a start at or before it
-  preds, nbest, nulls = squad.decode([example], feats, contexts, [start], [end],
-                                     version_2=False, max_answer_len=3)
+  preds, nbest, nulls = squad_decode.decode([example], feats, contexts, [start], [end],
+                                            version_2=False, max_answer_len=3)
   assert preds["q"] == "new list"
   texts = [c.text for c in nbest["q"]]
   assert len(texts) == len(set(texts)) and nbest["q"][0].score == pytest.approx(10.0)
   # the end at "beta" pairs with starts up to it: best such span scores 9 + 0 < 10
   assert all(a.score >= b.score for a, b in zip(nbest["q"], nbest["q"][1:], strict=False))
   # max_answer_len=1: new..list (2 tokens) is too long.
-  preds, _, _ = squad.decode([example], feats, contexts, [start], [end], version_2=False,
-                             max_answer_len=1)
+  preds, _, _ = squad_decode.decode([example], feats, contexts, [start], [end], version_2=False,
+                                    max_answer_len=1)
   assert preds["q"] != "new list"
   # v2: a null score (start[0] + end[0] = 12) above the best span's 10 predicts no answer.
   start[0], end[0] = 6.0, 6.0
-  preds, _, nulls = squad.decode([example], feats, contexts, [start], [end], version_2=True,
-                                 max_answer_len=3)
+  preds, _, nulls = squad_decode.decode([example], feats, contexts, [start], [end], version_2=True,
+                                        max_answer_len=3)
   assert preds["q"] == "" and nulls["q"] == pytest.approx(12.0)
-  preds, _, _ = squad.decode([example], feats, contexts, [start], [end], version_2=True,
-                             max_answer_len=3, null_score_threshold=5.0)
+  preds, _, _ = squad_decode.decode([example], feats, contexts, [start], [end], version_2=True,
+                                    max_answer_len=3, null_score_threshold=5.0)
   assert preds["q"] == "new list"
 
 
@@ -143,17 +143,17 @@ class _LogitsModel:
 @pytest.mark.parametrize("version_2", [False, True])
 def test_tf_answer_matches_python_decode(tok, byte_lengths, tmp_path, version_2):
   path = fx.write_squad(str(tmp_path / "d.json"), paragraphs=5, seed=7, version_2=version_2)
-  examples, _ = squad.read_squad(path)
-  examples.append(squad.SquadExample("empty", "What?", "", (), True))
-  examples.append(squad.SquadExample("odd", "Où?", "  Zoë   à  Paris,\n\n日本  ", (), True))
+  examples, _ = squad_read.read_squad(path)
+  examples.append(squad_read.SquadExample("empty", "What?", "", (), True))
+  examples.append(squad_read.SquadExample("odd", "Où?", "  Zoë   à  Paris,\n\n日本  ", (), True))
   kw = dict(max_seq_len=30, max_query_len=9, doc_stride=5)
-  feats, contexts, _ = squad.featurize(examples, tok, **kw)
+  feats, contexts, _ = squad_features.featurize(examples, tok, **kw)
   rng = np.random.default_rng(0)
   width = max(len(x) for x in feats.input_ids)
   start = rng.normal(size=(len(feats.input_ids), width)).astype(np.float32)
   end = rng.normal(size=(len(feats.input_ids), width)).astype(np.float32)
-  preds, nbest, nulls = squad.decode(examples, feats, contexts, list(start), list(end),
-                                     version_2=version_2, max_answer_len=4)
+  preds, nbest, nulls = squad_decode.decode(examples, feats, contexts, list(start), list(end),
+                                            version_2=version_2, max_answer_len=4)
   out = squad_tf.answer(_LogitsModel(start, end), tok, tf.constant(byte_lengths),
                         tf.constant([e.question for e in examples]),
                         tf.constant([e.context for e in examples]), max_answer_len=4,
@@ -172,16 +172,16 @@ def test_read_squad_rejects_bad_answers(tmp_path):
       {"id": "x", "question": "?", "answers": [{"text": "much too long", "answer_start": 2}]}]}]}]}
   path = tmp_path / "bad.json"
   path.write_text(json.dumps(bad))
-  with pytest.raises(squad.SquadError, match="question x"):
-    squad.read_squad(str(path))
+  with pytest.raises(squad_read.SquadError, match="question x"):
+    squad_read.read_squad(str(path))
   path.write_text("[1, 2]")
-  with pytest.raises(squad.SquadError, match="layout"):
-    squad.read_squad(str(path))
+  with pytest.raises(squad_read.SquadError, match="layout"):
+    squad_read.read_squad(str(path))
 
 
 def test_write_predictions(tmp_path):
-  squad.write_predictions(str(tmp_path), {"q": "x"},
-                          {"q": [squad.Candidate("x", 1.5, 0, 1)]}, {"q": -2.0})
+  squad_write.write_predictions(str(tmp_path), {"q": "x"},
+                                {"q": [squad_decode.Candidate("x", 1.5, 0, 1)]}, {"q": -2.0})
   assert json.loads((tmp_path / "predictions.json").read_text()) == {"q": "x"}
   nbest = json.loads((tmp_path / "nbest_predictions.json").read_text())
   assert nbest["q"][0] == {"text": "x", "score": 1.5, "start_char": 0, "end_char": 1,
@@ -195,11 +195,11 @@ def test_read_and_write_on_a_url(tmp_path):
   local = fx.write_squad(str(tmp_path / "dev.json"), paragraphs=2, seed=0, version_2=True)
   files.makedirs(root)
   files.copy(local, files.join(root, "dev.json"))
-  assert squad.read_squad(files.join(root, "dev.json")) == squad.read_squad(local)
-  with pytest.raises(squad.SquadError, match=f"^{root}/none.json: cannot read SQuAD JSON"):
-    squad.read_squad(files.join(root, "none.json"))
-  squad.write_predictions(files.join(root, "out"), {"q": "x"},
-                          {"q": [squad.Candidate("x", 1.5, 0, 1)]}, {"q": -2.0})
+  assert squad_read.read_squad(files.join(root, "dev.json")) == squad_read.read_squad(local)
+  with pytest.raises(squad_read.SquadError, match=f"^{root}/none.json: cannot read SQuAD JSON"):
+    squad_read.read_squad(files.join(root, "none.json"))
+  squad_write.write_predictions(files.join(root, "out"), {"q": "x"},
+                                {"q": [squad_decode.Candidate("x", 1.5, 0, 1)]}, {"q": -2.0})
   assert files.read_json(files.join(root, "out", "predictions.json")) == {"q": "x"}
   assert files.read_json(files.join(root, "out", "nbest_predictions.json"))["q"][0]["score"] == 1.5
   assert not os.path.exists("ram:")

@@ -83,7 +83,7 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
   task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
-  assert task.evaluate(_predict(model, task)) == pytest.approx(runs[2e-3]["metrics"])
+  assert task.evaluate(_predict(model, task)).metrics == pytest.approx(runs[2e-3]["metrics"])
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
 
@@ -137,9 +137,9 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert ("answerable_logits" in outputs[0]) == (null == "classifier")
-  assert task.evaluate(outputs) == pytest.approx({k: v for k, v in results.items()
-                                                  if k in task.metric_names() or "total" in k
-                                                  or "thresh" in k})
+  assert task.evaluate(outputs).metrics == pytest.approx(
+      {k: v for k, v in results.items()
+       if k in task.metric_names() or "total" in k or "thresh" in k})
   for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1",
               "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert key in results, key
@@ -313,7 +313,7 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
   np.testing.assert_allclose(got["mse"], want["mse"], rtol=1e-5)
   assert got["epoch"] == want["epoch"] and got["init_from"] == ram.init_from
   # The model dir is complete there; the run's state is gone; nothing went to a local "ram:".
-  assert finetuned_dir.read_task_info(ram.model_dir).labels == ()
+  assert finetuned_dir.read_problem_info(ram.model_dir).labels == ()
   assert {"config.json", "checkpoint", "vocab.json", "merges.txt", "results.md"} <= set(
       files.listdir(ram.model_dir))
   assert not files.exists(files.join(run_dir, run_state.STATE_DIR))

@@ -350,7 +350,7 @@ def test_fill_mask_keeps_every_text_and_reports_truncation(exported):
 # --- 3. Bad data refused, no silent wrong answers ---------------------------------------------
 
 def test_squad_answer_not_at_answer_start_is_refused_or_skipped(tmp_path):
-  from roberta_tf.finetuning import squad  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import squad_read  # pylint: disable=import-outside-toplevel
   context = "Paris is the capital of France. Berlin is the capital of Germany."
   data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
       {"id": "good", "question": "Capital of France?", "is_impossible": False,
@@ -359,14 +359,14 @@ def test_squad_answer_not_at_answer_start_is_refused_or_skipped(tmp_path):
        "answers": [{"text": "Berlin", "answer_start": 0}]}]}]}]}
   path = tmp_path / "train.json"
   path.write_text(json.dumps(data, indent=1))
-  with pytest.raises(squad.SquadError) as e:
-    squad.read_squad(str(path))
+  with pytest.raises(squad_read.SquadError) as e:
+    squad_read.read_squad(str(path))
   line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if '"shifted"' in text)
   assert (f"{path}:{line}: question shifted: answer 'Berlin' is not at answer_start 0"
           in str(e.value))
   assert "the text occurs at 32" in str(e.value) and "--skip_bad_examples" in str(e.value)
   skipped = []
-  examples, _ = squad.read_squad(str(path), skip_bad=True, on_skip=skipped.append)
+  examples, _ = squad_read.read_squad(str(path), skip_bad=True, on_skip=skipped.append)
   assert [x.id for x in examples] == ["good"] and len(skipped) == 1
 
 

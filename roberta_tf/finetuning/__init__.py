@@ -1,17 +1,23 @@
 """Fine-tuning RoBERTa on downstream tasks (the paper's GLUE, RACE and SQuAD recipes).
 
 Modules, in the order data flows through them:
-  problem_data       TSV/CSV/JSONL and RACE readers -> examples; the label set
+  problem_types   the problem types (--task's values) and batching names
+  problem_data    TSV/CSV/JSONL and RACE readers -> examples; the label set
   featurize       TF-op featurization shared by training and the SavedModel:
                   `<s> A </s></s> B </s>`, longest-first pair truncation, padding
-  squad           SQuAD reader, doc-stride windows, token -> character offsets, n-best decoding
+  squad_read      SQuAD reader: examples, answers checked against their contexts
+  squad_features  doc-stride windows, token -> character offsets
+  squad_decode    n-best span decoding of the logits into answers
+  squad_write     predictions.json / nbest_predictions.json
   squad_tf        the same windows and best-span decoding in TF ops (for the SavedModel)
   squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
   metrics         accuracy, F1, MCC, Pearson, Spearman
   heads           classification/regression, multiple-choice and span heads on the encoder
-  problems        one Problem class per task type: datasets, loss, dev metrics
+  problem_info    ProblemInfo: what a fine-tuned model remembers of its problem
+  problems        one Problem class per problem type: datasets, loss, dev metrics (an
+                  Evaluation); load_problem builds one, whole, from a run's flags
   finetune_config the resolved configuration of a run (what --flags become)
-  glue            GLUE presets: each task's files, fields, labels and official metrics
+  glue            GLUE presets (GluePreset): each GLUE task's files, fields, labels, metrics
   bucketing       length-bucketed batches padded to their longest example
   warm_start      the encoder (and head) a run starts from: pretrained, fine-tuned or random
   objective       ProblemObjective: a problem's loss as the train step's Sums
@@ -25,7 +31,7 @@ Modules, in the order data flows through them:
   sweep_runner    runs the grid's trials, keeps the best configuration's median run, writes
                   eval_results.json / results.md / GLUE predictions (predictions.py); resume
   finetuned_dir   fine-tuned model directories (config.json + checkpoint + vocab)
-  docs_sections   a real-text task built from the Python docs corpus (tests, benchmark)
+  docs_sections   a real-text problem built from the Python docs corpus (tests, benchmark)
 The SavedModel export with raw-string signatures (classify / choose / answer) is
 roberta_tf/serving/finetuned_export.py; the binary is roberta_tf/finetune.py.
 """

@@ -12,10 +12,23 @@ Everything here is TF ops on ragged tensors, so the SavedModel runs the same cod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 PAIR_SPECIALS = 4    # <s> A </s></s> B </s>
 SINGLE_SPECIALS = 2  # <s> A </s>
+
+
+def tokenize(tokenizer, texts: Sequence[str], chunk: int = 512) -> tf.RaggedTensor:
+  """int32 ragged [len(texts), None]: each text's token ids (no special tokens), tokenized
+  `chunk` texts at a time (a data set's texts at once would hold every intermediate of the
+  tokenizer in memory)."""
+  parts = [tokenizer(tf.constant(list(texts[i:i + chunk]), tf.string))
+           for i in range(0, len(texts), chunk)]
+  if not parts:
+    return tokenizer(tf.constant([], tf.string))
+  return tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
 def take_prefix(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:

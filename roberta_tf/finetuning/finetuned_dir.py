@@ -27,7 +27,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import glue, heads
-from roberta_tf.finetuning.problems import ProblemInfo
+from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -50,7 +50,7 @@ def write_config(model_dir: str, model_config: models.RobertaConfig, info: Probl
              {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 
-def read_task_info(model_dir: str) -> ProblemInfo:
+def read_problem_info(model_dir: str) -> ProblemInfo:
   """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
   path = files.join(model_dir, CONFIG_FILE)
   try:
@@ -96,7 +96,7 @@ def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.R
                                                    ProblemInfo]:
   """A fine-tuned model with its weights, its RobertaConfig and ProblemInfo."""
   model_config = models.read_config(model_dir)
-  info = read_task_info(model_dir)
+  info = read_problem_info(model_dir)
   model = new_model(model_config, info, dtype=dtype)
   restore(model, model_dir_lib.latest_checkpoint(model_dir))
   return model, model_config, info

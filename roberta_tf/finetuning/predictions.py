@@ -23,10 +23,10 @@ from roberta_tf.finetuning import problem_types
 HEADER = "index\tprediction"
 
 
-def predict_logits(model, task, examples, batch_size: int) -> np.ndarray:
+def predict_logits(model, problem, examples, batch_size: int) -> np.ndarray:
   """The model's logits ([N, K], regression [N]) on `examples` (a SequenceProblem's kind), in
   their order."""
-  ds = task.predict_dataset(examples, batch_size)
+  ds = problem.predict_dataset(examples, batch_size)
   predict = tf.function(lambda inputs: model(inputs, training=False)["logits"],
                         input_signature=[ds.element_spec])
   return np.concatenate([predict(batch).numpy() for batch in ds])
@@ -45,13 +45,14 @@ def write_tsv(path: str, indices, predictions) -> None:
   atomic_write.write_text(path, "\n".join(lines) + "\n")
 
 
-def write_glue_predictions(directory: str, task, model, batch_size: int) -> list[str]:
-  """Writes a leaderboard file per test set the task read (task.test_sets); returns the paths."""
+def write_glue_predictions(directory: str, problem, model, batch_size: int) -> list[str]:
+  """Writes a leaderboard file per test set the problem read (problem.test_sets); returns the
+  paths."""
   files.makedirs(directory)
   paths = []
-  for name, examples, indices in task.test_sets:
-    logits = predict_logits(model, task, examples, batch_size)
+  for name, examples, indices in problem.test_sets:
+    logits = predict_logits(model, problem, examples, batch_size)
     path = files.join(directory, name)
-    write_tsv(path, indices, prediction_strings(task.glue, logits))
+    write_tsv(path, indices, prediction_strings(problem.glue_preset, logits))
     paths.append(path)
   return paths

@@ -1,22 +1,22 @@
-"""Fine-tuning problems, one class per task type: their data, their loss and dev metrics.
+"""Fine-tuning problems, one class per problem type: their data, their loss and dev metrics.
 
 A `Problem` is the downstream data set and what is scored on it (the FineTuningTask in task.py
 drives it through the loop); it gives the train step everything data-specific:
-  train_dataset(batch_size, seed, update_size) -> tf.data of (inputs, labels), one shuffled epoch,
-                                     batched
-                                     as `batching` says (bucketing.py: length buckets by default)
+  train_dataset(batch_size, seed, update_size) -> tf.data of (inputs, labels), one shuffled
+                                     epoch, batched as `batching` says (bucketing.py)
   eval_dataset(batch_size)        -> tf.data of inputs, the dev set(s) in file order
   loss_sum(outputs, labels)       -> float32 scalar, the SUM of per-example losses
-  evaluate(batch_outputs)         -> dev metrics from the model outputs of eval_dataset
-`ProblemInfo` is what a fine-tuned model must remember to be used again (it goes into the model
-dir's config.json and drives the SavedModel's signatures).
+  evaluate(batch_outputs)         -> an Evaluation: the dev metrics from the model outputs of
+                                     eval_dataset (extractive QA: and the decoded answers)
+A problem is whole when built: `load_problem` reads a run's data and passes everything in (the
+batching, a GLUE preset and its test sets). What a fine-tuned model must remember of its problem
+to be used again is its `ProblemInfo` (problem_info.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -28,67 +28,17 @@ from roberta_tf.finetuning import (
   metrics,
   problem_data,
   problem_types,
-  squad,
+  squad_decode,
   squad_eval,
+  squad_features,
+  squad_read,
 )
+from roberta_tf.finetuning.problem_info import ProblemInfo
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
 DEFAULT_METRIC = {problem_types.CLASSIFICATION: "accuracy", problem_types.REGRESSION: "pearson",
                   problem_types.MULTIPLE_CHOICE: "accuracy", problem_types.EXTRACTIVE_QA: "f1"}
-
-
-@dataclasses.dataclass(frozen=True)
-class ProblemInfo:
-  """What using a fine-tuned model needs besides its weights.
-
-  Attributes:
-    task_type: one of problem_types.PROBLEM_TYPES.
-    max_seq_len: the longest input, special tokens included.
-    labels: classification: the class names in id order.
-    text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
-    num_choices: multiple choice: options per question.
-    max_query_len, doc_stride, max_answer_len, n_best_size, version_2,
-    null_score_threshold: extractive QA (see squad.py).
-    answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
-      its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
-  """
-  task_type: str
-  max_seq_len: int
-  labels: tuple[str, ...] = ()
-  text_fields: tuple[str, ...] = ()
-  num_choices: int = 0
-  max_query_len: int = 64
-  doc_stride: int = 128
-  max_answer_len: int = 30
-  n_best_size: int = 20
-  version_2: bool = False
-  null_score_threshold: float = 0.0
-  answer_classifier: bool = False
-
-  @property
-  def num_outputs(self) -> int:
-    return len(self.labels) if self.task_type == problem_types.CLASSIFICATION else 1
-
-  def metric_names(self) -> tuple[str, ...]:
-    if self.task_type == problem_types.CLASSIFICATION:
-      return ("accuracy", "mcc", "f1" if len(self.labels) == 2 else "macro_f1")
-    if self.task_type == problem_types.REGRESSION:
-      return ("pearson", "spearman", "mse")
-    if self.task_type == problem_types.MULTIPLE_CHOICE:
-      return ("accuracy",)
-    return ("exact_match", "f1")
-
-  def to_dict(self) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v
-            for k, v in dataclasses.asdict(self).items()}
-
-  @classmethod
-  def from_dict(cls, values: dict[str, Any]) -> ProblemInfo:
-    values = dict(values)
-    for key in ("labels", "text_fields"):
-      values[key] = tuple(values.get(key, ()))
-    return cls(**values)
 
 
 def is_better(metric: str, value: float, best: float | None) -> bool:
@@ -97,10 +47,13 @@ def is_better(metric: str, value: float, best: float | None) -> bool:
   return value < best if metric in LOWER_IS_BETTER else value > best
 
 
-def _tokenize(tokenizer, texts: Sequence[str], chunk: int = 512) -> tf.RaggedTensor:
-  parts = [tokenizer(tf.constant(list(texts[i:i + chunk]), tf.string))
-           for i in range(0, len(texts), chunk)]
-  return tf.concat(parts, axis=0) if len(parts) > 1 else parts[0]
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """What scoring the dev set gives: `metrics`, name -> value (the names of metric_names());
+  extractive QA also `answers`, the decoded answers (squad_decode.Answers: what
+  squad_write.write_predictions writes)."""
+  metrics: dict[str, float]
+  answers: squad_decode.Answers | None = None
 
 
 def _ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Dataset:
@@ -123,13 +76,20 @@ def _lengths(ids: tf.RaggedTensor) -> np.ndarray:
 
 class Problem:
   """Base class; see the module docstring. A subclass sets `_train` and `_eval` to
-  (ids: int32 ragged [N, None] or [N, C, None], labels: a nest of [N] arrays)."""
+  (ids: int32 ragged [N, None] or [N, C, None], labels: a nest of [N] arrays).
 
-  def __init__(self, info: ProblemInfo, pad_id: int):
+  `batching` is how training batches are formed (bucketing.py; a run's --batching);
+  `glue_preset` and `test_sets` are a GLUE preset's (glue.GluePreset, and its test sets:
+  (leaderboard file, examples, indices), for the predictions of the kept model; else None, ()).
+  """
+
+  def __init__(self, info: ProblemInfo, pad_id: int, batching: str = bucketing.RANDOM,
+               glue_preset: glue.GluePreset | None = None,
+               test_sets: Sequence[tuple[str, list, list[str]]] = ()):
     self.info = info
     self.pad_id = pad_id
-    self.batching = bucketing.RANDOM  # load_problem sets the run's --batching
-    self.glue, self.test_sets = None, []  # GLUE presets: glue.GlueTask, its test sets
+    self.batching = batching
+    self.glue_preset, self.test_sets = glue_preset, list(test_sets)
     self._train = self._eval = None
     self.num_train = self.num_eval = 0
 
@@ -161,7 +121,7 @@ class Problem:
   def loss_sum(self, outputs, labels):
     raise NotImplementedError
 
-  def evaluate(self, batch_outputs: list[dict[str, np.ndarray]]) -> dict[str, float]:
+  def evaluate(self, batch_outputs: list[dict[str, np.ndarray]]) -> Evaluation:
     raise NotImplementedError
 
 
@@ -180,8 +140,10 @@ class SequenceProblem(Problem):
   def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[problem_data.TextExample],
                dev: Sequence[problem_data.TextExample], train_path: str = "",
                dev_path: str = "",
-               extra_dev: Sequence[tuple[str, Sequence[problem_data.TextExample]]] = ()):
-    super().__init__(info, tokenizer.pad_id)
+               extra_dev: Sequence[tuple[str, Sequence[problem_data.TextExample]]] = (), *,
+               batching: str = bucketing.RANDOM, glue_preset: glue.GluePreset | None = None,
+               test_sets: Sequence[tuple[str, list, list[str]]] = ()):
+    super().__init__(info, tokenizer.pad_id, batching, glue_preset, test_sets)
     self._tokenizer = tokenizer
     self._train, self.num_train = self._features(train, train_path), len(train)
     dev_sets = [("", dev, dev_path), *((p, e, f"{p}dev") for p, e in extra_dev)]
@@ -198,8 +160,8 @@ class SequenceProblem(Problem):
     return np.asarray(problem_data.label_ids(examples, self.info.labels, path), np.int32)
 
   def _ids(self, examples) -> tf.RaggedTensor:
-    ids_a = _tokenize(self._tokenizer, [e.text_a for e in examples])
-    ids_b = (_tokenize(self._tokenizer, [e.text_b for e in examples])
+    ids_a = featurize.tokenize(self._tokenizer, [e.text_a for e in examples])
+    ids_b = (featurize.tokenize(self._tokenizer, [e.text_b for e in examples])
              if len(self.info.text_fields) == 2 else None)
     return featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, self._tokenizer.bos_id,
                                   self._tokenizer.eos_id)
@@ -236,15 +198,15 @@ class SequenceProblem(Problem):
       else:
         scores = metrics.classification_metrics(labels, part.argmax(-1), len(self.info.labels))
       out.update({f"{prefix}{k}": v for k, v in scores.items()})
-    return out
+    return Evaluation(out)
 
 
 class MultipleChoiceProblem(Problem):
   """One `<s> passage </s></s> question+option </s>` sequence per option, softmax over options."""
 
   def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[problem_data.ChoiceExample],
-               dev: Sequence[problem_data.ChoiceExample]):
-    super().__init__(info, tokenizer.pad_id)
+               dev: Sequence[problem_data.ChoiceExample], batching: str = bucketing.RANDOM):
+    super().__init__(info, tokenizer.pad_id, batching)
     for name, examples in (("training", train), ("dev", dev)):
       if len(examples[0].options) != info.num_choices:
         raise problem_data.ProblemDataError(
@@ -257,8 +219,9 @@ class MultipleChoiceProblem(Problem):
   def _features(self, tokenizer, examples) -> tf.data.Dataset:
     contexts = [e.context for e in examples for _ in e.options]
     seconds = [problem_data.option_text(e.question, o) for e in examples for o in e.options]
-    ids = featurize.build_inputs(_tokenize(tokenizer, contexts), _tokenize(tokenizer, seconds),
-                                self.info.max_seq_len, tokenizer.bos_id, tokenizer.eos_id)
+    ids = featurize.build_inputs(featurize.tokenize(tokenizer, contexts),
+                                 featurize.tokenize(tokenizer, seconds), self.info.max_seq_len,
+                                 tokenizer.bos_id, tokenizer.eos_id)
     ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
     return ids, np.asarray([e.label for e in examples], np.int32)
 
@@ -267,24 +230,23 @@ class MultipleChoiceProblem(Problem):
 
   def evaluate(self, batch_outputs):
     logits = np.concatenate([b["logits"] for b in batch_outputs])
-    return {"accuracy": metrics.accuracy(self._dev_labels, logits.argmax(-1))}
+    return Evaluation({"accuracy": metrics.accuracy(self._dev_labels, logits.argmax(-1))})
 
 
 class ExtractiveQAProblem(Problem):
   """SQuAD: start/end logits over the feature's tokens, decoded back to context text."""
 
-  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[squad.SquadExample],
-               dev: Sequence[squad.SquadExample]):
-    super().__init__(info, tokenizer.pad_id)
-    self.byte_lengths = squad.token_byte_lengths(tokenizer)
+  def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[squad_read.SquadExample],
+               dev: Sequence[squad_read.SquadExample], batching: str = bucketing.RANDOM):
+    super().__init__(info, tokenizer.pad_id, batching)
+    self.byte_lengths = squad_features.token_byte_lengths(tokenizer)
     self._train, self.num_train, self.unlocated = self._features(tokenizer, train)[:3]
     self._eval, self.num_eval, _, self._dev_features, self._dev_contexts = self._features(
         tokenizer, dev)
     self._dev = list(dev)
-    self.predictions = None
 
   def _features(self, tokenizer, examples):
-    features, contexts, unlocated = squad.featurize(
+    features, contexts, unlocated = squad_features.featurize(
         examples, tokenizer, max_seq_len=self.info.max_seq_len,
         max_query_len=self.info.max_query_len, doc_stride=self.info.doc_stride,
         byte_lengths=self.byte_lengths)
@@ -315,71 +277,81 @@ class ExtractiveQAProblem(Problem):
     ends = [row for b in batch_outputs for row in b["end_logits"]]
     answerable = (np.concatenate([b["answerable_logits"] for b in batch_outputs])
                   if "answerable_logits" in batch_outputs[0] else None)
-    predictions, nbest, null_scores = squad.decode(
+    answers = squad_decode.decode(
         self._dev, self._dev_features, self._dev_contexts, starts, ends,
         version_2=self.info.version_2, n_best_size=self.info.n_best_size,
         max_answer_len=self.info.max_answer_len,
         null_score_threshold=self.info.null_score_threshold, answerable_logits=answerable)
-    self.predictions = (predictions, nbest, null_scores)
+    predictions, nbest, null_scores = answers
     best_spans = {qid: cands[0].text if cands else "" for qid, cands in nbest.items()}
-    # The score the threshold is compared with (squad.decode), for the best-threshold search.
+    # The score the threshold is compared with (squad_decode), for the best-threshold search.
     na_scores = null_scores if answerable is not None else {
         qid: null - (nbest[qid][0].score if nbest[qid] else -np.inf)
         for qid, null in null_scores.items()}
-    return squad_eval.evaluate(squad.gold_answers(self._dev), predictions, self.info.version_2,
-                               na_scores=na_scores, span_predictions=best_spans)
+    scores = squad_eval.evaluate(squad_read.gold_answers(self._dev), predictions,
+                                 self.info.version_2, na_scores=na_scores,
+                                 span_predictions=best_spans)
+    return Evaluation(scores, answers)
 
 
 def load_problem(cfg, tokenizer) -> Problem:
   """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig), batched as
   cfg.batching says."""
-  problem = _glue_problem(cfg, tokenizer) if cfg.glue_task else _read_problem(cfg, tokenizer)
-  problem.batching = cfg.batching
-  return problem
+  if cfg.glue_task:
+    return _glue_problem(cfg, tokenizer)
+  if cfg.task in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
+    return _table_problem(cfg, tokenizer)
+  if cfg.task == problem_types.MULTIPLE_CHOICE:
+    return _choice_problem(cfg, tokenizer)
+  return _squad_problem(cfg, tokenizer)
 
 
 def _glue_problem(cfg, tokenizer) -> SequenceProblem:
-  """A GLUE preset's task (glue.py); its test sets ride along as `test_sets` (leaderboard file,
-  examples, indices) for the predictions of the kept model."""
+  """A GLUE preset's problem (glue.py), with its test sets (leaderboard file, examples,
+  indices) for the predictions of the kept model."""
   preset = glue.get(cfg.glue_task)
   data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
   info = ProblemInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
                      text_fields=preset.text_fields)
   (_, dev), *extra = data.dev
-  problem = SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
-                            extra_dev=extra)
-  problem.glue, problem.test_sets = preset, data.test
-  return problem
+  return SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
+                         extra_dev=extra, batching=cfg.batching, glue_preset=preset,
+                         test_sets=data.test)
 
 
-def _read_problem(cfg, tokenizer) -> Problem:
-  kind = cfg.task
-  if kind in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
-    regression = kind == problem_types.REGRESSION
-    train = problem_data.read_text_examples(cfg.train_file, cfg.text_fields, cfg.label_field,
-                                         regression)
-    dev = problem_data.read_text_examples(cfg.eval_file, cfg.text_fields, cfg.label_field,
-                                       regression)
-    labels = () if regression else tuple(problem_data.label_names(train, cfg.labels))
-    info = ProblemInfo(kind, cfg.max_seq_len, labels=labels, text_fields=tuple(cfg.text_fields))
-    return SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file)
-  if kind == problem_types.MULTIPLE_CHOICE:
-    train = problem_data.read_choice_examples(cfg.train_file)
-    dev = problem_data.read_choice_examples(cfg.eval_file)
-    info = ProblemInfo(kind, cfg.max_seq_len, num_choices=len(train[0].options))
-    return MultipleChoiceProblem(info, tokenizer, train, dev)
+def _table_problem(cfg, tokenizer) -> SequenceProblem:
+  """Classification or regression read from --train_file/--eval_file tables."""
+  regression = cfg.task == problem_types.REGRESSION
+  train, dev = (problem_data.read_text_examples(path, cfg.text_fields, cfg.label_field,
+                                                regression)
+                for path in (cfg.train_file, cfg.eval_file))
+  labels = () if regression else tuple(problem_data.label_names(train, cfg.labels))
+  info = ProblemInfo(cfg.task, cfg.max_seq_len, labels=labels,
+                     text_fields=tuple(cfg.text_fields))
+  return SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file,
+                         batching=cfg.batching)
+
+
+def _choice_problem(cfg, tokenizer) -> MultipleChoiceProblem:
+  train = problem_data.read_choice_examples(cfg.train_file)
+  dev = problem_data.read_choice_examples(cfg.eval_file)
+  info = ProblemInfo(cfg.task, cfg.max_seq_len, num_choices=len(train[0].options))
+  return MultipleChoiceProblem(info, tokenizer, train, dev, batching=cfg.batching)
+
+
+def _squad_problem(cfg, tokenizer) -> ExtractiveQAProblem:
   skipped = []
-  train, train_v2 = squad.read_squad(cfg.train_file, skip_bad=cfg.skip_bad_examples,
-                                     on_skip=skipped.append)
-  dev, dev_v2 = squad.read_squad(cfg.eval_file, skip_bad=cfg.skip_bad_examples,
-                                 on_skip=skipped.append)
+  train, train_v2 = squad_read.read_squad(cfg.train_file, skip_bad=cfg.skip_bad_examples,
+                                          on_skip=skipped.append)
+  dev, dev_v2 = squad_read.read_squad(cfg.eval_file, skip_bad=cfg.skip_bad_examples,
+                                      on_skip=skipped.append)
   if skipped:
     print(f"warning: --skip_bad_examples: skipped {len(skipped)} answers whose text is not at "
           f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
           flush=True)
-  info = ProblemInfo(kind, cfg.max_seq_len, max_query_len=cfg.max_query_len,
+  info = ProblemInfo(cfg.task, cfg.max_seq_len, max_query_len=cfg.max_query_len,
                      doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
                      n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
                      null_score_threshold=cfg.null_score_threshold,
                      answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
-  return ExtractiveQAProblem(info, tokenizer, train, dev)
+  return ExtractiveQAProblem(info, tokenizer, train, dev, batching=cfg.batching)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, squad, warm_start
+from roberta_tf.finetuning import finetuned_dir, squad_write, warm_start
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.objective import ProblemObjective
@@ -141,8 +141,9 @@ class FineTuningTask:
     history = progress["history"]
     epoch = self.epoch(step)
     loss_sum, count = progress["epoch_loss"]
-    dev = problem.evaluate([{k: v.numpy() for k, v in self.predict(b).items()}
-                            for b in self.eval_ds])
+    evaluation = problem.evaluate([{k: v.numpy() for k, v in self.predict(b).items()}
+                                   for b in self.eval_ds])
+    dev = evaluation.metrics
     improved = problems_lib.is_better(metric, dev[metric], self.best)
     history.append({"epoch": epoch, "step": step, "train_loss": loss_sum / count if count
                     else float("nan"), "skipped_steps": int(self.train_step.skipped_steps.numpy()),
@@ -159,8 +160,8 @@ class FineTuningTask:
     if improved:
       self.best, progress["best_epoch"] = dev[metric], epoch
       progress["best_prefix"] = finetuned_dir.save_checkpoint(self.save_dir, self.model, epoch)
-      if self.chief and isinstance(problem, problems_lib.ExtractiveQAProblem):
-        squad.write_predictions(self.run_dir, *problem.predictions)
+      if self.chief and evaluation.answers is not None:  # extractive QA
+        squad_write.write_predictions(self.run_dir, *evaluation.answers)
       return False
     since_best = epoch - progress["best_epoch"]
     if self.cfg.early_stopping_patience and since_best >= self.cfg.early_stopping_patience:

@@ -16,16 +16,16 @@ from __future__ import annotations
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, heads
-from roberta_tf.finetuning.problems import ProblemInfo
+from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
 
 
-def source_task(init_from: str) -> ProblemInfo | None:
+def source_info(init_from: str) -> ProblemInfo | None:
   """The ProblemInfo of a fine-tuned init_from dir; None for a pretrained one (or none)."""
   if not init_from or not files.isfile(files.join(init_from, finetuned_dir.CONFIG_FILE)):
     return None
   try:
-    return finetuned_dir.read_task_info(init_from)
+    return finetuned_dir.read_problem_info(init_from)
   except models.ModelDirError:
     return None  # a pretrained model dir: config.json without a "task"
 
@@ -40,7 +40,7 @@ def describe(init_from: str, target: ProblemInfo) -> str:
   """One line for the log: where the weights start."""
   if not init_from:
     return "random init"
-  source = source_task(init_from)
+  source = source_info(init_from)
   if source is None:
     return f"init from {init_from} (pretrained encoder, new head)"
   what = ("its head kept (same task and labels)" if keeps_head(source, target) else
@@ -56,7 +56,7 @@ def warm_started_model(model_config: models.RobertaConfig, info: ProblemInfo, dt
   model_config may differ from init_from's only in dropout. Build it under the run's strategy
   scope, after seeding (a new head's init draws from the seed).
   """
-  source = source_task(init_from)
+  source = source_info(init_from)
   if source is None:
     return finetuned_dir.new_model(model_config, info, dtype=dtype, init_from=init_from)
   trained = finetuned_dir.new_model(model_config, source, dtype=dtype)

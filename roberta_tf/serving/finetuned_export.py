@@ -19,7 +19,14 @@ from __future__ import annotations
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import featurize, finetuned_dir, heads, problem_types, squad, squad_tf
+from roberta_tf.finetuning import (
+  featurize,
+  finetuned_dir,
+  heads,
+  problem_types,
+  squad_features,
+  squad_tf,
+)
 from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -35,7 +42,7 @@ class FinetunedModule(tf.Module):
     self.tokenizer = tokenizer
     self.info = info
     self.labels = tf.constant(list(info.labels) or [""], tf.string)
-    self.byte_lengths = tf.constant(squad.token_byte_lengths(tokenizer))
+    self.byte_lengths = tf.constant(squad_features.token_byte_lengths(tokenizer))
     self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
 
   def _sequence_outputs(self, text_a, text_b):

@@ -1,0 +1,65 @@
+"""What a fine-tuned model remembers of its problem (`ProblemInfo`, in the model dir's
+config.json under "task": the key keeps its name, as the --task flag does).
+
+TF-free: the model dir's readers and the SavedModel's export need it, not the problems' data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from roberta_tf.finetuning import problem_types
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemInfo:
+  """What using a fine-tuned model needs besides its weights.
+
+  Attributes:
+    task_type: one of problem_types.PROBLEM_TYPES.
+    max_seq_len: the longest input, special tokens included.
+    labels: classification: the class names in id order.
+    text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
+    num_choices: multiple choice: options per question.
+    max_query_len, doc_stride, max_answer_len, n_best_size, version_2,
+    null_score_threshold: extractive QA (see squad_features.py and squad_decode.py).
+    answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
+      its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
+  """
+  task_type: str
+  max_seq_len: int
+  labels: tuple[str, ...] = ()
+  text_fields: tuple[str, ...] = ()
+  num_choices: int = 0
+  max_query_len: int = 64
+  doc_stride: int = 128
+  max_answer_len: int = 30
+  n_best_size: int = 20
+  version_2: bool = False
+  null_score_threshold: float = 0.0
+  answer_classifier: bool = False
+
+  @property
+  def num_outputs(self) -> int:
+    return len(self.labels) if self.task_type == problem_types.CLASSIFICATION else 1
+
+  def metric_names(self) -> tuple[str, ...]:
+    if self.task_type == problem_types.CLASSIFICATION:
+      return ("accuracy", "mcc", "f1" if len(self.labels) == 2 else "macro_f1")
+    if self.task_type == problem_types.REGRESSION:
+      return ("pearson", "spearman", "mse")
+    if self.task_type == problem_types.MULTIPLE_CHOICE:
+      return ("accuracy",)
+    return ("exact_match", "f1")
+
+  def to_dict(self) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> ProblemInfo:
+    values = dict(values)
+    for key in ("labels", "text_fields"):
+      values[key] = tuple(values.get(key, ()))
+    return cls(**values)
