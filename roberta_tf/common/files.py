@@ -17,6 +17,7 @@ What differs per scheme, and what this module promises (docs/reliability.md, "St
 
 Only this module (and atomic_write.py, directory_lock.py on top of it) may call `open`, `os`'s
 file functions, `glob` or `shutil` on a path: tests/test_file_access.py checks the packages.
+URL files are GFiles under io's buffered and text layers (gfile_stream.py, used only here).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
+
+from roberta_tf.common import gfile_stream
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -327,49 +330,6 @@ def copy_tree(src: str, dst: str, last: tuple[str, ...] = ()) -> None:
 
 # --- reading and writing ---------------------------------------------------------------------
 
-class _GFileRaw(io.RawIOBase):
-  """A tf.io.gfile.GFile as a raw binary stream (io's buffered and text layers go on top)."""
-
-  def __init__(self, path: str, mode: str):
-    self._f = _gfile().GFile(path, mode)
-    self._mode = mode
-
-  def readable(self):
-    return "r" in self._mode
-
-  def writable(self):
-    return "r" not in self._mode
-
-  def seekable(self):
-    return "r" in self._mode
-
-  def readinto(self, b):
-    data = self._f.read(len(b))
-    n = len(data)
-    b[:n] = data
-    return n
-
-  def write(self, b):
-    self._f.write(bytes(b))
-    return len(b)
-
-  def seek(self, offset, whence=io.SEEK_SET):
-    if whence == io.SEEK_END:
-      offset += self._f.size()
-    elif whence == io.SEEK_CUR:
-      offset += self._f.tell()
-    self._f.seek(offset)
-    return self._f.tell()
-
-  def tell(self):
-    return self._f.tell()
-
-  def close(self):
-    if not self.closed:
-      self._f.close()
-    super().close()
-
-
 def open(path: str, mode: str = "r", encoding: str | None = None,  # noqa: A001
          errors: str | None = None, newline: str | None = None):
   """`open` for local paths and URLs; modes r, w, a, x with b or text (UTF-8 by default)."""
@@ -391,7 +351,7 @@ def open(path: str, mode: str = "r", encoding: str | None = None,  # noqa: A001
     raise FileNotFoundError(2, "No such file or directory", path)
   if base == "r" and g.isdir(path):
     raise IsADirectoryError(21, "Is a directory", path)
-  raw = _GFileRaw(path, base + "b")
+  raw = gfile_stream.GFileRaw(path, base + "b")
   buffered = io.BufferedReader(raw) if base == "r" else io.BufferedWriter(raw)
   if binary:
     return buffered
