@@ -17,9 +17,10 @@ import tensorflow as tf
 from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, run_state, squad_eval, sweep_runner
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.events import FineTuningEvents
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
-from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training.sigterm import SigtermFlag
+from roberta_tf.training.task import TrainingError
 from tests import finetune_fixtures as fx
 from tests.conftest import REPO
 from tests.harness import call_module, module_env, run_module, start_module
@@ -229,7 +230,7 @@ def test_a_non_finite_step_is_skipped_like_in_pretraining(data, tmp_path):
 def test_non_finite_steps_in_a_row_stop_the_run(data, tmp_path):
   cfg = _config(data, tmp_path, "regression", text_fields=("sentence",), label_field="score",
                 train_file=_nan_labels(data, tmp_path, range(96)), epochs=2, max_bad_steps=3)
-  with pytest.raises(sweep_runner.FinetuneError,
+  with pytest.raises(TrainingError,
                      match=r"6 updates in a row \(>= --max_bad_steps=3\) had a non-finite"):
     sweep_runner.run_sweep(cfg)
   assert not os.path.exists(os.path.join(cfg.model_dir, "eval_results.json"))
@@ -278,7 +279,7 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
       eval_file=files.join(root, os.path.basename(cfg.eval_file)),
       init_from=files.join(root, "pretrained"), model_dir=files.join(root, "out"))
   # A SIGTERM after update 3 of 6 (its flag raised as the handler would raise it).
-  flags, batches = [], FineTuningTask.batches
+  flags, batches = [], FineTuningEvents.batches
 
   class Flag(SigtermFlag):
     def __enter__(self):
@@ -297,7 +298,7 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
 
   with monkeypatch.context() as m:
     m.setattr(sweep_runner, "SigtermFlag", Flag)
-    m.setattr(FineTuningTask, "batches", counted_batches)
+    m.setattr(FineTuningEvents, "batches", counted_batches)
     stopped = sweep_runner.run_sweep(ram)
   run_dir = files.join(ram.model_dir, "runs", stopped["run"])
   assert stopped["stopped_by_signal"]

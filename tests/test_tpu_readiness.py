@@ -171,7 +171,7 @@ def problems(tmp_path_factory):
 
 def finetuning_datasets(problems, batching: str) -> dict:
   """{name: dataset}: each problem's training epoch (micro-batches of 4 of updates of 8, as
-  FineTuningTask.batches asks with --grad_accum_steps=2) and its dev set, under `batching`."""
+  FineTuningEvents.batches asks with --grad_accum_steps=2) and its dev set, under `batching`."""
   out = {}
   for name, problem in problems(batching).items():
     out[f"{name}/train"] = problem.train_dataset(4, seed=3, update_size=8)

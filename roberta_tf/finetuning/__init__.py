@@ -22,10 +22,11 @@ Modules, in the order data flows through them:
   warm_start      the encoder (and head) a run starts from: pretrained, fine-tuned or random
   objective       ProblemObjective: a problem's loss as the train step's Sums
   task            FineTuningTask (training/task.py's Task): encoder + head, AdamW with
-                  warmup + linear decay, the step's settings, and the loop's events (epochs,
-                  dev metrics, the best epoch, early stopping, TensorBoard)
-  trial           one run (one batch size, learning rate, seed): the task on the training
-                  core's loop and TrainStep; resumable (run_state)
+                  warmup + linear decay, the step's settings, the problem's objective
+  events          FineTuningEvents (training/task.py's Events): the loop's events (epochs,
+                  dev metrics, the best epoch, early stopping, TensorBoard); TrialResult
+  trial           one run (one batch size, learning rate, seed): the task and its events on
+                  the training core's loop and TrainStep; resumable (run_state)
   run_state       a run's saved state (checkpoint + progress.json) for resume
   sweep           the paper's grid (batch sizes x learning rates x seeds) and its medians
   sweep_runner    runs the grid's trials, keeps the best configuration's median run, writes
