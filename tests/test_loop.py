@@ -86,7 +86,8 @@ def _run(events, train_step, sigterm=None, **schedule):
 
 def test_logs_evals_saves_and_periods_fire_on_their_updates(train_shards, train_step):
   events = _Recorder(train_shards)
-  result = _run(events, train_step, total_steps=6, log_every=2, eval_every=3, save_every=4, period=5)
+  result = _run(events, train_step, total_steps=6, log_every=2, eval_every=3, save_every=4,
+                period=5)
   assert result == loop_lib.LoopResult(6)
   assert events.calls == [
       ("batches", 0), ("record", 2, 2), ("eval", 3), ("record", 4, 2), ("save", 4, 0),
