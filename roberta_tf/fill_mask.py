@@ -1,11 +1,16 @@
 """Prints a SavedModel's top predictions for each <mask> in each text.
 
   python -m roberta_tf.fill_mask --saved_model=DIR "The capital of France is <mask>."
+  python -m roberta_tf.fill_mask --saved_model=DIR --held_out=SHARD_DIR --vocab_dir=VOCAB_DIR
 
 Needs only tensorflow and tensorflow_text (the tokenizer is inside the SavedModel). A text
 longer than the model's limit is truncated by the SavedModel: the report says so, and names the
 `<mask>`s that were cut off (they get no prediction). An argument that is not valid UTF-8 is
 decoded with U+FFFD for the bad bytes (and says so); the other texts are unaffected.
+
+With --held_out, masked words of a shard directory's held-out split (chosen by a fixed rule,
+serving/held_out_ranks.py) are ranked by the model and by the unigram baseline, and the median
+ranks printed: a model that uses context ranks the right word higher than the baseline does.
 """
 
 import re
@@ -17,6 +22,16 @@ from roberta_tf.common import cli, files
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
                     "URL such as gs://bucket/export).", flag_values=FLAGS)
+flags.DEFINE_string("held_out", None, "Also rank masked words of this shard directory's held-out "
+                    "(validation) split: examples chosen by a fixed rule, each word's rank under "
+                    "the model beside its rank under the unigram baseline (serving/"
+                    "held_out_ranks.py). Needs --vocab_dir.", flag_values=FLAGS)
+flags.DEFINE_string("vocab_dir", None, "--held_out: the vocab.json the shards were encoded with "
+                    "(to print the examples as text).", flag_values=FLAGS)
+flags.DEFINE_integer("examples", 8, "--held_out: examples printed.", lower_bound=0,
+                     flag_values=FLAGS)
+flags.DEFINE_integer("rank_sample", 200, "--held_out: held-out sequences ranked (one masked "
+                     "word each) for the median ranks.", lower_bound=1, flag_values=FLAGS)
 flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
 
 MASK = "<mask>"
@@ -114,24 +129,27 @@ def truncation_notes(texts, num_masks, counts, limit) -> dict[int, list[str]]:
   return notes
 
 
-def main(argv):
-  args = argv[1:]
-  if not args:
-    raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>."')
-  files.check(FLAGS.saved_model, "--saved_model")
-  if not files.isdir(FLAGS.saved_model):
-    raise ValueError(f"--saved_model={FLAGS.saved_model}: "
-                     f"{'not a directory' if files.exists(FLAGS.saved_model) else 'not found'}"
+def _load(saved_model: str):
+  """The SavedModel at `saved_model`, with its fill_mask signature checked."""
+  files.check(saved_model, "--saved_model")
+  if not files.isdir(saved_model):
+    raise ValueError(f"--saved_model={saved_model}: "
+                     f"{'not a directory' if files.exists(saved_model) else 'not found'}"
                      " (give the directory roberta_tf.export wrote)")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   try:
-    loaded = tf.saved_model.load(FLAGS.saved_model)
+    loaded = tf.saved_model.load(saved_model)
   except (OSError, tf.errors.OpError) as e:
-    raise ValueError(f"cannot load SavedModel {FLAGS.saved_model!r}: {e}") from e
+    raise ValueError(f"cannot load SavedModel {saved_model!r}: {e}") from e
   if "fill_mask" not in loaded.signatures:
-    raise ValueError(f"{FLAGS.saved_model} has no fill_mask signature (not written by "
+    raise ValueError(f"{saved_model} has no fill_mask signature (not written by "
                      "roberta_tf.export?)")
+  return loaded
+
+
+def _fill(loaded, args) -> str:
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   texts, notes = [], {}
   for i, arg in enumerate(args):
     text, replaced = decode_argument(arg)
@@ -144,7 +162,41 @@ def main(argv):
     counts, limit = token_counts(loaded.signatures["tokenize"], texts)
     for i, lines in truncation_notes(texts, out["num_masks"], counts, limit).items():
       notes.setdefault(i, []).extend(lines)
-  print(format_predictions(texts, out, notes))
+  return format_predictions(texts, out, notes)
+
+
+def _held_out(loaded, data_dir: str, vocab_dir: str, shown: int, sample: int) -> str:
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from roberta_tf.serving import held_out_ranks  # pylint: disable=import-outside-toplevel
+  files.check(data_dir, "--held_out")
+  files.check(vocab_dir, "--vocab_dir")
+  examples, counts, special, decode = held_out_ranks.read_held_out(data_dir, vocab_dir, sample)
+  if not examples:
+    raise ValueError(f"--held_out={data_dir}: its validation split has no sequence with a "
+                     "whole word in its middle half to mask")
+  signature = loaded.signatures["mlm_logits"]
+
+  def mlm_logits(input_ids, padding_mask):
+    return signature(input_ids=tf.constant(input_ids),
+                     padding_mask=tf.constant(padding_mask))["logits"].numpy()
+  ranked = held_out_ranks.rank_examples(examples, mlm_logits, counts, special)
+  return held_out_ranks.format_ranked(ranked, decode, shown)
+
+
+def main(argv):
+  args = argv[1:]
+  if not args and not FLAGS.held_out:
+    raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>.", '
+                         "or --held_out=SHARD_DIR")
+  if FLAGS.held_out and not FLAGS.vocab_dir:
+    raise app.UsageError("--held_out needs --vocab_dir (the vocab the shards were encoded with)")
+  loaded = _load(FLAGS.saved_model)
+  if args:
+    print(_fill(loaded, args))
+  if FLAGS.held_out:
+    print(_held_out(loaded, FLAGS.held_out, FLAGS.vocab_dir, FLAGS.examples, FLAGS.rank_sample),
+          flush=True)
   return 0
 
 

@@ -6,8 +6,10 @@ Runs the project's own binaries one after another (each command is printed, so i
 by hand): `data_prep.train_tokenizer` (8K byte-level BPE on `stdlib`, the running Python's
 documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 5% of the documents held out),
 `roberta_tf.train --flagfile=flags/quickstart.flags` (the `small` model; mixed_bfloat16 where the
-CPU has AMX, else float32), `roberta_tf.export`, `roberta_tf.fill_mask`. Ends with the held-out
-perplexity beside the unigram baseline's (what a model that ignores context scores).
+CPU has AMX, else float32), `roberta_tf.export`, `roberta_tf.fill_mask --held_out` (masked words of
+the held-out split, chosen by a fixed rule, each ranked by the model and by the unigram
+baseline). Ends with the held-out perplexity and the median rank beside the unigram baseline's
+(what a model that ignores context scores).
 """
 
 import os
@@ -33,12 +35,9 @@ flags.DEFINE_string("precision", "auto", "auto (mixed_bfloat16 on CPUs with AMX,
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: this package
 # What a run writes into --work_dir (and what a re-run may delete).
 OUTPUTS = ("vocab", "shards", "model", "saved_model", "quickstart_summary.json")
-SENTENCES = [
-    "The <mask> statement is used to define a function.",
-    "A list is a mutable <mask> of items.",
-    "Use the open() function to read a <mask>.",
-    "Exceptions are raised with the <mask> statement.",
-]
+# fill_mask --held_out: masked words shown, and held-out sequences ranked for the medians.
+SHOWN_EXAMPLES = 6
+RANKED_EXAMPLES = 200
 
 
 def cpu_has_amx() -> bool:
@@ -88,34 +87,34 @@ def _is_noise(line: str) -> bool:
   return bool(re.match(r"^(WARNING: All log messages|[IWE]\d{4} |I0000|E0000|W0000)", line))
 
 
-def main(argv):
-  del argv
-  start = time.time()
-  files.check(FLAGS.work_dir, "--work_dir")
-  if files.scheme(FLAGS.work_dir) == "ram":
-    raise ValueError(f"--work_dir={FLAGS.work_dir}: ram:// lives inside one process and the "
+def _fresh_work_dir(work_dir: str) -> str:
+  """`work_dir` emptied and made (absolute when local: the stages run from the repository
+  root). Refuses ram:// and a directory holding anything but an earlier quickstart's outputs."""
+  files.check(work_dir, "--work_dir")
+  if files.scheme(work_dir) == "ram":
+    raise ValueError(f"--work_dir={work_dir}: ram:// lives inside one process and the "
                      "quickstart runs each stage as its own process; give a local directory or "
                      "a shared URL (gs://...)")
-  work = FLAGS.work_dir
-  if not files.is_url(work):  # the stages run from the repository root: an absolute path
-    work = os.path.abspath(work)  # local-only: a local --work_dir
+  local = not files.is_url(work_dir)
+  work = os.path.abspath(work_dir) if local else work_dir  # local-only: a local --work_dir
   if files.isdir(work):
     # Replaced only when it holds nothing but an earlier quickstart's outputs: a mistyped
     # --work_dir (".", a home directory) must not be deleted.
     foreign = sorted(n for n in files.listdir(work) if n.split(".tmp-")[0] not in OUTPUTS)
     if foreign:
-      raise ValueError(f"--work_dir={FLAGS.work_dir} holds files that are not quickstart "
+      raise ValueError(f"--work_dir={work_dir} holds files that are not quickstart "
                        f"outputs ({', '.join(foreign[:3])}...); choose another one")
     files.rmtree(work)
   elif files.exists(work):
-    raise ValueError(f"--work_dir={FLAGS.work_dir} exists and is not a directory")
+    raise ValueError(f"--work_dir={work_dir} exists and is not a directory")
   files.makedirs(work)
+  return work
+
+
+def _run_stages(work: str, precision: str, train_steps: int | None) -> tuple[list, list]:
+  """vocab -> shards -> train -> export -> fill-mask in `work`; (train's lines, fill_mask's)."""
   vocab, shards = files.join(work, "vocab"), files.join(work, "shards")
   model, export = files.join(work, "model"), files.join(work, "saved_model")
-  precision = FLAGS.precision
-  if precision == "auto":
-    precision = "mixed_bfloat16" if cpu_has_amx() else "float32"
-
   _run(["data_prep.train_tokenizer", "--input=stdlib", "--vocab_size=8000",
         f"--output_dir={vocab}"])
   _run(["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
@@ -124,23 +123,27 @@ def main(argv):
   train_args = ["roberta_tf.train", f"--flagfile={_flagfile('quickstart')}",
                 f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
                 f"--precision={precision}"]
-  if FLAGS.train_steps:
-    train_args += [f"--train_steps={FLAGS.train_steps}",
-                   f"--warmup_steps={max(FLAGS.train_steps // 10, 1)}"]
-  train_log = []
+  if train_steps:
+    train_args += [f"--train_steps={train_steps}", f"--warmup_steps={max(train_steps // 10, 1)}"]
+  train_log, fill_log = [], []
   _run(train_args, train_log)
   _run(["roberta_tf.export", f"--model_dir={model}", f"--export_dir={export}"])
-  _run(["roberta_tf.fill_mask", f"--saved_model={export}", *SENTENCES])
-
-  evals = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in
-           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+) \|.*"
-                      r"unigram perplexity ([\d.]+)", line) for line in train_log) if m]
-  summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
+  _run(["roberta_tf.fill_mask", f"--saved_model={export}", f"--held_out={shards}",
+        f"--vocab_dir={vocab}", f"--examples={SHOWN_EXAMPLES}",
+        f"--rank_sample={RANKED_EXAMPLES}"], fill_log)
   print(f"\nTensorBoard logs: {model}/train and {model}/eval  "
         f"(tensorboard --logdir {model})")
   print(f"SavedModel: {export}  (python -m roberta_tf.fill_mask --saved_model={export} "
         "\"Your text with a <mask>.\")")
+  return train_log, fill_log
+
+
+def summarize(train_log: list[str], fill_log: list[str], summary: dict) -> str:
+  """The closing line from the stages' output; adds the figures to `summary`."""
   final = f"quickstart finished in {summary['minutes']} min"
+  evals = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in
+           (re.search(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+) \|.*"
+                      r"unigram perplexity ([\d.]+)", line) for line in train_log) if m]
   if evals:
     (s0, p0, _), (s1, p1, unigram) = evals[0], evals[-1]
     summary.update(initial_perplexity=p0, final_perplexity=p1, final_step=s1,
@@ -148,6 +151,28 @@ def main(argv):
     print(f"held-out perplexity: {p0:.1f} at step {s0} -> {p1:.1f} at step {s1}")
     final += (f": held-out perplexity {p1:.1f} = {p1 / unigram:.2f}x the unigram baseline "
               f"{unigram:.1f} (a model that ignores context)")
+  ranks = [m for m in (re.search(r"median rank of the masked word over (\d+) held-out "
+                                 r"examples: model ([\d.]+), unigram baseline ([\d.]+)", line)
+                       for line in fill_log) if m]
+  if ranks:
+    n, model_rank, unigram_rank = ranks[-1].groups()
+    summary.update(median_rank=float(model_rank), unigram_median_rank=float(unigram_rank),
+                   ranked_examples=int(n))
+    final += (f"; the masked held-out word's median rank {float(model_rank):g} against the "
+              f"unigram baseline's {float(unigram_rank):g}")
+  return final
+
+
+def main(argv):
+  del argv
+  start = time.time()
+  work = _fresh_work_dir(FLAGS.work_dir)
+  precision = FLAGS.precision
+  if precision == "auto":
+    precision = "mixed_bfloat16" if cpu_has_amx() else "float32"
+  train_log, fill_log = _run_stages(work, precision, FLAGS.train_steps)
+  summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
+  final = summarize(train_log, fill_log, summary)
   atomic_write.write_json(files.join(work, "quickstart_summary.json"), summary, sort_keys=False)
   print(final)
   return 0

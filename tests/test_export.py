@@ -196,3 +196,30 @@ def test_an_unknown_scheme_is_one_error_line_naming_the_flag(module, flag, tmp_p
   assert re.fullmatch(rf"error: {flag}=nosuch://bucket/dir: no file system handles 'nosuch://' "
                       r"here \(registered: .*ram://.*\n", proc.stderr), proc.stderr
   assert not os.listdir(tmp_path)
+
+
+def test_fill_mask_ranks_held_out_words_as_the_model_scores_them(exported, train_shards,
+                                                                hf_tiny_dir):
+  """fill_mask --held_out: the examples the rule picks from the held-out split, each with the
+  rank the in-memory model gives its word, and the medians over the sample."""
+  from roberta_tf.serving import held_out_ranks  # pylint: disable=import-outside-toplevel
+  model_dir, export_dir = exported
+  proc = call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}",
+                     f"--held_out={train_shards}", f"--vocab_dir={hf_tiny_dir}", "--examples=2",
+                     "--rank_sample=6")
+  assert proc.returncode == 0, proc.stderr
+  lines = proc.stdout.splitlines()
+  examples, counts, special, _ = held_out_ranks.read_held_out(train_shards, hf_tiny_dir, 6)
+  pretrainer = models.load(model_dir, dtype="float32")
+  ranked = held_out_ranks.rank_examples(
+      examples, lambda i, m: pretrainer.full_logits(i, m).numpy(), counts, special)
+  assert len(ranked) == 6 and [ln[:4] for ln in lines[:4:2]] == [" 1. ", " 2. "]
+  for r, line in zip(ranked[:2], lines[1:4:2], strict=True):
+    assert f": rank {r.model_rank} under the model" in line
+    assert f"), {r.unigram_rank} under the unigram baseline" in line
+  model, unigram = held_out_ranks.median_ranks(ranked)
+  assert lines[-1].startswith(f"median rank of the masked word over 6 held-out examples: "
+                              f"model {model:g}, unigram baseline {unigram:g}")
+  proc = call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}",
+                     f"--held_out={train_shards}")
+  assert proc.returncode == 1 and "--held_out needs --vocab_dir" in proc.stderr

@@ -58,7 +58,8 @@ TRAIN_FLAGS = {
     "peak_flops_fp32": ("float", 183000000000.0),
     "peer_timeout": ("integer", 600),
     "pre_layer_norm": ("bool", False),  # added since: budget-recipe options
-    "precision": PRECISION,
+    # auto added since: measured at start (training/precision_probe.py)
+    "precision": ("enum", "float32", (*PRECISION[2], "auto")),
     "random_token_prob": ("float", 0.1),
     "seed": ("integer", 0),
     "shuffle_buffer": ("integer", 10000),
@@ -180,8 +181,9 @@ def test_shared_options_are_declared_once_in_a_group():
       assert field.metadata["group"] == option_groups.GROUP_OF[name], (config, name)
   # One list of precisions and strategies (strategy.py imports STRATEGIES).
   for fields in (train, finetune):
-    assert fields["precision"].metadata["choices"] is option_groups.PRECISIONS
     assert fields["strategy"].metadata["choices"] is option_groups.STRATEGIES
+  assert finetune["precision"].metadata["choices"] is option_groups.PRECISIONS
+  assert train["precision"].metadata["choices"] == (*option_groups.PRECISIONS, "auto")
   with open(os.path.join(REPO, "roberta_tf", "training", "strategy.py"), encoding="utf-8") as f:
     assert "from roberta_tf.common.option_groups import STRATEGIES" in f.read()
 

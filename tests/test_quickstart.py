@@ -19,10 +19,11 @@ def test_quickstart_runs_end_to_end_and_reports_the_unigram_baseline(tmp_path):
   assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
   lines = result.stdout.strip().splitlines()
   final = re.fullmatch(r"quickstart finished in [\d.]+ min: held-out perplexity ([\d.]+) = "
-                       r"([\d.]+)x the unigram baseline ([\d.]+) \(a model that ignores context\)",
-                       lines[-1])
+                       r"([\d.]+)x the unigram baseline ([\d.]+) \(a model that ignores context\); "
+                       r"the masked held-out word's median rank ([\d.]+) against the unigram "
+                       r"baseline's ([\d.]+)", lines[-1])
   assert final, lines[-1]
-  ppl, ratio, unigram = (float(x) for x in final.groups())
+  ppl, ratio, unigram, rank, unigram_rank = (float(x) for x in final.groups())
   assert ratio == pytest.approx(ppl / unigram, abs=0.006)
   with open(work / "quickstart_summary.json", encoding="utf-8") as f:
     summary = json.load(f)
@@ -33,6 +34,8 @@ def test_quickstart_runs_end_to_end_and_reports_the_unigram_baseline(tmp_path):
   assert summary["final_step"] == 6 and summary["precision"] == "float32"
   # Six steps from the reference init: still about ln V -- far above the unigram baseline.
   assert summary["initial_perplexity"] > unigram
-  # fill-mask printed a prediction for each of the four example sentences.
-  assert len(re.findall(r"<mask>", result.stdout)) >= 4
+  # fill-mask showed six held-out examples, each with its word's ranks, and ranked up to 200.
+  assert len(re.findall(r"\n +answer '.*': rank \d+ under the model", result.stdout)) == 6
+  assert (summary["median_rank"], summary["unigram_median_rank"]) == (rank, unigram_rank)
+  assert 100 <= summary["ranked_examples"] <= 200  # one per sequence with a whole word mid-way
   assert (work / "saved_model" / "saved_model.pb").is_file()

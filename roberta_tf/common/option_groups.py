@@ -200,12 +200,13 @@ _KEEP = object()
 
 
 def use(name: str, *, default: Any = _KEEP, help: str | None = None,  # pylint: disable=redefined-builtin
-        check: Check | None | object = _KEEP):
-  """The dataclass field of group option `name`, with the composing config's `default`, `help`
-  or `check` (None: no check) where they differ from the group's."""
+        check: Check | None | object = _KEEP, choices: tuple[str, ...] | None = None):
+  """The dataclass field of group option `name`, with the composing config's `default`, `help`,
+  `check` (None: no check) or `choices` where they differ from the group's."""
   opt = OPTIONS[name]
   return options.option(
-      opt.default if default is _KEEP else default, help or opt.help, choices=opt.choices,
+      opt.default if default is _KEEP else default, help or opt.help,
+      choices=choices or opt.choices,
       check=opt.check if check is _KEEP else check, flag_type=opt.type,
       group=GROUP_OF[name])
 

@@ -27,7 +27,7 @@ from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.models import checkpoint_files, growth, position_growth
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.pretraining import inputs, model_dir_setup
+from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice
 from roberta_tf.pretraining.events import PretrainingEvents
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for, vocab_growth_plan
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -85,6 +85,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
   with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
     info = dataset_info.read(cfg.train_data)
     model_config = model_config_for(cfg, info)
+    cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)
     task = PretrainingTask(cfg, strategy, model_config)
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint
       model_dir_setup.clean_model_dir(cfg, summaries_lib.log)

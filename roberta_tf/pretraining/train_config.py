@@ -6,6 +6,7 @@ import dataclasses
 
 from roberta_tf.common import atomic_write, files
 from roberta_tf.common.option_groups import (
+  PRECISIONS,
   DataOptions,
   LoopOptions,
   ModelOptions,
@@ -103,7 +104,11 @@ class TrainConfig:
   gated_ffn: bool = option(
       False, "GEGLU feed-forward: gelu(x W_gate) * (x W_in) (no Hugging Face or keras-hub class "
       "holds it: such a model exports as a SavedModel only).")
-  precision: str = use("precision")
+  precision: str = use(
+      "precision", choices=(*PRECISIONS, "auto"),
+      help="Compute precision; variables stay float32. fp16 uses dynamic loss scaling. auto: "
+      "time float32 and mixed_bfloat16 for a few steps of this model at start and train in "
+      "the faster (cached per machine and shape; a resumed run keeps its recorded precision).")
   # Distribution.
   strategy: str = use("strategy")
   peer_timeout: int = use("peer_timeout")

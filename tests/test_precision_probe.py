@@ -1,0 +1,87 @@
+"""training/precision_probe.py: --precision=auto measures both precisions and caches the pick."""
+
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.pretraining.objective import MlmObjective
+from roberta_tf.training import precision_probe
+from roberta_tf.training.train_step import StepConfig, TrainStep
+from tests.harness import call_module, tiny_config
+
+
+@pytest.mark.parametrize("seconds, expected", [
+    ({"float32": 1.0, "mixed_bfloat16": 0.95}, "mixed_bfloat16"),
+    ({"float32": 1.0, "mixed_bfloat16": 0.96}, "float32"),  # under the 5% margin
+    ({"float32": 1.0, "mixed_bfloat16": 1.5}, "float32"),
+    ({"float32": 1.0}, "float32"),
+])
+def test_bfloat16_only_when_it_saves_the_margin(seconds, expected):
+  assert precision_probe.choose(seconds) == expected
+
+
+def test_the_synthetic_batch_has_the_pipelines_format():
+  batch = precision_probe.synthetic_batch(3, 16, 4, 100, seed=1)
+  assert {k: (v.shape, v.dtype.name) for k, v in batch.items()} == {
+      "input_ids": ((3, 16), "int32"), "padding_mask": ((3, 16), "int32"),
+      "mask_positions": ((3, 4), "int32"), "mask_ids": ((3, 4), "int32"),
+      "mask_weights": ((3, 4), "float32")}
+  np.testing.assert_array_equal(batch["mask_ids"],
+                                np.take_along_axis(batch["input_ids"], batch["mask_positions"], 1))
+  assert (batch["mask_positions"] > 0).all() and (batch["mask_positions"] < 15).all()
+  np.testing.assert_array_equal(batch["mask_weights"].sum(1), [2, 2, 2])  # 15% of 16
+
+
+def test_pick_measures_both_then_reads_the_cache(tmp_path, monkeypatch):
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path / "cache"))
+  strategy = tf.distribute.get_strategy()
+  config = tiny_config()
+  built = []
+
+  def build_step(precision):
+    built.append(precision)
+    model = models.RobertaPretrainer(config, dtype=precision)
+    optimizer = keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, beta_2=0.98,
+                                       epsilon=1e-6)
+    return TrainStep(strategy, model, optimizer, StepConfig(precision=precision), MlmObjective())
+  batch = precision_probe.synthetic_batch(2, 16, 4, config.vocab_size)
+  key = precision_probe.cache_key({"hidden": config.hidden_size}, (2, 16), 1)
+  lines = []
+  first = precision_probe.pick(build_step, strategy, batch, key, warmup=1, steps=2,
+                               log=lines.append)
+  assert built == ["float32", "mixed_bfloat16"] and first["cached"] is False
+  seconds = first["seconds_per_step"]
+  assert set(seconds) == {"float32", "mixed_bfloat16"} and min(seconds.values()) > 0
+  assert first["precision"] == precision_probe.choose(seconds)
+  with open(tmp_path / "cache" / "precision.json", encoding="utf-8") as f:
+    assert json.load(f)[key]["precision"] == first["precision"]
+  again = precision_probe.pick(build_step, strategy, batch, key, log=lines.append)
+  assert built == ["float32", "mixed_bfloat16"]  # nothing built: the cache answered
+  assert again["cached"] is True and again["precision"] == first["precision"]
+  assert lines[-1].startswith(f"precision auto: {first['precision']} (measured earlier")
+  assert precision_probe.device_name() in key
+
+
+def test_train_with_auto_records_the_measured_precision_and_a_resume_keeps_it(
+    tmp_path, monkeypatch, train_shards):
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path / "cache"))
+  model_dir = tmp_path / "model"
+  common = ["--config=tiny", f"--train_data={train_shards}", f"--model_dir={model_dir}",
+            "--batch_size=4", "--max_seq_len=64", "--log_every=1", "--precision=auto",
+            "--checkpoint_every=2", "--warmup_steps=1"]
+  first = call_module("roberta_tf.train", *common, "--train_steps=2")
+  assert first.returncode == 0, first.stderr[-3000:]
+  said = re.search(r"precision auto: (\S+) \(float32 (\d+) ms a step, mixed_bfloat16 (\d+) ms",
+                   first.stdout + first.stderr)
+  assert said, (first.stdout + first.stderr)[-3000:]
+  with open(model_dir / "config.json", encoding="utf-8") as f:
+    assert json.load(f)["training"]["precision"] == said.group(1)
+  resumed = call_module("roberta_tf.train", *common, "--train_steps=3")
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert (f"precision auto: {said.group(1)} (the resumed run's, from its config.json)"
+          in resumed.stdout + resumed.stderr)
