@@ -141,6 +141,24 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
       else arm.train_steps
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
+  metrics, extra = _evaluate_arm(arm, model, train_data, eval_data, opts)
+  task = _finetune_arm(model, seed, run_dir, opts)
+  result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
+            "train_steps": trained, "learning_rate": arm.learning_rate,
+            "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
+            "real_tokens": round(trained * real_per_step), "packing": arm.packing,
+            "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
+            "task_metric": task["metric"], "task_value": task[task["metric"]],
+            "curve": curve, **extra,
+            "minutes": round((time.time() - start) / 60, 2)}
+  atomic_write.write_json(result_path, result)
+  return result
+
+
+def _evaluate_arm(arm: studies.Arm, model: str, train_data: str, eval_data: str,
+                  opts: dict) -> tuple[dict, dict]:
+  """(metrics on the shared held-out set, extra results: the NSP head's on the arm's own
+  pairs for a pair packing, BLiMP-format minimal pairs when `opts` names them)."""
   # RoBERTa's 15% / 80-10-10 masks whatever the arm trained with (the recipe study's 40% arm).
   metrics = json.loads(_json_tail(_run(
       ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={eval_data}", "--json",
@@ -160,6 +178,11 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
                              f"--pairs_per_paradigm={opts.get('pairs_per_paradigm', 0)}"],
                             stdout_only=True).strip().splitlines()[-1])
     linguistic = {"blimp": pairs["accuracy"], "blimp_pairs": pairs["pairs"]}
+  return metrics, {**nsp, **linguistic}
+
+
+def _finetune_arm(model: str, seed: int, run_dir: str, opts: dict) -> dict:
+  """Fine-tunes the pretrained `model` on the study's task; returns its eval_results.json."""
   finetune_dir = files.join(run_dir, "finetune")
   _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
@@ -167,17 +190,7 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
         f"--epochs={opts['task_epochs']}", f"--learning_rate={opts['task_learning_rate']}",
         f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--seeds=1", "--overwrite"],
        files.join(run_dir, "finetune.log"))
-  task = files.read_json(files.join(finetune_dir, "eval_results.json"))
-  result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
-            "train_steps": trained, "learning_rate": arm.learning_rate,
-            "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
-            "real_tokens": round(trained * real_per_step), "packing": arm.packing,
-            "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
-            "task_metric": task["metric"], "task_value": task[task["metric"]],
-            "curve": curve, **nsp, **linguistic,
-            "minutes": round((time.time() - start) / 60, 2)}
-  atomic_write.write_json(result_path, result)
-  return result
+  return files.read_json(files.join(finetune_dir, "eval_results.json"))
 
 
 def _json_tail(output: str) -> str:
@@ -259,6 +272,15 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   study = studies.equalize_tokens(study, per_sequence)
   jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
   run_dirs = [files.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
+  results = _run_jobs(jobs, run_dirs, shards, opts, per_sequence, parallel)
+  report.write(name, results, work_dir)
+  return results
+
+
+def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, opts: dict,
+              per_sequence: dict[str, float], parallel: int) -> list[dict]:
+  """Runs the (arm, seed) jobs not done before, `parallel` at once, printing each result with
+  an ETA; returns every job's result, in job order."""
   done = lambda i: files.exists(files.join(run_dirs[i], "result.json"))
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
   fresh = [i for i in range(len(jobs)) if not done(i)]
@@ -299,5 +321,4 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
             f"{r['task_metric']} {r['task_value']:.3f}, {seconds / 60:.1f} min; {len(left)} runs "
             f"left, ETA {eta / 60:.0f} min ({(time.time() - start_all) / 60:.0f} min so far)",
             flush=True)
-  report.write(name, results, work_dir)
   return results
