@@ -46,6 +46,8 @@ flags.DEFINE_string("corpus", "stdlib", "Pretraining corpus: files, globs, direc
                     flag_values=FLAGS)
 flags.DEFINE_string("work_dir", None, "Where vocab, shards, runs and results go (reused: "
                     "finished runs are kept).", flag_values=FLAGS)
+flags.DEFINE_multi_string("arm", [], "Run only this arm of the study (its name in results.md; "
+                          "repeat the flag for several; default: every arm).", flag_values=FLAGS)
 flags.DEFINE_list("seeds", ["0"], "Seeds: every arm runs once per seed; the table shows mean "
                   "± half the range over them (one seed keeps each default study within "
                   "~30 min on 2 CPU cores; rerunning with more seeds adds their runs).",
@@ -113,7 +115,8 @@ def main(argv):
     steps = FLAGS.steps or 1024
   # Errors (StudyError, RunnerError, CorpusError: they name the flag, file or command) are one
   # line from cli.
-  study = studies.build(FLAGS.study, steps, base_batch, base_lr, minutes=FLAGS.minutes)
+  study = studies.select(studies.build(FLAGS.study, steps, base_batch, base_lr,
+                                      minutes=FLAGS.minutes), FLAGS.arm)
   for path in (FLAGS.task_train, FLAGS.task_dev):
     if not files.isfile(path):
       raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")

@@ -16,8 +16,9 @@ from tests.harness import console_script, module_command, module_env, run_comman
 # CPU only, TF quiet.
 _ENV = module_env(CUDA_VISIBLE_DEVICES="")
 
-# Argv: export dir, {signature: {input: nested list}}, output .npz. First checks that every op
-# of the saved graph (functions included) is registered by core TensorFlow alone.
+# Argv: {export dir: {signature: {input: nested list}}}, output .npz. First checks that every op
+# of each saved graph (functions included) is registered by core TensorFlow alone. Several
+# exports load in one process (each in a Session of its own): one interpreter and TF import.
 _TF1 = r"""
 import json, sys
 import numpy as np
@@ -25,22 +26,24 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import op_def_registry
 
-path, spec, out_path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-saved = saved_model_pb2.SavedModel()
-with open(path + "/saved_model.pb", "rb") as f:
-  saved.ParseFromString(f.read())
-graph = saved.meta_graphs[0].graph_def
-ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
-print("unregistered ops:", sorted(op for op in ops if op_def_registry.get(op) is None))
-out = {}
-with tf.compat.v1.Session(graph=tf.Graph()) as sess:
-  meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
-  for name, inputs in spec.items():
-    signature = meta.signature_def[name]
-    feed = {signature.inputs[k].name: v for k, v in inputs.items()}
-    fetch = {k: t.name for k, t in signature.outputs.items()}
-    for k, v in sess.run(fetch, feed).items():
-      out[f"{name}/{k}"] = v.astype("S") if v.dtype == object else v
+runs, out_path = json.loads(sys.argv[1]), sys.argv[2]
+out, unregistered = {}, set()
+for i, (path, spec) in enumerate(runs.items()):
+  saved = saved_model_pb2.SavedModel()
+  with open(path + "/saved_model.pb", "rb") as f:
+    saved.ParseFromString(f.read())
+  graph = saved.meta_graphs[0].graph_def
+  ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+  unregistered |= {op for op in ops if op_def_registry.get(op) is None}
+  with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+    meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
+    for name, inputs in spec.items():
+      signature = meta.signature_def[name]
+      feed = {signature.inputs[k].name: v for k, v in inputs.items()}
+      fetch = {k: t.name for k, t in signature.outputs.items()}
+      for k, v in sess.run(fetch, feed).items():
+        out[f"{i}:{name}/{k}"] = v.astype("S") if v.dtype == object else v
+print("unregistered ops:", sorted(unregistered))
 np.savez(out_path, **out)
 print("modules:", sorted(m for m in sys.modules
                          if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
@@ -75,11 +78,19 @@ def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: s
 def tf1_session_run(export_dir: str, spec: dict, out_path: str) -> dict:
   """`tf.compat.v1.saved_model.loader.load` in a Session; runs each signature of `spec`
   ({signature: {input: nested list}}). Returns {"signature/output": array}."""
-  proc = run_script(_TF1, export_dir, json.dumps(spec), out_path, env=_ENV)
+  return tf1_session_runs({export_dir: spec}, out_path)[export_dir]
+
+
+def tf1_session_runs(runs: dict, out_path: str) -> dict:
+  """`tf1_session_run` of several exports ({export dir: spec}) in one process. Returns
+  {export dir: {"signature/output": array}}."""
+  proc = run_script(_TF1, json.dumps(runs), out_path, env=_ENV)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "unregistered ops: []" in proc.stdout, proc.stdout
   assert "modules: []" in proc.stdout, proc.stdout
-  return dict(np.load(out_path))
+  got = dict(np.load(out_path))
+  return {path: {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith(f"{i}:")}
+          for i, path in enumerate(runs)}
 
 
 def assert_same(got: dict, want: dict, atol: float = 1e-5, prefix: str = "") -> None:

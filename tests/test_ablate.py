@@ -53,6 +53,16 @@ def test_unknown_studies_are_refused():
     studies.build("dropout", 10, 8, 1e-4)
 
 
+def test_arms_are_selected_by_name_in_the_studys_order():
+  study = studies.build("input_format", steps=200, base_batch=32, base_lr=1e-3)
+  picked = studies.select(study, ["SENTENCE-PAIR + NSP", "FULL-SENTENCES"])
+  assert [a.name for a in picked.arms] == ["FULL-SENTENCES", "SENTENCE-PAIR + NSP"]
+  assert studies.select(study, []) is study
+  with pytest.raises(studies.StudyError, match=r"--arm: no arm 'static' in this study \(its "
+                     r"arms: FULL-SENTENCES, DOC-SENTENCES"):
+    studies.select(study, ["static"])
+
+
 def test_table_rows_are_mean_and_half_range():
   rows = [{"arm": "a", "seed": s, "perplexity": p, "task_value": v, "task_metric": "accuracy",
            "tokens": 4096, "batch_size": 8, "train_steps": 4, "learning_rate": 1e-4,
@@ -107,7 +117,8 @@ def _every_nth_row(src, dst, n):
 
 @pytest.mark.slow
 def test_runner_end_to_end_and_rerun(tmp_path):
-  """input_format: four packings' shards, pair arms with NSP, one shared held-out set."""
+  """input_format, two of its arms (--arm): a block packing and a pair packing with NSP, each
+  on its own shards, one shared held-out set (all four arms cost twice the CI time)."""
   work = tmp_path / "study"
   task = os.path.join(TESTDATA, "docs_sections")
   train = _every_nth_row(os.path.join(task, "train.jsonl"), tmp_path / "train.jsonl", 5)
@@ -115,17 +126,19 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   cmd = ["--study=input_format", f"--work_dir={work}",
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
          "--base_batch=8", "--seeds=0", "--task_epochs=1", f"--task_train={train}",
-         f"--task_dev={dev}", "--vocab_size=600", "--parallel=2"]
+         f"--task_dev={dev}", "--vocab_size=600", "--parallel=2", "--arm=FULL-SENTENCES",
+         "--arm=SEGMENT-PAIR + NSP"]
   out = call_module("roberta_tf.ablate", *cmd)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   assert "ETA" in out.stdout
   md = (work / "results.md").read_text()
-  for arm in ("FULL-SENTENCES", "DOC-SENTENCES", "SEGMENT-PAIR + NSP", "SENTENCE-PAIR + NSP"):
+  for arm in ("FULL-SENTENCES", "SEGMENT-PAIR + NSP"):
     assert f"| {arm} |" in md
+  assert "DOC-SENTENCES" not in md and not (work / "shards_doc_sentences").exists()
   assert "NSP accuracy on each pair arm's own held-out pairs" in md
   assert (work / "input_format.png").stat().st_size > 1000
   results = json.loads((work / "results.json").read_text())
-  assert len(results) == 4
+  assert len(results) == 2
   for r in results:
     assert math.isfinite(r["perplexity"]) and 0 <= r["task_value"] <= 1
     assert r["tokens"] == r["batch_size"] * 4 * 128 and len(r["curve"]) >= 2
@@ -135,9 +148,9 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   assert max(per_update) / min(per_update) < 1.35, per_update
   # Every arm is evaluated on the same held-out set, the FULL-SENTENCES shards: by training
   # (the curve) and by roberta_tf.evaluate (the table), 2 commands per arm.
-  assert out.stdout.count(f"--eval_data={work / 'shards'} ") == 8
+  assert out.stdout.count(f"--eval_data={work / 'shards'} ") == 4
   again = call_module("roberta_tf.ablate", *cmd)
-  assert again.returncode == 0 and again.stdout.count("(done before)") == 4
+  assert again.returncode == 0 and again.stdout.count("(done before)") == 2
   assert json.loads((work / "results.json").read_text()) == results
   other = call_module("roberta_tf.ablate", *(c.replace("--steps=4", "--steps=5") for c in cmd))
   assert other.returncode == 1 and "other settings (arms" in other.stderr

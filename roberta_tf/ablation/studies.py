@@ -190,3 +190,18 @@ def equalize_tokens(study: Study, tokens_per_sequence: dict[str, float]) -> Stud
     batch = accum * max(1, round(exact / accum))
     arms.append(dataclasses.replace(arm, batch_size=batch))
   return dataclasses.replace(study, arms=tuple(arms))
+
+
+def select(study: Study, names: list[str]) -> Study:
+  """`study` with only the arms named (in the study's order); all of them for an empty list.
+
+  Raises StudyError naming an unknown arm and the study's arms.
+  """
+  if not names:
+    return study
+  known = [a.name for a in study.arms]
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    raise StudyError(f"--arm: no arm {unknown[0]!r} in this study (its arms: "
+                     f"{', '.join(known)})")
+  return dataclasses.replace(study, arms=tuple(a for a in study.arms if a.name in names))
