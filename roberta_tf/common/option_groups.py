@@ -220,3 +220,24 @@ def view(group: type[Group], config) -> Group:
   present = {f.name for f in dataclasses.fields(config)}
   return group(**{f.name: getattr(config, f.name) for f in dataclasses.fields(group)
                   if f.name in present})
+
+
+class GroupViews:
+  """The shared option groups of a config (TrainConfig, FinetuneConfig) as typed views:
+  `cfg.optimizer` is its OptimizerOptions, and so on. Mixed into both configs."""
+
+  @property
+  def model(self) -> ModelOptions:
+    return view(ModelOptions, self)
+
+  @property
+  def data(self) -> DataOptions:
+    return view(DataOptions, self)
+
+  @property
+  def optimizer(self) -> OptimizerOptions:
+    return view(OptimizerOptions, self)
+
+  @property
+  def runtime(self) -> RuntimeOptions:
+    return view(RuntimeOptions, self)

@@ -12,12 +12,8 @@ import dataclasses
 
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
-  DataOptions,
-  ModelOptions,
-  OptimizerOptions,
-  RuntimeOptions,
+  GroupViews,
   use,
-  view,
 )
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
 from roberta_tf.finetuning import glue, problem_types
@@ -38,7 +34,7 @@ def check_paths(values: dict) -> None:
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
+class FinetuneConfig(GroupViews):
   """Everything a fine-tuning run needs: each field is also `roberta_tf.finetune`'s flag of the
   same name, with this help (roberta_tf/common/options.py). The options pretraining shares
   (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
@@ -163,22 +159,6 @@ class FinetuneConfig:
   overwrite: bool = use(
       "overwrite", help="Replace an earlier run's files in --model_dir (and an existing "
       "--export_dir).")
-
-  @property
-  def model(self) -> ModelOptions:
-    return view(ModelOptions, self)
-
-  @property
-  def data(self) -> DataOptions:
-    return view(DataOptions, self)
-
-  @property
-  def optimizer(self) -> OptimizerOptions:
-    return view(OptimizerOptions, self)
-
-  @property
-  def runtime(self) -> RuntimeOptions:
-    return view(RuntimeOptions, self)
 
   @property
   def learning_rate_sweep(self) -> tuple[float, ...]:

@@ -7,11 +7,8 @@ import dataclasses
 from roberta_tf.common import atomic_write, files
 from roberta_tf.common.option_groups import (
   PRECISIONS,
-  DataOptions,
+  GroupViews,
   LoopOptions,
-  ModelOptions,
-  OptimizerOptions,
-  RuntimeOptions,
   use,
   view,
 )
@@ -19,7 +16,7 @@ from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check, c
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(GroupViews):
   """Everything a pretraining run needs besides the model config: each field is also the
   binary's flag of the same name, with this help (roberta_tf/common/options.py). The options
   fine-tuning shares (optimizer, runtime, loop cadence...) are declared once in
@@ -132,22 +129,6 @@ class TrainConfig:
       183000000000.0, "Peak fp32 FLOP/s (default: the 2-core dev CPU's measured 2048^3 matmul).")
   peak_flops_bf16: float = option(
       380000000000.0, "Peak bf16/fp16 FLOP/s of one replica, for MFU under mixed precision.")
-
-  @property
-  def model(self) -> ModelOptions:
-    return view(ModelOptions, self)
-
-  @property
-  def data(self) -> DataOptions:
-    return view(DataOptions, self)
-
-  @property
-  def optimizer(self) -> OptimizerOptions:
-    return view(OptimizerOptions, self)
-
-  @property
-  def runtime(self) -> RuntimeOptions:
-    return view(RuntimeOptions, self)
 
   @property
   def loop(self) -> LoopOptions:
