@@ -27,6 +27,16 @@ def test_the_word_nearest_the_middle_of_the_middle_half_is_masked():
   assert hr.pick_example([0, 5, 12, 12, 12, 12, 12, 12, 5, 2], is_word, IS_SPECIAL) is None
 
 
+def test_a_word_that_goes_on_in_the_next_token_is_not_whole():
+  is_word = hr.whole_word_ids(TABLE)
+  continues = hr.continuing_ids(TABLE)
+  assert [TABLE[i] for i in np.flatnonzero(continues)] == [b"s"]
+  #      0  1  2   3  4  5  6  7   8  9
+  ids = [0, 5, 6, 12, 8, 6, 7, 11, 12, 2]  # " cat" + "s" at 5-6: not a whole word
+  assert hr.pick_example(ids, is_word, IS_SPECIAL, continues_word=continues) == hr.Example(
+      (5, 6, 12, 8, 6, 7), 11, (12,))
+
+
 def test_context_stops_at_a_document_boundary():
   is_word = hr.whole_word_ids(TABLE)
   ids = [0, 5, 6, 2, 0, 9, 10, 2, 11, 12, 2]  # two documents packed in one sequence

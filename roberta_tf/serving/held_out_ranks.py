@@ -7,11 +7,11 @@ the median ranks; the quickstart ends with them.
 
 The examples are chosen by a fixed rule, never by hand:
 - the held-out ("validation") sequences in shard order, the first `sample` of them;
-- in each, the masked word is the whole-word token (a space, then letters only: " function",
-  not "func" or " (") nearest the middle of the sequence, within its middle half; a sequence
-  without one gives no example;
+- in each, the masked word is the whole-word token (a space, then letters only, and not followed
+  by a token that goes on with the word: " function", not " func" + "tion" or " (") nearest the
+  middle of the sequence, within its middle half; a sequence without one gives no example;
 - its context is up to `context` tokens on each side, stopping at a special token (a document
-  boundary inside a FULL-SENTENCES sequence).
+  boundary inside a FULL-SENTENCES sequence); the printed example shows SHOWN_CONTEXT of them.
 A rank is 1 + the number of ordinary (non-special) ids scored above the right one: 1 is the
 first guess. The model's scores are the SavedModel's `mlm_logits` on `<s> left <mask> right
 </s>`; the baseline's are the train split's token counts (data/unigram.py).
@@ -28,7 +28,8 @@ import tensorflow as tf
 from roberta_tf.data import dataset_info, example_spec, unigram
 from roberta_tf.tokenization import tokenizer, vocab_files
 
-DEFAULT_CONTEXT = 24
+DEFAULT_CONTEXT = 64  # the model sees up to this many tokens each side (a 128-token sequence)
+SHOWN_CONTEXT = 16  # the printed example shows this many
 DEFAULT_SAMPLE = 200
 
 
@@ -50,6 +51,14 @@ class Ranked:
   top: tuple[tuple[int, float], ...]
 
 
+def continuing_ids(token_bytes: Sequence[bytes | None]) -> np.ndarray:
+  """bool [V]: the ids whose bytes start with a letter or digit (they go on with a word)."""
+  def goes_on(b):
+    text = (b or b"")[:4].decode("utf-8", "ignore")
+    return bool(text) and text[0].isalnum()
+  return np.array([goes_on(b) for b in token_bytes], dtype=bool)
+
+
 def whole_word_ids(token_bytes: Sequence[bytes | None]) -> np.ndarray:
   """bool [V]: the ids whose bytes are a space then one or more letters (a whole word)."""
   def is_word(b):
@@ -63,14 +72,24 @@ def whole_word_ids(token_bytes: Sequence[bytes | None]) -> np.ndarray:
 
 
 def pick_example(ids: Sequence[int], is_word: np.ndarray, is_special: np.ndarray,
-                 context: int = DEFAULT_CONTEXT) -> Example | None:
-  """The rule's example in one stored sequence (`<s> ... </s>`), or None."""
+                 context: int = DEFAULT_CONTEXT,
+                 continues_word: np.ndarray | None = None) -> Example | None:
+  """The rule's example in one stored sequence (`<s> ... </s>`), or None.
+
+  `continues_word` (bool [V]): the ids that go on with a word (a letter or digit first); a
+  candidate followed by one is not a whole word. None: no id does.
+  """
+  if continues_word is None:
+    continues_word = np.zeros(len(is_word), bool)
   ids = np.asarray(ids, np.int64)
   n = len(ids)
   lo, hi = n // 4, (3 * n) // 4
   inside = (ids >= 0) & (ids < len(is_word))
+  # A whole word: its token is a space then letters, and the next token does not go on with
+  # the word (" que" + "ued" is not one).
+  ends_word = [not (inside[q + 1] and continues_word[ids[q + 1]]) for q in range(n - 1)]
   words = [p for p in range(max(lo, 1), min(hi + 1, n - 1))
-           if inside[p] and is_word[ids[p]] and not is_special[ids[p]]]
+           if inside[p] and is_word[ids[p]] and not is_special[ids[p]] and ends_word[p]]
   if not words:
     return None
   p = min(words, key=lambda q: (abs(2 * q - n), q))
@@ -150,7 +169,7 @@ def format_ranked(ranked: Sequence[Ranked], decode: Callable[[Sequence[int]], st
   lines = []
   for n, r in enumerate(ranked[:shown], 1):
     e = r.example
-    text = (decode(e.left) + " <mask>" + decode(e.right)).strip()
+    text = (decode(e.left[-SHOWN_CONTEXT:]) + " <mask>" + decode(e.right[:SHOWN_CONTEXT])).strip()
     guesses = ", ".join(f"{decode([t])!r} {p:.2f}" for t, p in r.top)
     lines.append(f"{n:2d}. ...{text}...")
     lines.append(f"    answer {decode([e.target])!r}: rank {r.model_rank} under the model "
@@ -180,13 +199,14 @@ def read_held_out(data_dir: str, vocab_dir: str, sample: int = DEFAULT_SAMPLE,
   is_special = np.zeros(vocab_size, bool)
   is_special[[i for i in special.values() if 0 <= i < vocab_size]] = True
   is_word = whole_word_ids(table[:vocab_size])
+  continues_word = continuing_ids(table[:vocab_size])
   compression = dataset_info.COMPRESSIONS[info.get("compression", "none")]
   records = tf.data.TFRecordDataset(dataset_info.split_files(data_dir, info, split),
                                     compression_type=compression).take(sample).batch(256)
   examples = []
   for batch in records:
     for ids in example_spec.parse_batch(batch).to_list():
-      example = pick_example(ids, is_word, is_special, context)
+      example = pick_example(ids, is_word, is_special, context, continues_word)
       if example is not None:
         examples.append(example)
   counts = unigram.token_counts(data_dir, vocab_size, sorted(special.values()))
