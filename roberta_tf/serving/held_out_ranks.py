@@ -127,7 +127,7 @@ def model_inputs(examples: Sequence[Example], bos: int, eos: int, mask: int, pad
 
 def rank_examples(examples: Sequence[Example], mlm_logits: Callable, unigram_counts: np.ndarray,
                   special_ids: dict[str, int], top_k: int = 3,
-                  batch_size: int = 32) -> list[Ranked]:
+                  batch_size: int = 8) -> list[Ranked]:
   """Ranks each example's target under the model and the unigram counts.
 
   Args:
@@ -145,9 +145,11 @@ def rank_examples(examples: Sequence[Example], mlm_logits: Callable, unigram_cou
     batch = examples[start:start + batch_size]
     input_ids, padding_mask, positions = model_inputs(
         batch, special_ids["bos"], special_ids["eos"], special_ids["mask"], special_ids["pad"])
-    logits = np.asarray(mlm_logits(input_ids, padding_mask), np.float64)
+    # Only the masked rows in float64: [N, L, V] logits of a 50K vocab are large.
+    logits = np.asarray(mlm_logits(input_ids, padding_mask))
+    at_mask = logits[np.arange(len(batch)), positions].astype(np.float64)  # [N, V]
     for i, example in enumerate(batch):
-      scores = np.where(ordinary, logits[i, positions[i]], -np.inf)
+      scores = np.where(ordinary, at_mask[i], -np.inf)
       probs = np.exp(scores - scores.max())
       probs /= probs.sum()
       top = np.argsort(-scores, kind="stable")[:top_k]
