@@ -39,7 +39,7 @@ from absl import app, flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks import parity_records, quality_report  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks import commands, parity_records, quality_report  # noqa: E402  pylint: disable=wrong-import-position
 
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 RECIPES = {"faithful": "flags/quickstart.flags", "budget": "flags/budget.flags"}
@@ -68,15 +68,7 @@ def flags_sha(flagfile: str) -> str:
 
 
 def _run(args: list[str], log_path: str | None = None) -> str:
-  """`python -m args` in REPO; its stdout (and the log file); exits naming the command."""
-  proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True,
-                        check=False)
-  if log_path:
-    with open(log_path, "w", encoding="utf-8") as f:
-      f.write(proc.stdout + proc.stderr)
-  if proc.returncode:
-    sys.exit(f"failed: python -m {' '.join(args)}\n{proc.stderr[-2000:]}")
-  return proc.stdout
+  return commands.run_module(args, log_path, timed=False)
 
 
 def _shards(name: str, source: str) -> str:

@@ -51,7 +51,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
@@ -60,7 +59,7 @@ from absl import app, flags
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks import parity_records, quality_report, word_order_task  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks import commands, parity_records, quality_report, word_order_task  # noqa: E402  pylint: disable=wrong-import-position
 
 ARMS = ("general", "continued", "grown", "grown_normal")
 KEY_FIELDS = ("arm", "general", "domain", "general_steps", "domain_steps", "add_tokens",
@@ -105,18 +104,7 @@ TRAIN_FLAGS = ["--flagfile=flags/tiny.flags", "--batch_size=32", "--max_seq_len=
 
 
 def _run(args: list[str], log_path: str | None = None) -> str:
-  """`python -m args` in REPO; its stdout (and the log file); exits naming the command."""
-  start = time.time()
-  proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True,
-                        check=False)
-  if log_path:
-    with open(log_path, "w", encoding="utf-8") as f:
-      f.write(proc.stdout + proc.stderr)
-  if proc.returncode:
-    sys.exit(f"failed: python -m {' '.join(args)}\n{proc.stderr[-3000:]}")
-  print(f"    {args[0]} {args[1] if len(args) > 1 else ''}... {time.time() - start:.0f} s",
-        flush=True)
-  return proc.stdout
+  return commands.run_module(args, log_path, timed=True)
 
 
 def _work(*parts: str) -> str:
