@@ -47,8 +47,9 @@ def train_shards(tmp_path_factory):
 # xdist worker starts a long file last while the other sits idle (the order of tests inside a
 # file is kept; a file not recorded yet runs first). The suite records them itself:
 #   python -m pytest -q -n 2 --dist loadfile tests --store-durations
-# writes each file's wall and CPU seconds (a run of some files updates theirs only) (its tests' setup, call and teardown, module fixtures
-# and the binaries they start in processes included) and prints the costliest files.
+# writes each file's wall and CPU seconds (its tests' setup, call and teardown, module fixtures
+# and the binaries they start in processes included; a run of some files updates theirs only)
+# and prints the costliest files.
 DURATIONS = os.path.join(REPO, "tests", "durations.json")
 
 
@@ -58,12 +59,26 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+  _graph_optimizer_off_in_process()
   # pytest-xdist's --dist loadfile otherwise hands out files by their number of tests, most
   # first, which put the one-test quickstart and docs_sections files last: one worker then ran
   # ~2 min alone (measured). Off, xdist keeps the collection order that
   # pytest_collection_modifyitems sets (the same as passing --no-loadscope-reorder).
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
+
+
+def _graph_optimizer_off_in_process():
+  """Grappler (TF's graph optimizer) off in the test processes, unless
+  ROBERTA_TF_TEST_GRAPPLER=1. Each tf.function's first call runs it; on the tiny models of the
+  in-process tests it costs more than it saves (test_finetune_train + test_train_step: 221 vs
+  199 CPU-s with it off, measured), and it changes no result beyond float rounding (fusions).
+  The binaries the tests start as processes (quickstart, multi-worker, resume, faults) run
+  with it on, as users do."""
+  if os.environ.get("ROBERTA_TF_TEST_GRAPPLER") == "1":
+    return
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def _file_of(nodeid: str) -> str:

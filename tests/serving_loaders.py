@@ -1,9 +1,12 @@
-"""An export run through the session-based loaders its consumers use, each in a fresh process.
+"""An export run through its real consumers, all in ONE fresh process per test module.
 
 TF Serving restores a SavedModel with the C++ `SavedModelBundle`: a TF1 session that runs the
-export's restore op, then the signature's graph. `saved_model_cli run` (TensorFlow's own CLI) and
-`tf.compat.v1.saved_model.loader.load` take the same path, so they stand in for it here. Neither
-process imports tensorflow_text or roberta_tf: an export needs core TF ops only.
+export's restore op, then the signature's graph. `tf.compat.v1.saved_model.loader.load` and
+`saved_model_cli run` (TensorFlow's own CLI) take the same path, so they stand in for it here;
+`tf.saved_model.load` is the TF2 loader (what keras and Python clients use). `loader_runs` runs
+both loaders on every export it is given in one interpreter that imports neither
+tensorflow_text nor roberta_tf (an export needs core TF ops only; it checks that too), so a test
+module pays for one interpreter start and TensorFlow import, not one per loader and export.
 """
 
 import json
@@ -16,10 +19,11 @@ from tests.harness import console_script, module_command, module_env, run_comman
 # CPU only, TF quiet.
 _ENV = module_env(CUDA_VISIBLE_DEVICES="")
 
-# Argv: {export dir: {signature: {input: nested list}}}, output .npz. First checks that every op
-# of each saved graph (functions included) is registered by core TensorFlow alone. Several
-# exports load in one process (each in a Session of its own): one interpreter and TF import.
-_TF1 = r"""
+# Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz. For each
+# export: every op of its saved graph (functions included) must be registered by core
+# TensorFlow alone; then each call through tf.saved_model.load ("tf2:") and through a TF1
+# Session of its own ("tf1:"). Keys: "<loader>:<export index>:<key>/<output>".
+_LOADERS = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
@@ -28,26 +32,52 @@ from tensorflow.python.framework import op_def_registry
 
 runs, out_path = json.loads(sys.argv[1]), sys.argv[2]
 out, unregistered = {}, set()
-for i, (path, spec) in enumerate(runs.items()):
+def keep(prefix, outputs):
+  for k, v in outputs.items():
+    out[f"{prefix}/{k}"] = v.astype("S") if v.dtype == object else v  # npz: no pickled objects
+for i, (path, calls) in enumerate(runs.items()):
   saved = saved_model_pb2.SavedModel()
   with open(path + "/saved_model.pb", "rb") as f:
     saved.ParseFromString(f.read())
   graph = saved.meta_graphs[0].graph_def
   ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
   unregistered |= {op for op in ops if op_def_registry.get(op) is None}
+  loaded = tf.saved_model.load(path)
+  for key, name, inputs in calls:
+    outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+    keep(f"tf2:{i}:{key}", {k: v.numpy() for k, v in outputs.items()})
   with tf.compat.v1.Session(graph=tf.Graph()) as sess:
     meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
-    for name, inputs in spec.items():
+    for key, name, inputs in calls:
       signature = meta.signature_def[name]
       feed = {signature.inputs[k].name: v for k, v in inputs.items()}
-      fetch = {k: t.name for k, t in signature.outputs.items()}
-      for k, v in sess.run(fetch, feed).items():
-        out[f"{i}:{name}/{k}"] = v.astype("S") if v.dtype == object else v
+      keep(f"tf1:{i}:{key}", sess.run({k: t.name for k, t in signature.outputs.items()}, feed))
 print("unregistered ops:", sorted(unregistered))
 np.savez(out_path, **out)
 print("modules:", sorted(m for m in sys.modules
                          if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
 """
+
+
+def loader_runs(runs: dict, out_path: str) -> dict:
+  """Each export's calls through the TF2 and the TF1 loader, in one fresh process.
+
+  Args:
+    runs: {export dir: [(key, signature, {input: nested list}), ...]}; `key` names the call
+      (a signature may be called with several inputs).
+    out_path: where the child writes its .npz.
+  Returns:
+    {"tf2" | "tf1": {export dir: {"<key>/<output>": array}}} (strings as bytes).
+  """
+  proc = run_script(_LOADERS, json.dumps(runs), out_path, env=_ENV)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "unregistered ops: []" in proc.stdout, proc.stdout
+  assert "modules: []" in proc.stdout, proc.stdout
+  got = dict(np.load(out_path))
+  return {loader: {path: {k.split(":", 2)[2]: v for k, v in got.items()
+                          if k.startswith(f"{loader}:{i}:")}
+                   for i, path in enumerate(runs)}
+          for loader in ("tf2", "tf1")}
 
 
 def _cli() -> list[str]:
@@ -75,24 +105,6 @@ def saved_model_cli_run(export_dir: str, signature: str, inputs: dict, outdir: s
   return out
 
 
-def tf1_session_run(export_dir: str, spec: dict, out_path: str) -> dict:
-  """`tf.compat.v1.saved_model.loader.load` in a Session; runs each signature of `spec`
-  ({signature: {input: nested list}}). Returns {"signature/output": array}."""
-  return tf1_session_runs({export_dir: spec}, out_path)[export_dir]
-
-
-def tf1_session_runs(runs: dict, out_path: str) -> dict:
-  """`tf1_session_run` of several exports ({export dir: spec}) in one process. Returns
-  {export dir: {"signature/output": array}}."""
-  proc = run_script(_TF1, json.dumps(runs), out_path, env=_ENV)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "unregistered ops: []" in proc.stdout, proc.stdout
-  assert "modules: []" in proc.stdout, proc.stdout
-  got = dict(np.load(out_path))
-  return {path: {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith(f"{i}:")}
-          for i, path in enumerate(runs)}
-
-
 def assert_same(got: dict, want: dict, atol: float = 1e-5, prefix: str = "") -> None:
   """Same keys; floats within atol, everything else equal (strings as bytes)."""
   want = {prefix + k: v for k, v in want.items()}
@@ -105,3 +117,8 @@ def assert_same(got: dict, want: dict, atol: float = 1e-5, prefix: str = "") -> 
       np.testing.assert_allclose(got[key], value, atol=atol, rtol=0, err_msg=key)
     else:
       np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def outputs_of(loaded: dict, key: str) -> dict:
+  """{output: array} of one call's outputs in a loader_runs(...)[loader][export dir] dict."""
+  return {k.split("/", 1)[1]: v for k, v in loaded.items() if k.split("/", 1)[0] == key}

@@ -1,7 +1,6 @@
 """SavedModel export: every signature, reloaded in a fresh process with TF only, through the TF2
 loader and the session-based ones TF Serving's loader stands for (saved_model_cli, TF1)."""
 
-import json
 import os
 import re
 import shutil
@@ -15,35 +14,12 @@ from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests import serving_loaders
-from tests.harness import call_module, run_script
+from tests.harness import call_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
 TEXTS = ["The capital of France is <mask>.", "no mask in this one",
          "Two <mask> in <mask> text.", ""]
-
-# Runs in a fresh interpreter: imports only tensorflow (the export needs no tensorflow_text op),
-# calls each signature.
-_RELOAD = r"""
-import json, sys
-import numpy as np
-import tensorflow as tf
-loaded = tf.saved_model.load(sys.argv[1])
-texts = tf.constant(json.loads(sys.argv[2]))
-out = {}
-for name in ("fill_mask", "encode", "tokenize"):
-  for k, v in loaded.signatures[name](text=texts).items():
-    a = v.numpy()
-    out[f"{name}/{k}"] = a.astype("S") if a.dtype == object else a  # npz: no pickled objects
-tok = loaded.signatures["tokenize"](text=texts)
-for k, v in loaded.signatures["mlm_logits"](input_ids=tok["input_ids"],
-                                            padding_mask=tok["padding_mask"]).items():
-  out[f"mlm_logits/{k}"] = v.numpy()
-np.savez(sys.argv[3], **out)
-print("modules:", sorted(m for m in sys.modules
-                         if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
-"""
-
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, hf_tiny_dir):
@@ -57,33 +33,46 @@ def exported(tmp_path_factory, hf_tiny_dir):
   return model_dir, export_dir
 
 
-def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
-  model_dir, export_dir = exported
-  out_path = str(tmp_path / "out.npz")
-  proc = run_script(_RELOAD, export_dir, json.dumps(TEXTS), out_path)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "modules: []" in proc.stdout
-  got = dict(np.load(out_path))
+def _in_memory_module(model_dir):
+  return mlm_export.ServingModule(models.load(model_dir, dtype="float32"),
+                                  BytePairTokenizer.from_dir(model_dir),
+                                  max_seq_len=models.read_config(model_dir).max_seq_len, top_k=3)
 
-  module = mlm_export.ServingModule(models.load(model_dir, dtype="float32"),
-                                 BytePairTokenizer.from_dir(model_dir),
-                                 max_seq_len=models.read_config(model_dir).max_seq_len, top_k=3)
+
+@pytest.fixture(scope="module")
+def reloaded(exported, hf_tiny_dir, tmp_path_factory):
+  """Every signature of the export through the TF2 and the TF1 loader in one fresh process
+  (serving_loaders.loader_runs): the texts, the ids the in-memory module tokenizes them to, and
+  the HF fixture's own ids. Returns (calls, {"tf2" | "tf1": {"<key>/<output>": array}})."""
+  model_dir, export_dir = exported
+  module = _in_memory_module(model_dir)  # held: a tf.function method keeps only a weakref
+  tok = module.tokenize(tf.constant(TEXTS))
+  expected = np.load(os.path.join(hf_tiny_dir, "expected.npz"))
+  calls = [(name, name, {"text": TEXTS}) for name in ("fill_mask", "encode", "tokenize")]
+  calls += [("mlm_logits", "mlm_logits", {k: v.numpy().tolist() for k, v in tok.items()}),
+            ("hf_ids", "mlm_logits",
+             {"input_ids": expected["input_ids"].astype("int32").tolist(),
+              "padding_mask": expected["attention_mask"].astype("int32").tolist()})]
+  out = serving_loaders.loader_runs({export_dir: calls},
+                                    str(tmp_path_factory.mktemp("reloaded") / "out.npz"))
+  return calls, {loader: got[export_dir] for loader, got in out.items()}
+
+
+def test_signatures_match_in_memory_model_in_fresh_process(exported, reloaded):
+  model_dir, _ = exported
+  calls, loaded = reloaded
+  got = {k: v for k, v in loaded["tf2"].items() if not k.startswith("hf_ids/")}
+  module = _in_memory_module(model_dir)
   texts = tf.constant(TEXTS)
   want = {}
   for name in ("fill_mask", "encode", "tokenize"):
     for k, v in getattr(module, name)(texts).items():
       want[f"{name}/{k}"] = v.numpy()
   tok = module.tokenize(texts)
+  assert calls[3][2] == {k: v.numpy().tolist() for k, v in tok.items()}
   want["mlm_logits/logits"] = module.mlm_logits(tok["input_ids"], tok["padding_mask"])[
       "logits"].numpy()
-  assert sorted(got) == sorted(want)
-  for key, value in want.items():
-    if value.dtype == object:
-      value = value.astype("S")
-    if value.dtype.kind in "fc":
-      np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=key)
-    else:
-      np.testing.assert_array_equal(got[key], value, err_msg=key)
+  serving_loaders.assert_same(got, want)
   # Shapes and the <mask> bookkeeping: 1, 0, 2, 0 masks; 3 predictions each.
   np.testing.assert_array_equal(got["fill_mask/num_masks"], [1, 0, 2, 0])
   assert got["fill_mask/top_ids"].shape == (4, 2, 3)
@@ -92,25 +81,18 @@ def test_signatures_match_in_memory_model_in_fresh_process(exported, tmp_path):
   assert (np.diff(probs) <= 0).all() and probs[0] > 0
 
 
-def test_session_loaders_match_tf2_loader(exported, tmp_path):
-  """saved_model_cli run and the TF1 loader (TF Serving's path: the restore op, then the graph)
-  give tf.saved_model.load's outputs on every signature; the graph has core TF ops only."""
+def test_session_loaders_match_tf2_loader(exported, reloaded, tmp_path):
+  """The TF1 loader (TF Serving's path: the restore op, then the graph) gives
+  tf.saved_model.load's outputs on every signature, and so does saved_model_cli run on the
+  string signature; the graph has core TF ops only (loader_runs checks)."""
   _, export_dir = exported
-  loaded = tf.saved_model.load(export_dir)
-  tok = loaded.signatures["tokenize"](text=tf.constant(TEXTS))
-  ids = {k: v.numpy().tolist() for k, v in tok.items()}
-  spec = {name: {"text": TEXTS} for name in ("fill_mask", "encode", "tokenize")}
-  spec["mlm_logits"] = ids
-  want = {name: {k: v.numpy() for k, v in loaded.signatures[name](
-      **{k: tf.constant(v) for k, v in inputs.items()}).items()}
-          for name, inputs in spec.items()}
-  for name, inputs in spec.items():
-    got = serving_loaders.saved_model_cli_run(export_dir, name, inputs, str(tmp_path / name))
-    serving_loaders.assert_same(got, want[name])
-  got = serving_loaders.tf1_session_run(export_dir, spec, str(tmp_path / "tf1.npz"))
-  serving_loaders.assert_same(
-      got, {f"{name}/{k}": v for name, out in want.items() for k, v in out.items()})
-  assert want["fill_mask"]["top_probs"][0, 0, 0] > 0  # a real prediction, not an empty slot
+  _, loaded = reloaded
+  serving_loaders.assert_same(loaded["tf1"], loaded["tf2"])
+  want = serving_loaders.outputs_of(loaded["tf2"], "fill_mask")
+  got = serving_loaders.saved_model_cli_run(export_dir, "fill_mask", {"text": TEXTS},
+                                            str(tmp_path / "cli"))
+  serving_loaders.assert_same(got, want)
+  assert want["top_probs"][0, 0, 0] > 0  # a real prediction, not an empty slot
 
 
 def test_tokenize_adds_specials_and_truncates_keeping_eos(exported):
@@ -126,14 +108,11 @@ def test_tokenize_adds_specials_and_truncates_keeping_eos(exported):
   assert ids[1, 2] == tok.eos_id and ids[1, 3] == tok.pad_id
 
 
-def test_hf_fixture_logits_through_the_export(exported, hf_tiny_dir):
+def test_hf_fixture_logits_through_the_export(reloaded, hf_tiny_dir):
   """The exported mlm_logits reproduce the HF peer's logits on its own inputs."""
-  _, export_dir = exported
+  _, loaded = reloaded
   expected = np.load(os.path.join(hf_tiny_dir, "expected.npz"))
-  loaded = tf.saved_model.load(export_dir)
-  logits = loaded.signatures["mlm_logits"](
-      input_ids=tf.constant(expected["input_ids"], tf.int32),
-      padding_mask=tf.constant(expected["attention_mask"], tf.int32))["logits"].numpy()
+  logits = loaded["tf2"]["hf_ids/logits"]
   real = expected["attention_mask"].astype(bool)
   assert np.abs(logits[real] - expected["logits"][real]).max() < 1e-4
 

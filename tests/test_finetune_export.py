@@ -2,7 +2,6 @@
 imports only tensorflow, against the in-process model and Python decoding; and through the
 session-based loaders TF Serving's loader stands for (saved_model_cli, TF1)."""
 
-import json
 import os
 
 import numpy as np
@@ -16,32 +15,12 @@ from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
-from tests.harness import run_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
 LONG = " ".join(["word"] * 200)
 PAIRS = [("the film was great , I think", "a note"), ("awful", ""), ("", "x"), (LONG, LONG),
          ("Zoë's 日本語 <mask> review", "second text")]
-
-# Runs in a fresh interpreter: only tensorflow is imported (the export needs no tf-text op).
-_RELOAD = r"""
-import json, sys
-import numpy as np
-import tensorflow as tf
-spec = json.loads(sys.argv[1])
-out = {}
-for name, (path, signature, inputs) in spec.items():
-  loaded = tf.saved_model.load(path)
-  assert sorted(loaded.signatures) == sorted([signature, "serving_default"]), loaded.signatures
-  result = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-  for k, v in result.items():
-    a = v.numpy()
-    out[f"{name}/{k}"] = a.astype("S") if a.dtype == object else a
-np.savez(sys.argv[2], **out)
-print("modules:", sorted(m for m in sys.modules
-                         if m.split(".")[0] in ("roberta_tf", "tensorflow_text")))
-"""
 
 
 def _model_dir(root, pretrained, info):
@@ -110,14 +89,21 @@ def _spec(exported):
   return spec, questions, contexts
 
 
-def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
+@pytest.fixture(scope="module")
+def reloaded(exported, tmp_path_factory):
+  """Every task's signature on its inputs (_spec) through the TF2 and the TF1 loader, in one
+  fresh process (serving_loaders.loader_runs): {"tf2" | "tf1": {export dir: outputs}}."""
+  spec, _, _ = _spec(exported)
+  return serving_loaders.loader_runs(
+      {path: [(signature, signature, inputs)] for path, signature, inputs in spec.values()},
+      str(tmp_path_factory.mktemp("reloaded") / "out.npz"))
+
+
+def test_reloaded_signatures_match_training_featurization(exported, reloaded):
   dirs, qa_examples, choice_examples = exported
   spec, questions, contexts = _spec(exported)
-  out_path = str(tmp_path / "out.npz")
-  proc = run_script(_RELOAD, json.dumps(spec), out_path)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "modules: []" in proc.stdout
-  got = dict(np.load(out_path))
+  got = {f"{name}/{k.split('/', 1)[1]}": v for name, (path, _, _) in spec.items()
+         for k, v in reloaded["tf2"][path].items()}
 
   pair_examples = [problem_data.TextExample(a, b, "neg") for a, b in PAIRS]
   _, outputs = _in_process_outputs(dirs["pair"][0], problems_lib.SequenceProblem, pair_examples)
@@ -154,18 +140,13 @@ def test_reloaded_signatures_match_training_featurization(exported, tmp_path):
         assert got[f"{name}/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
 
 
-def test_session_loaders_match_tf2_loader(exported, tmp_path):
+def test_session_loaders_match_tf2_loader(exported, reloaded, tmp_path):
   """Every task's signature through the TF1 loader, the pair classifier's also through
   saved_model_cli run: tf.saved_model.load's outputs."""
   spec, _, _ = _spec(exported)
-  tf1 = serving_loaders.tf1_session_runs(  # every export in one TF1 process
-      {path: {signature: inputs} for path, signature, inputs in spec.values()},
-      str(tmp_path / "tf1.npz"))
   for name, (path, signature, inputs) in spec.items():
-    loaded = tf.saved_model.load(path)
-    want = {k: v.numpy() for k, v in loaded.signatures[signature](
-        **{k: tf.constant(v) for k, v in inputs.items()}).items()}
-    serving_loaders.assert_same(tf1[path], want, atol=1e-4, prefix=f"{signature}/")
+    want = serving_loaders.outputs_of(reloaded["tf2"][path], signature)
+    serving_loaders.assert_same(reloaded["tf1"][path], want, atol=1e-4, prefix=f"{signature}/")
     if name == "pair":
       got = serving_loaders.saved_model_cli_run(path, signature, inputs, str(tmp_path / name))
       serving_loaders.assert_same(got, want)
