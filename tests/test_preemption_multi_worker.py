@@ -23,7 +23,7 @@ from tests.test_train_resume import _checkpoint
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
-STEPS = 30
+STEPS = 16
 FLAGS = ["--config=tiny", "--max_seq_len=64", "--batch_size=8", f"--train_steps={STEPS}",
          "--warmup_steps=2", "--learning_rate=1e-3", "--dropout=0", "--seed=3", "--log_every=1",
          "--checkpoint_every=1000", "--shuffle_buffer=100"]

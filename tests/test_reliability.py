@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import warnings
 
 import pytest
@@ -31,6 +30,7 @@ from tests.harness import (
   run_command,
   run_module,
   run_script,
+  start_command,
   start_module,
 )
 
@@ -419,14 +419,17 @@ def test_export_removes_a_killed_exports_temp_dir_but_not_a_live_ones(tiny, tmp_
   out = str(tmp_path / "saved_model")
   dead = run_script("import os; print(os.getpid())")
   assert dead.returncode == 0, dead.stderr
-  stale, live = f"{out}.tmp-{int(dead.stdout)}", f"{out}.tmp-{os.getpid()}"
-  for path in (stale, live):
-    os.makedirs(f"{path}/variables")
-  time.sleep(0.1)
-  # A process of its own: the live temp dir is this (the test's) process's.
-  assert_ok(run_binary("roberta_tf.export", f"--model_dir={tiny.model}", f"--export_dir={out}",
-                       in_process=False))
-  assert not os.path.exists(stale) and os.path.isdir(live)
+  live = start_command(["sleep", "120"])  # another writer, still running
+  try:
+    stale, running = f"{out}.tmp-{int(dead.stdout)}", f"{out}.tmp-{live.pid}"
+    for path in (stale, running):
+      os.makedirs(f"{path}/variables")
+    assert_ok(run_binary("roberta_tf.export", f"--model_dir={tiny.model}",
+                         f"--export_dir={out}"))
+    assert not os.path.exists(stale) and os.path.isdir(running)
+  finally:
+    live.kill()
+    live.wait()
   assert os.path.isfile(f"{out}/saved_model.pb")
 
 
