@@ -71,7 +71,7 @@ class FineTuningEvents:
     self.eval_ds = task.problem.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
     model = train_step.model
     self.predict = tf.function(lambda inputs: model(inputs, training=False),
-                               input_signature=[self.eval_ds.element_spec])
+                               input_signature=[self.eval_ds.element_spec], autograph=False)
     history = progress["history"]
     self.best = (history[progress["best_epoch"] - 1]["dev"][run.metric]
                  if progress["best_epoch"] else None)

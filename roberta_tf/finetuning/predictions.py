@@ -28,7 +28,7 @@ def predict_logits(model, problem, examples, batch_size: int) -> np.ndarray:
   their order."""
   ds = problem.predict_dataset(examples, batch_size)
   predict = tf.function(lambda inputs: model(inputs, training=False)["logits"],
-                        input_signature=[ds.element_spec])
+                        input_signature=[ds.element_spec], autograph=False)
   return np.concatenate([predict(batch).numpy() for batch in ds])
 
 

@@ -36,7 +36,7 @@ class Evaluator:
     self.model = model
     self.unigram = (None if unigram_log_probs is None
                     else tf.constant(unigram_log_probs, tf.float32))
-    self._step = tf.function(self._eval_step)
+    self._step = tf.function(self._eval_step, autograph=False)
 
   def _eval_step(self, batch):
     nsp = ("next_sentence_labels" in batch

@@ -35,7 +35,7 @@ class PreemptionSync:
       per_replica = strategy.run(tf.identity, args=(flag,))
       return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    self._reduce = tf.function(reduce)
+    self._reduce = tf.function(reduce, autograph=False)
 
   def stop_now(self) -> bool:
     self.signalled_here = self._sigterm.raised

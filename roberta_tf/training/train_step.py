@@ -116,11 +116,13 @@ class TrainStep:
             tf.Variable(0.0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
                         aggregation=tf.VariableAggregation.SUM, name=f"{n}_accum")
             for n in ("loss", "count", "correct", "tokens", *self.extra_sums)]
-    self._compute = (tf.function(self._grads, jit_compile=True) if config.jit_compile
-                     else self._grads)
-    self._fused = tf.function(self._fused_step)
-    self._accumulate = tf.function(self._accumulate_step)
-    self._apply_accumulated = tf.function(self._apply_accumulated_step)
+    # autograph=False: the step branches on tensors with tf.cond only, and AutoGraph's source
+    # conversion of every function it calls (the model's layers included) is tracing time.
+    self._compute = (tf.function(self._grads, jit_compile=True, autograph=False)
+                     if config.jit_compile else self._grads)
+    self._fused = tf.function(self._fused_step, autograph=False)
+    self._accumulate = tf.function(self._accumulate_step, autograph=False)
+    self._apply_accumulated = tf.function(self._apply_accumulated_step, autograph=False)
 
   def checkpoint_items(self) -> dict:
     """Trackables a checkpoint must hold to resume exactly (besides model and optimizer)."""
