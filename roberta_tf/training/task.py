@@ -39,7 +39,8 @@ class Sums(NamedTuple):
 
 class Objective(Protocol):
   """`objective(model, batch) -> Sums`; `extra_sums` names the further sums it reports (summed
-  like the others, returned by the step as "sum/<name>", not differentiated)."""
+  like the others, returned by the step as "sum/<name>", not differentiated). It is traced
+  without AutoGraph (train_step.py): branch on tensors with `tf.cond` / `tf.where`, not `if`."""
 
   extra_sums: tuple[str, ...]
 
