@@ -3,6 +3,7 @@
 import json
 import os
 import resource
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -59,7 +60,6 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-  _graph_optimizer_off_in_process()
   # pytest-xdist's --dist loadfile otherwise hands out files by their number of tests, most
   # first, which put the one-test quickstart and docs_sections files last: one worker then ran
   # ~2 min alone (measured). Off, xdist keeps the collection order that
@@ -68,17 +68,19 @@ def pytest_configure(config):
     config.option.loadscopereorder = False
 
 
-def _graph_optimizer_off_in_process():
+def pytest_collection_finish(session):
   """Grappler (TF's graph optimizer) off in the test processes, unless
   ROBERTA_TF_TEST_GRAPPLER=1. Each tf.function's first call runs it; on the tiny models of the
   in-process tests it costs more than it saves (test_finetune_train + test_train_step: 221 vs
   199 CPU-s with it off, measured), and it changes no result beyond float rounding (fusions).
   The binaries the tests start as processes (quickstart, multi-worker, resume, faults) run
-  with it on, as users do."""
-  if os.environ.get("ROBERTA_TF_TEST_GRAPPLER") == "1":
+  with it on, as users do. Set after collection, before any test runs, and only where a
+  collected module imported TensorFlow (a run of TF-free tests does not import it)."""
+  del session
+  if os.environ.get("ROBERTA_TF_TEST_GRAPPLER") == "1" or "tensorflow" not in sys.modules:
     return
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+  sys.modules["tensorflow"].config.optimizer.set_experimental_options(
+      {"disable_meta_optimizer": True})
 
 
 def _file_of(nodeid: str) -> str:

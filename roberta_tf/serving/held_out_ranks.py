@@ -86,10 +86,10 @@ def pick_example(ids: Sequence[int], is_word: np.ndarray, is_special: np.ndarray
   lo, hi = n // 4, (3 * n) // 4
   inside = (ids >= 0) & (ids < len(is_word))
   # A whole word: its token is a space then letters, and the next token does not go on with
-  # the word (" que" + "ued" is not one).
-  ends_word = [not (inside[q + 1] and continues_word[ids[q + 1]]) for q in range(n - 1)]
+  # the word (" que" + "ued" is not one). p + 1 < n: p stops before the last token.
   words = [p for p in range(max(lo, 1), min(hi + 1, n - 1))
-           if inside[p] and is_word[ids[p]] and not is_special[ids[p]] and ends_word[p]]
+           if inside[p] and is_word[ids[p]] and not is_special[ids[p]]
+           and not (inside[p + 1] and continues_word[ids[p + 1]])]
   if not words:
     return None
   p = min(words, key=lambda q: (abs(2 * q - n), q))
