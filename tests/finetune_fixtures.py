@@ -116,3 +116,41 @@ def pretrained_model_dir(hf_tiny_dir: str, out_dir: str, seed: int = 0) -> str:
   for name in ("vocab.json", "merges.txt"):
     shutil.copyfile(os.path.join(hf_tiny_dir, name), os.path.join(out_dir, name))
   return out_dir
+
+
+PLACES = (("Paris",), ("New", "York"), ("Kyoto",), ("São", "Paulo"), ("Reykjavík",))
+ORGS = (("Acme", "Corp"), ("the", "Red", "Cross"), ("Zebrafish", "Labs"))
+
+
+def ner_sentences(n: int, seed: int) -> list[tuple[list[str], list[str]]]:
+  """(words, IOB2 tags) of synthetic NER sentences: people (PER), places (LOC, some two
+  words), organisations (ORG); accented and rare names split into several byte-BPE pieces."""
+  rng = random.Random(seed)
+  out = []
+  for _ in range(n):
+    name, place, org = rng.choice(NAMES), rng.choice(PLACES), rng.choice(ORGS)
+    words, tags = [name], ["B-PER"]
+    words += ["met", "a", "friend", "from"]
+    tags += ["O"] * 4
+    if rng.random() < 0.5:
+      words += list(org)
+      tags += ["B-ORG"] + ["I-ORG"] * (len(org) - 1)
+      words += ["in"]
+      tags += ["O"]
+    words += list(place) + ["."]
+    tags += ["B-LOC"] + ["I-LOC"] * (len(place) - 1) + ["O"]
+    out.append((words, tags))
+  return out
+
+
+def write_conll(path: str, sentences: list[tuple[list[str], list[str]]],
+                docstart: bool = True) -> str:
+  """CoNLL-2003's layout: `word POS chunk tag` (dummy middle columns), -DOCSTART- first."""
+  with open(path, "w", encoding="utf-8") as f:
+    if docstart:
+      f.write("-DOCSTART- -X- -X- O\n\n")
+    for words, tags in sentences:
+      for word, tag in zip(words, tags, strict=True):
+        f.write(f"{word} NN O {tag}\n")
+      f.write("\n")
+  return path

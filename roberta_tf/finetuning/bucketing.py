@@ -75,9 +75,10 @@ def train_order(lengths: np.ndarray, batch_size: int, seed: int, batching: str,
   return np.concatenate([batches.reshape(-1), order[full * batch_size:]])
 
 
-def pad_to_rung(ladder: list[int], pad_id: int):
+def pad_to_rung(ladder: list[int], pad_id: int, token_label_pad: int | None = None):
   """A tf.data map function: ({"input_ids", "padding_mask"} [B, L] or [B, C, L], labels) ->
-  the same with L raised to the smallest rung >= L (pad_id / 0 fill the new positions)."""
+  the same with L raised to the smallest rung >= L (pad_id / 0 fill the new positions; per-token
+  labels [B, L], when token_label_pad is given, are padded with it)."""
   rungs = tf.constant(ladder, tf.int32)
 
   def pad(inputs, labels):
@@ -85,27 +86,36 @@ def pad_to_rung(ladder: list[int], pad_id: int):
     target = tf.gather(rungs, tf.minimum(tf.searchsorted(rungs, [length])[0], len(ladder) - 1))
     rank = inputs["input_ids"].shape.rank
     paddings = [[0, 0]] * (rank - 1) + [[0, tf.maximum(target - length, 0)]]
+    if token_label_pad is not None:
+      labels = tf.pad(labels, paddings, constant_values=token_label_pad)
     return {"input_ids": tf.pad(inputs["input_ids"], paddings, constant_values=pad_id),
             "padding_mask": tf.pad(inputs["padding_mask"], paddings)}, labels
   return pad
 
 
 def batch(ds: tf.data.Dataset, batch_size: int, pad_id: int, padded_length: int | None,
-          ladder: list[int] | None = None) -> tf.data.Dataset:
+          ladder: list[int] | None = None, token_label_pad: int | None = None
+          ) -> tf.data.Dataset:
   """Batches (inputs, labels) elements ({"input_ids", "padding_mask"} int32 [L] or [C, L]).
 
   padded_length: pad every batch to this length (max_seq_len); None: to the batch's longest,
   then up to the next rung of `ladder` if one is given.
+  token_label_pad: labels are per token (int32 [L], token classification), padded like the
+  inputs with this value; None: labels are per example.
   """
   spec = ds.element_spec
   rank = spec[0]["input_ids"].shape.rank
   shape = [None] * (rank - 1) + [padded_length]
-  padded_shapes = ({"input_ids": shape, "padding_mask": shape},
-                   tf.nest.map_structure(lambda s: s.shape, spec[1]))
-  labels = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), spec[1])
+  if token_label_pad is None:
+    label_shapes = tf.nest.map_structure(lambda s: s.shape, spec[1])
+    labels = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), spec[1])
+  else:
+    label_shapes, labels = shape, tf.constant(token_label_pad, spec[1].dtype)
+  padded_shapes = ({"input_ids": shape, "padding_mask": shape}, label_shapes)
   ds = ds.padded_batch(batch_size, padded_shapes=padded_shapes, padding_values=(
       {"input_ids": tf.constant(pad_id, tf.int32), "padding_mask": tf.constant(0, tf.int32)},
       labels))
   if padded_length is None and ladder:
-    ds = ds.map(pad_to_rung(ladder, pad_id), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(pad_to_rung(ladder, pad_id, token_label_pad),
+                num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE)

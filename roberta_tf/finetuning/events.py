@@ -17,7 +17,7 @@ import time
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, squad_write
+from roberta_tf.finetuning import finetuned_dir, squad_write, tagging_write
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training import summaries as summaries_lib
@@ -28,13 +28,15 @@ from roberta_tf.training.train_step import TrainStep
 
 @dataclasses.dataclass
 class TrialResult:
-  """A run's outcome; `checkpoint` is the best epoch's prefix (None: stopped by SIGTERM)."""
+  """A run's outcome; `checkpoint` is the best epoch's prefix (None: stopped by SIGTERM);
+  `test` the best epoch's test metrics (token classification with --test_file), else None."""
   learning_rate: float
   best_epoch: int
   metrics: dict
   history: list
   checkpoint: str | None
   run_dir: str
+  test: dict | None = None
 
 
 def format_metrics(metrics: dict) -> str:
@@ -72,6 +74,9 @@ class FineTuningEvents:
     model = train_step.model
     self.predict = tf.function(lambda inputs: model(inputs, training=False),
                                input_signature=[self.eval_ds.element_spec], autograph=False)
+    test = getattr(task.problem, "test", None)  # token classification's --test_file
+    self.test_ds = (task.problem.test_dataset(cfg.eval_batch_size or cfg.batch_size)
+                    if test is not None else None)
     history = progress["history"]
     self.best = (history[progress["best_epoch"] - 1]["dev"][run.metric]
                  if progress["best_epoch"] else None)
@@ -132,12 +137,32 @@ class FineTuningEvents:
         f"{self.run.clock.tick(entry['seconds'])}{' (best)' if improved else ''}")
 
   def _keep_best(self, epoch: int, dev: dict, evaluation: problems_lib.Evaluation) -> None:
-    """A better epoch: its weights (and, for extractive QA, its answers' files) are kept."""
+    """A better epoch: its weights (and, for extractive QA, its answers' files; for token
+    classification its dev tags, and with a test file its test metrics and tags) are kept."""
     self.best, self.progress["best_epoch"] = dev[self.run.metric], epoch
     self.progress["best_prefix"] = finetuned_dir.save_checkpoint(
         self.run.save_dir, self.train_step.model, epoch)
     if self.run.chief and evaluation.answers is not None:  # extractive QA
       squad_write.write_predictions(self.run.run_dir, *evaluation.answers)
+    if evaluation.tags is not None:  # token classification
+      self._keep_tags(evaluation)
+
+  def _keep_tags(self, evaluation: problems_lib.Evaluation) -> None:
+    """Token classification's best epoch: its dev tags; with a test file, its test metrics
+    (into the run's progress: they are the run's "test") and tags."""
+    problem, run_dir, chief = self.problem, self.run.run_dir, self.run.chief
+    if chief:
+      tagging_write.write_predictions(files.join(run_dir, tagging_write.DEV_FILE),
+                                      problem.dev.sentences, evaluation.tags)
+    if self.test_ds is None:
+      return
+    test = problem.score_test([{k: v.numpy() for k, v in self.predict(b).items()}
+                               for b in self.test_ds])
+    self.progress["best_test"] = test.metrics
+    log(f"{self.run.name}: test {format_metrics(test.metrics)}")
+    if chief:
+      tagging_write.write_predictions(files.join(run_dir, tagging_write.TEST_FILE),
+                                      problem.test.sentences, test.tags)
 
   def _early_stop(self, epoch: int) -> bool:
     """--early_stopping_patience epochs without a better dev metric end the run."""
@@ -176,10 +201,12 @@ class FineTuningEvents:
     best_epoch = progress["best_epoch"]
     self.result = TrialResult(
         self.cfg.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
-        files.join(run.run_dir, files.basename(progress["best_prefix"])), run.run_dir)
+        files.join(run.run_dir, files.basename(progress["best_prefix"])), run.run_dir,
+        progress.get("best_test"))
     if run.chief:
       atomic_write.write_json(files.join(run.run_dir, finetuned_dir.RESULTS_FILE),
                               {**self.result.metrics, "learning_rate": self.cfg.learning_rate,
                                "epoch": best_epoch, "history": history,
-                               "checkpoint": files.basename(progress["best_prefix"])})
+                               "checkpoint": files.basename(progress["best_prefix"]),
+                               "test": self.result.test})
     self.state.remove()

@@ -21,8 +21,8 @@ from roberta_tf.finetuning import glue, problem_types
 SQUAD_V2_NULL = ("classifier", "span_score")
 # The fields (flags) that name files or directories: local paths or URLs (gs://, ram://, ...:
 # roberta_tf/common/files.py); --config may also be a preset's name.
-PATH_FLAGS = ("model_dir", "train_file", "eval_file", "init_from", "config", "vocab_dir",
-              "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
+PATH_FLAGS = ("model_dir", "train_file", "eval_file", "test_file", "init_from", "config",
+              "vocab_dir", "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
 
 
 def check_paths(values: dict) -> None:
@@ -49,10 +49,15 @@ class FinetuneConfig(GroupViews):
       "on an unfinished sweep's directory resumes it).")
   train_file: str = option(
       help="Training data: a .tsv/.csv/.jsonl/.json table (classification, regression), "
-      "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa).")
+      "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa), "
+      "CoNLL or JSON lines of tokens and tags (token_classification).")
   eval_file: str = option(
       help="Dev data, same format; picks the epoch and the learning rate, and gives "
       "eval_results.json.")
+  test_file: str = option(
+      "", "token_classification: test data, same format; each run's best epoch (by dev) is "
+      "scored on it (eval_results.json's \"test\") and its tags written "
+      "(test_predictions.conll).")
   init_from: str = use(
       "init_from", help="Pretrained model dir (config.json + checkpoint + vocab files), or a "
       "fine-tuned one (its encoder; its head too when the task and labels are the same). "
@@ -78,9 +83,16 @@ class FinetuneConfig(GroupViews):
   text_fields: tuple[str, ...] = option(
       ("text",), "Table fields holding the text (one) or the text pair (two), e.g. "
       "sentence1,sentence2.")
-  label_field: str = option("label", "Table field holding the label.")
+  label_field: str = option(
+      "label", "Table field holding the label (token_classification JSON lines: the tags "
+      "field; default \"tags\", else \"ner_tags\").")
   labels: tuple[str, ...] = option(
-      (), "Class names in id order (default: the sorted training labels).")
+      (), "Class names in id order (default: the sorted training labels; token_classification: "
+      "the training tags in first-appearance order; names the ids of integer JSON tags).")
+  label_all_pieces: bool = option(
+      False, "token_classification: train every piece of a word on its tag (a B- tag's later "
+      "pieces on its I- twin: HF's label_all_tokens); default: the first piece only. "
+      "Prediction always reads the first piece.")
   max_seq_len: int = use(
       "max_seq_len", default=0, help="Longest input in tokens, special tokens included; <= the "
       "pretrained model's. 0: the pretrained model's (random init: 512).",
@@ -88,7 +100,8 @@ class FinetuneConfig(GroupViews):
                   "--{name} must be 0 (the model's) or >= 8, got {value}"))
   max_query_len: int = option(64, "QA: question tokens kept.")
   doc_stride: int = option(
-      128, "QA: tokens between the starts of consecutive context windows.")
+      128, "QA and token_classification: tokens between the starts of consecutive windows of "
+      "a long context or sentence.")
   max_answer_len: int = option(30, "QA: longest answer in tokens.")
   n_best_size: int = option(20, "QA: candidates kept per question.")
   null_score_threshold: float = option(
@@ -203,6 +216,8 @@ class FinetuneConfig(GroupViews):
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),
         (self.max_answer_len > 0 and self.n_best_size > 0 and self.doc_stride > 0,
          "--max_answer_len, --n_best_size and --doc_stride must be > 0"),
+        (not self.test_file or self.task == problem_types.TOKEN_CLASSIFICATION,
+         "--test_file is read by --task=token_classification only"),
     ]
     for ok, message in checks:
       if not ok:

@@ -10,6 +10,8 @@ model_dir/
                        written last, so its presence marks a complete sweep
   results.md           the same statistics as a table
   predictions.json, nbest_predictions.json   extractive QA: the kept run's dev predictions
+  predictions.conll, test_predictions.conll  token classification: the kept run's dev (and
+                       --test_file) words with their gold and predicted tags (tagging_write.py)
   CoLA.tsv, MNLI-m.tsv, ...   GLUE presets: the kept model's test predictions (leaderboard
                        format, predictions.py), unless --predictions_dir puts them elsewhere
   runs/bs<B>_lr<rate>_seed<S>/   one directory per run of the sweep (its own best checkpoint,
@@ -37,7 +39,8 @@ RESULTS_FILE = "eval_results.json"
 TOKENIZER_FILES = vocab_files.FILES
 # What a fine-tuning run writes at the top of model_dir (besides checkpoints and runs/).
 _WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.json",
-            "nbest_predictions.json", glue.DIAGNOSTIC_FILE,
+            "nbest_predictions.json", "predictions.conll", "test_predictions.conll",
+            glue.DIAGNOSTIC_FILE,
             *(name for preset in glue.PRESETS.values() for name, _ in preset.test_files))
 
 

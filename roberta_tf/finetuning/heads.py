@@ -6,6 +6,8 @@ Heads (the sublayer names are checkpoint keys):
   vector. K = the number of classes; 1 for regression and for multiple choice (one score per
   option).
 - `SpanHead`: dense 2 on every token vector -> start and end logits (HF `qa_outputs`).
+- `TokenHead`: dropout -> dense K on every token vector -> each piece's tag logits (HF
+  `RobertaForTokenClassification`'s `dropout` + `classifier`).
 - SQuAD v2's answerability classifier (the paper's, trained jointly with the spans): a
   `ClassificationHead` with one output on the `<s>` vector, "answer_head".
 """
@@ -22,6 +24,7 @@ from roberta_tf.finetuning.problem_types import (
   MULTIPLE_CHOICE,
   PROBLEM_TYPES,
   REGRESSION,
+  TOKEN_CLASSIFICATION,
 )
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.encoder import encoder_inputs
@@ -88,6 +91,32 @@ class SpanHead(keras.layers.Layer):
     return {**super().get_config(), "initializer_range": self.initializer_range}
 
 
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class TokenHead(keras.layers.Layer):
+  """[B, S, H] token vectors -> float32 [B, S, num_outputs] tag logits."""
+
+  def __init__(self, num_outputs: int, dropout: float = 0.1, initializer_range: float = 0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.dropout_rate = dropout
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape):
+    self.classifier = keras.layers.Dense(self.num_outputs, kernel_initializer=normal(
+        self.initializer_range), dtype=self.dtype_policy, name="classifier")
+    self.classifier.build((None, None, input_shape[-1]))
+    self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+    self.built = True
+
+  def call(self, x, training=None):
+    return tf.cast(self.classifier(self.dropout(x, training=training)), tf.float32)
+
+  def get_config(self):
+    return {**super().get_config(), "num_outputs": self.num_outputs,
+            "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
+
+
 class FinetuneModel(keras.Model):
   """The encoder and a task head.
 
@@ -98,6 +127,7 @@ class FinetuneModel(keras.Model):
     multiple_choice: {"logits": [B, C]} (one score per option; softmax over C)
     extractive_qa:   {"start_logits": [B, S], "end_logits": [B, S]}, and with
                      `answer_classifier` "answerable_logits": [B] (the window holds the answer)
+    token_classification: {"logits": [B, S, K]} (K tags; every position, pads included)
   Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head" (and
   "answer_head").
   Built on construction, so a checkpoint can be restored into it straight away.
@@ -120,6 +150,10 @@ class FinetuneModel(keras.Model):
         self.answer_head = ClassificationHead(1, dropout, initializer_range, dtype=dtype,
                                               name="answer_head")
         self.answer_head.build((None, hidden))
+    elif task_type == TOKEN_CLASSIFICATION:
+      self.head = TokenHead(num_outputs, dropout, initializer_range, dtype=dtype,
+                            name="token_head")
+      self.head.build((None, None, hidden))
     else:
       outputs = num_outputs if task_type == CLASSIFICATION else 1
       self.head = ClassificationHead(outputs, dropout, initializer_range, dtype=dtype,
@@ -142,6 +176,8 @@ class FinetuneModel(keras.Model):
         return {"start_logits": start, "end_logits": end}
       answerable = self.answer_head(encoded["pooled_output"], training=training)[:, 0]
       return {"start_logits": start, "end_logits": end, "answerable_logits": answerable}
+    if self.task_type == TOKEN_CLASSIFICATION:
+      return {"logits": self.head(encoded["sequence_output"], training=training)}
     logits = self.head(encoded["pooled_output"], training=training)
     if self.task_type == CLASSIFICATION:
       return {"logits": logits}

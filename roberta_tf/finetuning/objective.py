@@ -10,7 +10,8 @@ from roberta_tf.training.task import Sums
 
 class ProblemObjective:
   """A fine-tuning problem (problems.py): its `loss_sum(outputs, labels)` over a batch of
-  (inputs, labels); count = examples, correct = 0 (problems score themselves on dev)."""
+  (inputs, labels); count = its `loss_count` (examples; token classification: tagged pieces),
+  correct = 0 (problems score themselves on dev)."""
 
   extra_sums = ()
 
@@ -21,6 +22,6 @@ class ProblemObjective:
     inputs, labels = batch
     outputs = model(inputs, training=True)
     loss_sum = tf.cast(self.problem.loss_sum(outputs, labels), tf.float32)
-    examples = tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32)
+    count = tf.cast(self.problem.loss_count(inputs, labels), tf.float32)
     tokens = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.float32))
-    return Sums(loss_sum, examples, tf.constant(0.0), tokens)
+    return Sums(loss_sum, count, tf.constant(0.0), tokens)

@@ -52,7 +52,7 @@ class ChoiceExample:
 
 
 @contextlib.contextmanager
-def _open_text(path: str) -> Iterator[io.TextIOWrapper]:
+def open_text(path: str) -> Iterator[io.TextIOWrapper]:
   """`path` (a local path or a URL; gunzipped when its name ends .gz) as UTF-8 text, lines
   untranslated (csv's newline="")."""
   if not files.isfile(path):
@@ -92,7 +92,7 @@ def read_records(path: str) -> list[tuple[int, dict[str, Any]]]:
   """The rows of a table file as (line number, {field: value}) pairs, in file order."""
   ext = _format(path)
   try:
-    with _open_text(path) as f:
+    with open_text(path) as f:
       if ext in (".tsv", ".csv"):
         reader = (csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if ext == ".tsv"
                   else csv.DictReader(f))
@@ -275,7 +275,7 @@ def read_choice_examples(path: str, require_labels: bool = True) -> list[ChoiceE
     names = [path]
   examples = []
   for name in names:
-    with _open_text(name) as f:
+    with open_text(name) as f:
       try:
         text = f.read()
       except (UnicodeDecodeError, OSError) as e:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from roberta_tf.finetuning import problem_types
+from roberta_tf.finetuning import problem_types, tagging_scores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +26,12 @@ class ProblemInfo:
     null_score_threshold: extractive QA (see squad_features.py and squad_decode.py).
     answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
       its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
+    tag_scheme: token classification: the tags' scheme (tagging_scores.SCHEMES: IOB1, IOB2,
+      IOBES, BILOU, or plain: tags without prefixes, e.g. parts of speech), which entity
+      scoring uses; labels: the tags in id order.
+    label_all_pieces: token classification: every piece of a word carries its tag in training
+      (HF's label_all_tokens); False: only the first piece (the others are ignored by the loss).
+    doc_stride also spaces a long sentence's windows (token classification).
   """
   task_type: str
   max_seq_len: int
@@ -39,10 +45,14 @@ class ProblemInfo:
   version_2: bool = False
   null_score_threshold: float = 0.0
   answer_classifier: bool = False
+  tag_scheme: str = ""
+  label_all_pieces: bool = False
 
   @property
   def num_outputs(self) -> int:
-    return len(self.labels) if self.task_type == problem_types.CLASSIFICATION else 1
+    if self.task_type in (problem_types.CLASSIFICATION, problem_types.TOKEN_CLASSIFICATION):
+      return len(self.labels)
+    return 1
 
   def metric_names(self) -> tuple[str, ...]:
     if self.task_type == problem_types.CLASSIFICATION:
@@ -51,6 +61,8 @@ class ProblemInfo:
       return ("pearson", "spearman", "mse")
     if self.task_type == problem_types.MULTIPLE_CHOICE:
       return ("accuracy",)
+    if self.task_type == problem_types.TOKEN_CLASSIFICATION:
+      return tagging_scores.metric_names(self.labels, self.tag_scheme)
     return ("exact_match", "f1")
 
   def to_dict(self) -> dict[str, Any]:

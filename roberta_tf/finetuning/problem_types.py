@@ -5,7 +5,8 @@ CLASSIFICATION = "classification"
 REGRESSION = "regression"
 MULTIPLE_CHOICE = "multiple_choice"
 EXTRACTIVE_QA = "extractive_qa"
-PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA)
+TOKEN_CLASSIFICATION = "token_classification"
+PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA, TOKEN_CLASSIFICATION)
 
 # How training batches are formed and padded (bucketing.py).
 LENGTH_BUCKETS = "length_buckets"

@@ -38,7 +38,8 @@ from roberta_tf.finetuning.problem_info import ProblemInfo
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
 DEFAULT_METRIC = {problem_types.CLASSIFICATION: "accuracy", problem_types.REGRESSION: "pearson",
-                  problem_types.MULTIPLE_CHOICE: "accuracy", problem_types.EXTRACTIVE_QA: "f1"}
+                  problem_types.MULTIPLE_CHOICE: "accuracy", problem_types.EXTRACTIVE_QA: "f1",
+                  problem_types.TOKEN_CLASSIFICATION: "f1"}
 
 
 def is_better(metric: str, value: float, best: float | None) -> bool:
@@ -51,9 +52,11 @@ def is_better(metric: str, value: float, best: float | None) -> bool:
 class Evaluation:
   """What scoring the dev set gives: `metrics`, name -> value (the names of metric_names());
   extractive QA also `answers`, the decoded answers (squad_decode.Answers: what
-  squad_write.write_predictions writes)."""
+  squad_write.write_predictions writes); token classification `tags`, each sentence's
+  predicted tags (what tagging_write.write_predictions writes)."""
   metrics: dict[str, float]
   answers: squad_decode.Answers | None = None
+  tags: list[list[str]] | None = None
 
 
 def _ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Dataset:
@@ -120,6 +123,12 @@ class Problem:
 
   def loss_sum(self, outputs, labels):
     raise NotImplementedError
+
+  def loss_count(self, inputs, labels) -> tf.Tensor:
+    """float32: what loss_sum sums over in a batch (here its examples); the train step divides
+    the summed loss by the global batch's count."""
+    del labels
+    return tf.cast(tf.shape(inputs["input_ids"])[0], tf.float32)
 
   def evaluate(self, batch_outputs: list[dict[str, np.ndarray]]) -> Evaluation:
     raise NotImplementedError
@@ -299,6 +308,10 @@ def load_problem(cfg, tokenizer) -> Problem:
   cfg.batching says."""
   if cfg.glue_task:
     return _glue_problem(cfg, tokenizer)
+  if cfg.task == problem_types.TOKEN_CLASSIFICATION:
+    # Imported here: tagging_problem's class derives from this module's Problem.
+    from roberta_tf.finetuning import tagging_problem  # pylint: disable=import-outside-toplevel
+    return tagging_problem.load(cfg, tokenizer)
   if cfg.task in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
     return _table_problem(cfg, tokenizer)
   if cfg.task == problem_types.MULTIPLE_CHOICE:

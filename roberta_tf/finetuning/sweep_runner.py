@@ -26,7 +26,15 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write, directory_lock, files
-from roberta_tf.finetuning import finetuned_dir, glue, predictions, sweep, warm_start
+from roberta_tf.finetuning import (
+  finetuned_dir,
+  glue,
+  predictions,
+  problem_types,
+  sweep,
+  tagging_write,
+  warm_start,
+)
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.events import TrialResult, format_metrics
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
@@ -167,9 +175,12 @@ def _resumes(cfg: FinetuneConfig, settings: dict) -> bool:
   return False
 
 
+_UNITS = {problem_types.EXTRACTIVE_QA: "features", problem_types.TOKEN_CLASSIFICATION: "windows"}
+
+
 def _log_plan(cfg: FinetuneConfig, problem, strategy, num_runs: int, resume: bool) -> None:
   log(f"{cfg.glue_task or cfg.task}: {problem.num_train} training / {problem.num_eval} dev "
-      f"{'features' if cfg.task == 'extractive_qa' else 'examples'}; "
+      f"{_UNITS.get(cfg.task, 'examples')}; "
       f"{warm_start.describe(cfg.init_from, problem.info)}; {num_runs} runs ("
       f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.learning_rate_sweep)} learning rates x "
       f"{cfg.seeds} seeds); {cfg.batching} batches; {strategy.num_replicas_in_sync} "
@@ -220,8 +231,10 @@ def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.R
   finetuned_dir.write_config(cfg.model_dir, model_config, problem.info, cfg.to_dict())
   finetuned_dir.save_checkpoint(cfg.model_dir, model, best.best_epoch)
   finetuned_dir.copy_tokenizer(vocab_dir, cfg.model_dir)
-  if cfg.task == "extractive_qa":
-    for name in ("predictions.json", "nbest_predictions.json"):
+  copied = {problem_types.EXTRACTIVE_QA: ("predictions.json", "nbest_predictions.json"),
+            problem_types.TOKEN_CLASSIFICATION: (tagging_write.DEV_FILE, tagging_write.TEST_FILE)}
+  for name in copied.get(cfg.task, ()):
+    if files.isfile(files.join(best.run_dir, name)):
       atomic_write.copy_file(files.join(best.run_dir, name), files.join(cfg.model_dir, name))
   written = []
   if problem.test_sets:
@@ -233,8 +246,10 @@ def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.R
              "batch_size": kept_key.batch_size, "seed": kept_key.seed,
              "epoch": best.best_epoch, "init_from": cfg.init_from or None, **kept.statistics,
              "test_predictions": [files.basename(p) for p in written],
+             **({"test": best.test} if best.test is not None else {}),
              "runs": [{"batch_size": k.batch_size, "learning_rate": r.learning_rate,
                        "seed": k.seed, "epoch": r.best_epoch, "metrics": r.metrics,
+                       **({"test": r.test} if r.test is not None else {}),
                        "history": r.history} for k, r in runs]}
   title = (f"{cfg.glue_task or cfg.task}: {len(cfg.batch_size_sweep)} batch sizes x "
            f"{len(cfg.learning_rate_sweep)} learning rates x {cfg.seeds} seeds")

@@ -41,7 +41,8 @@ def finished_run(run_dir: str) -> TrialResult | None:
     return None
   doc = files.read_json(path)
   return TrialResult(doc["learning_rate"], doc["epoch"], doc["history"][doc["epoch"] - 1]["dev"],
-                     doc["history"], files.join(run_dir, doc["checkpoint"]), run_dir)
+                     doc["history"], files.join(run_dir, doc["checkpoint"]), run_dir,
+                     doc.get("test"))
 
 
 class SweepClock:
