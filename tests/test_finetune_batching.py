@@ -5,8 +5,7 @@ micro-batches), and the same training and dev metrics as batches padded to max_s
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import bucketing, finetuned_dir, sweep_runner
-from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning import bucketing, finetuned_dir, problem_loading, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
 
@@ -63,7 +62,7 @@ def _config(data, out, **overrides):
 
 def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, hf_tiny_dir):
   cfg = _config(data, "unused", batching="length_buckets")
-  problem = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
+  problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(hf_tiny_dir))
   ladder = bucketing.length_ladder(64)
   whole = list(problem.train_dataset(16, seed=3))
   shapes = {tuple(inputs["input_ids"].shape) for inputs, _ in whole}
@@ -101,7 +100,7 @@ def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, h
   tokenizer = finetuned_dir.load_tokenizer(hf_tiny_dir)
   scores = {}
   for batching in ("length_buckets", "max_seq_len"):
-    problem = problems_lib.load_problem(_config(data, "unused", batching=batching), tokenizer)
+    problem = problem_loading.load_problem(_config(data, "unused", batching=batching), tokenizer)
     batches = list(problem.eval_dataset(8))
     widths = {b["input_ids"].shape[1] for b in batches}
     assert widths == {64} if batching == "max_seq_len" else max(widths) < 64

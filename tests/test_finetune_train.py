@@ -15,8 +15,13 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import finetuned_dir, run_state, squad_eval, sweep_runner
-from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning import (
+  finetuned_dir,
+  problem_loading,
+  run_state,
+  squad_eval,
+  sweep_runner,
+)
 from roberta_tf.finetuning.events import FineTuningEvents
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.training.sigterm import SigtermFlag
@@ -83,7 +88,7 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   model, model_config, info = finetuned_dir.load(cfg.model_dir)
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
-  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   assert task.evaluate(_predict(model, task)).metrics == pytest.approx(runs[2e-3]["metrics"])
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
@@ -116,7 +121,7 @@ def test_multiple_choice(data, tmp_path):
   assert results["metric"] == "accuracy"
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.num_choices == 4
-  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert outputs[0]["logits"].shape == (12, 4)  # 3 passages x 4 questions, 4 options each
   # The reported accuracy is the saved model's, scored against the file's own answer letters.
@@ -135,7 +140,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   results = sweep_runner.run_sweep(cfg)
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.answer_classifier == (null == "classifier")
-  task = problems_lib.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, task)
   assert ("answerable_logits" in outputs[0]) == (null == "classifier")
   assert task.evaluate(outputs).metrics == pytest.approx(

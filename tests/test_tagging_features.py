@@ -70,8 +70,8 @@ def test_long_sentences_are_windowed_and_every_word_read_once(counts, max_seq_le
     assert features.input_ids[window][position] == 10 + first[word]
     assert features.labels[window][position] == word
     # The max-context rule: no other window gives the first piece more context.
-    context = lambda k: min(first[word] - starts[k], starts[k] + min(width, total - starts[k]) - 1
-                            - first[word])
+    def context(k, piece=first[word]):
+      return min(piece - starts[k], starts[k] + min(width, total - starts[k]) - 1 - piece)
     holding = [k for k in range(len(starts))
                if starts[k] <= first[word] < starts[k] + min(width, total - starts[k])]
     assert context(window) == max(context(k) for k in holding)

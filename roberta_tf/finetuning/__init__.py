@@ -12,10 +12,18 @@ Modules, in the order data flows through them:
   squad_tf        the same windows and best-span decoding in TF ops (for the SavedModel)
   squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
   metrics         accuracy, F1, MCC, Pearson, Spearman
+  tagging_read    token classification: CoNLL / JSON-lines tagged sentences, the label set
+  tagging_features  words -> pieces (HF's add_prefix_space rule) -> windows; tags read back
+  tagging_scores  seqeval's entity metrics; the tag scheme (IOB1/IOB2/IOBES/BILOU/plain)
+  tagging_problem TokenClassificationProblem: windows, the per-piece loss, dev/test scores
+  tagging_write   predictions.conll (word, gold, predicted)
+  tagging_tf      the export's word split, windows and entity grouping in TF ops
+  hf_tagger       RobertaForTokenClassification folders in and out
   heads           classification/regression, multiple-choice and span heads on the encoder
   problem_info    ProblemInfo: what a fine-tuned model remembers of its problem
   problems        one Problem class per problem type: datasets, loss, dev metrics (an
-                  Evaluation); load_problem builds one, whole, from a run's flags
+                  Evaluation)
+  problem_loading load_problem: a run's problem, whole, from its flags
   finetune_config the resolved configuration of a run (what --flags become)
   glue            GLUE presets (GluePreset): each GLUE task's files, fields, labels, metrics
   bucketing       length-bucketed batches padded to their longest example
@@ -33,6 +41,6 @@ Modules, in the order data flows through them:
                   eval_results.json / results.md / GLUE predictions (predictions.py); resume
   finetuned_dir   fine-tuned model directories (config.json + checkpoint + vocab)
   docs_sections   a real-text problem built from the Python docs corpus (tests, benchmark)
-The SavedModel export with raw-string signatures (classify / choose / answer) is
+The SavedModel export with raw-string signatures (classify / choose / answer / tag) is
 roberta_tf/serving/finetuned_export.py; the binary is roberta_tf/finetune.py.
 """

@@ -8,9 +8,9 @@ drives it through the loop); it gives the train step everything data-specific:
   loss_sum(outputs, labels)       -> float32 scalar, the SUM of per-example losses
   evaluate(batch_outputs)         -> an Evaluation: the dev metrics from the model outputs of
                                      eval_dataset (extractive QA: and the decoded answers)
-A problem is whole when built: `load_problem` reads a run's data and passes everything in (the
-batching, a GLUE preset and its test sets). What a fine-tuned model must remember of its problem
-to be used again is its `ProblemInfo` (problem_info.py).
+A problem is whole when built: problem_loading.load_problem reads a run's data and passes
+everything in (the batching, a GLUE preset and its test sets). What a fine-tuned model must
+remember of its problem to be used again is its `ProblemInfo` (problem_info.py).
 """
 
 from __future__ import annotations
@@ -301,70 +301,3 @@ class ExtractiveQAProblem(Problem):
                                  self.info.version_2, na_scores=na_scores,
                                  span_predictions=best_spans)
     return Evaluation(scores, answers)
-
-
-def load_problem(cfg, tokenizer) -> Problem:
-  """Reads and featurizes a run's training and dev data (cfg: a FinetuneConfig), batched as
-  cfg.batching says."""
-  if cfg.glue_task:
-    return _glue_problem(cfg, tokenizer)
-  if cfg.task == problem_types.TOKEN_CLASSIFICATION:
-    # Imported here: tagging_problem's class derives from this module's Problem.
-    from roberta_tf.finetuning import tagging_problem  # pylint: disable=import-outside-toplevel
-    return tagging_problem.load(cfg, tokenizer)
-  if cfg.task in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
-    return _table_problem(cfg, tokenizer)
-  if cfg.task == problem_types.MULTIPLE_CHOICE:
-    return _choice_problem(cfg, tokenizer)
-  return _squad_problem(cfg, tokenizer)
-
-
-def _glue_problem(cfg, tokenizer) -> SequenceProblem:
-  """A GLUE preset's problem (glue.py), with its test sets (leaderboard file, examples,
-  indices) for the predictions of the kept model."""
-  preset = glue.get(cfg.glue_task)
-  data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
-  info = ProblemInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
-                     text_fields=preset.text_fields)
-  (_, dev), *extra = data.dev
-  return SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file, cfg.eval_file,
-                         extra_dev=extra, batching=cfg.batching, glue_preset=preset,
-                         test_sets=data.test)
-
-
-def _table_problem(cfg, tokenizer) -> SequenceProblem:
-  """Classification or regression read from --train_file/--eval_file tables."""
-  regression = cfg.task == problem_types.REGRESSION
-  train, dev = (problem_data.read_text_examples(path, cfg.text_fields, cfg.label_field,
-                                                regression)
-                for path in (cfg.train_file, cfg.eval_file))
-  labels = () if regression else tuple(problem_data.label_names(train, cfg.labels))
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, labels=labels,
-                     text_fields=tuple(cfg.text_fields))
-  return SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file,
-                         batching=cfg.batching)
-
-
-def _choice_problem(cfg, tokenizer) -> MultipleChoiceProblem:
-  train = problem_data.read_choice_examples(cfg.train_file)
-  dev = problem_data.read_choice_examples(cfg.eval_file)
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, num_choices=len(train[0].options))
-  return MultipleChoiceProblem(info, tokenizer, train, dev, batching=cfg.batching)
-
-
-def _squad_problem(cfg, tokenizer) -> ExtractiveQAProblem:
-  skipped = []
-  train, train_v2 = squad_read.read_squad(cfg.train_file, skip_bad=cfg.skip_bad_examples,
-                                          on_skip=skipped.append)
-  dev, dev_v2 = squad_read.read_squad(cfg.eval_file, skip_bad=cfg.skip_bad_examples,
-                                      on_skip=skipped.append)
-  if skipped:
-    print(f"warning: --skip_bad_examples: skipped {len(skipped)} answers whose text is not at "
-          f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
-          flush=True)
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, max_query_len=cfg.max_query_len,
-                     doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
-                     n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
-                     null_score_threshold=cfg.null_score_threshold,
-                     answer_classifier=(train_v2 or dev_v2) and cfg.squad_v2_null == "classifier")
-  return ExtractiveQAProblem(info, tokenizer, train, dev, batching=cfg.batching)

@@ -30,6 +30,7 @@ from roberta_tf.finetuning import (
   finetuned_dir,
   glue,
   predictions,
+  problem_loading,
   problem_types,
   sweep,
   tagging_write,
@@ -134,7 +135,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   if chief and not resume:
     finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
                                  protected=(cfg.init_from, cfg.vocab_dir))
-  problem = problems_lib.load_problem(cfg, tokenizer)
+  problem = problem_loading.load_problem(cfg, tokenizer)
   metric = cfg.metric or problems_lib.DEFAULT_METRIC[cfg.task]
   if metric not in problem.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
