@@ -17,6 +17,13 @@ keras-hub presets (what `keras_hub.models.RobertaMaskedLM.from_preset(DIR)` and
   python -m roberta_tf.convert_checkpoint --to_keras_hub_preset=out/preset --model_dir=models/base
   python -m roberta_tf.convert_checkpoint --from_keras_hub_preset=preset/ --model_dir=models/kh
 
+A fine-tuned token-classification model dir (config.json with a "task", roberta_tf.finetune
+--task=token_classification) goes both ways as an HF `RobertaForTokenClassification` folder
+(finetuning/hf_tagger.py): --to_hf writes id2label/label2id and a tokenizer with
+add_prefix_space (HF's is_split_into_words encoding, ours); --hf_dir of such a folder (its
+architectures or classifier.* keys say so) writes a fine-tuned model dir that finetune's
+evaluation and export read. Other fine-tuned heads are refused in one line.
+
 The HF side is read and written with safetensors' numpy API (no torch, no pickle). vocab.json
 and merges.txt, when present, are copied along so the result carries its tokenizer. Every
 directory may be a URL (gs://, ram://, ...: any scheme tf.io.gfile has registered).
@@ -36,7 +43,9 @@ from roberta_tf.common import cli, files
 # ruff: noqa: E402
 cli.quiet_tensorflow_import()
 
+from roberta_tf.finetuning import finetuned_dir, hf_tagger
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
+from roberta_tf.models.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization import vocab_files
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
@@ -57,8 +66,16 @@ flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset: t
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
-  """HF checkpoint dir → new model dir; returns the checkpoint prefix written."""
-  pretrainer = hf_weights.load_hf(hf_dir)
+  """HF checkpoint dir → new model dir (a RobertaForTokenClassification's: a fine-tuned one);
+  returns the checkpoint prefix written."""
+  hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
+  source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
+  hf_tagger.check_importable(hf_config, tensors, hf_dir)
+  if hf_tagger.is_token_classifier(hf_config, tensors):
+    return hf_tagger.import_hf(hf_dir, out_model_dir, hf_config, tensors, overwrite=overwrite)
+  config = hf_weights.config_from_hf(hf_config, files.join(hf_dir, hf_weights.CONFIG_FILE))
+  pretrainer = RobertaPretrainer(config)
+  hf_weights.set_from_hf_tensors(pretrainer, tensors, source)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite)
   vocab_files.copy_vocab_files(hf_dir, out_model_dir)
   return prefix
@@ -81,19 +98,26 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
               checkpoint: str | None = None) -> list[str]:
   """Model dir (newest checkpoint) → HF folder out_hf_dir; returns the file names written.
 
-  config.json + model.safetensors; with the model dir's vocab files also vocab.json,
+  config.json + model.safetensors (RobertaForMaskedLM; a fine-tuned token classifier's:
+  RobertaForTokenClassification); with the model dir's vocab files also vocab.json,
   merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
   """
   weights = files.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
   if files.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
-  pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
-  hf_weights.save_hf(out_hf_dir, pretrainer)
+  tagger = hf_tagger.is_finetuned_dir(in_model_dir)
+  if tagger:
+    max_seq_len = hf_tagger.save_hf(in_model_dir, out_hf_dir, checkpoint=checkpoint)
+  else:
+    pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
+    hf_weights.save_hf(out_hf_dir, pretrainer)
+    max_seq_len = pretrainer.config.max_seq_len
   written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
   written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
   if set(vocab_files.FILES) <= set(written):
+    # A tagger's words are encoded each after a space (tagging_features.py): add_prefix_space.
     written += hf_tokenizer_files.write(out_hf_dir, vocab_files.paths(out_hf_dir)[0],
-                                        pretrainer.config.max_seq_len)
+                                        max_seq_len, add_prefix_space=tagger)
   return written
 
 
@@ -185,6 +209,10 @@ def main(argv):
   else:
     prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
     print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
+    if hf_tagger.is_finetuned_dir(FLAGS.model_dir):
+      info = finetuned_dir.read_problem_info(FLAGS.model_dir)
+      print(f"a fine-tuned token_classification model: {len(info.labels)} labels, tag scheme "
+            f"{info.tag_scheme} (read from the label names), max_seq_len {info.max_seq_len}")
     warning = missing_vocab_warning(FLAGS.hf_dir, FLAGS.model_dir)
     if warning:
       print(warning, file=sys.stderr)

@@ -7,6 +7,12 @@ table. These two files say what roberta-base's tokenizer is, in the format `save
 writes: the special tokens, `<mask>` with `lstrip` (it absorbs the whitespace before it, as our
 tokenizer and roberta-base's do; not normalized), and `model_max_length` = the model's
 `max_seq_len` (max_positions - 2: 512 for roberta-base), `<s>` and `</s>` included.
+
+`add_prefix_space` (false as in roberta-base; true for a token classifier's folder): the
+tokenizer puts a space before the text, and with `is_split_into_words=True` before every word
+(transformers 4 refuses pre-split words for RoBERTa without it; 5 encodes the first word without
+the space). That is our token classification's word encoding (tagging_features.py), and HF's
+token-classification pipeline then encodes a raw text's first word with a space too.
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ def _added_token(content: str) -> dict:
           "single_word": False, "special": True}
 
 
-def tokenizer_config(vocab: dict[str, int], max_seq_len: int) -> dict:
+def tokenizer_config(vocab: dict[str, int], max_seq_len: int,
+                     add_prefix_space: bool = False) -> dict:
   """tokenizer_config.json's dict for `vocab` (token -> id) and a model of `max_seq_len`."""
   specials = sorted({vocab[t]: t for t in vocab_files.SPECIAL_TOKENS.values()}.items())
   return {
-      "add_prefix_space": False,
+      "add_prefix_space": bool(add_prefix_space),
       "added_tokens_decoder": {str(i): _added_token(t) for i, t in specials},
       "clean_up_tokenization_spaces": False,
       "errors": "replace",
@@ -56,7 +63,8 @@ def special_tokens_map() -> dict:
   return {**_ROLES, "mask_token": mask}
 
 
-def write(hf_dir: str, vocab_path: str, max_seq_len: int) -> list[str]:
+def write(hf_dir: str, vocab_path: str, max_seq_len: int,
+          add_prefix_space: bool = False) -> list[str]:
   """Writes FILES into `hf_dir` for the vocabulary at `vocab_path`; returns their names.
 
   Raises:
@@ -67,6 +75,6 @@ def write(hf_dir: str, vocab_path: str, max_seq_len: int) -> list[str]:
   if missing:
     raise vocab_files.VocabFileError(f"{vocab_path} lacks the special tokens {missing}")
   atomic_write.write_json(files.join(hf_dir, TOKENIZER_CONFIG_FILE),
-                          tokenizer_config(vocab, max_seq_len))
+                          tokenizer_config(vocab, max_seq_len, add_prefix_space))
   atomic_write.write_json(files.join(hf_dir, SPECIAL_TOKENS_MAP_FILE), special_tokens_map())
   return list(FILES)
