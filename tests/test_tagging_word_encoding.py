@@ -8,11 +8,9 @@ the stored ids with it when it is installed.
 
 Known differences (each case that has one is xfailed after its other words are checked, and
 must still differ: fixing one fails the test until KNOWN is updated):
-- HF's add_prefix_space puts a space before each piece of a word between special-token strings
-  that does not start with one (ByteLevel pre-tokenizes each piece on its own), and none before
-  a special token: "<s>" -> [<s>] (encode_words: [Ġ, <s>]), "<mask>x" -> [<mask>, Ġx] (encode
-  words: [<mask>, x]). An empty word has no ids (encode_words: [Ġ]); a word that starts with a
-  space gets no second one.
+- A word with whitespace in it (the readers and the export's word split never give one): HF
+  adds no prefix space to a word that starts with a space, and keeps the space after a special
+  token inside a word.
 - Words over the tokenizer's 256-byte cap (tokenization/long_words) whose merges depend on an
   alignment far back in the word: " " + "a" * 300, and runs of "-", ".", "_" (GPT-2 tokens of
   long runs of them are longer than a seam window).
@@ -39,20 +37,13 @@ SHA256 = {  # of the unzipped files (README.md: how they were rebuilt and checke
 with open(os.path.join(DATA, "word_cases.jsonl"), encoding="utf-8") as _f:
   CASES = [json.loads(line) for line in _f]
 
-_SPECIAL = r"<s>|</s>|<pad>|<unk>|<mask>"
 LONG_WORDS = {"a" * 300, "-" * 300, "." * 300, "_" * 300}
 
 
 def known_difference(word: str) -> str | None:
   """Why encode_words gives `word` other ids than HF (module docstring), or None."""
-  if not word:
-    return "empty word: HF gives no ids"
-  if word.startswith(" "):
-    return "word starting with a space: HF adds no prefix space"
-  if re.match(r"<s>|</s>|<pad>|<unk>", word):
-    return "word starting with a special token: HF puts no space before it"
-  if re.search(rf"(?:{_SPECIAL})[^ ]", word):
-    return "text after a special token inside a word: HF puts a space before it"
+  if word.startswith(" ") or re.search(r"(<s>|</s>|<pad>|<unk>|<mask>) ", word):
+    return "word with a space at its start or after a special token (never one here)"
   if word in LONG_WORDS:
     return "word over the 256-byte cap (long_words) with far-reaching merges"
   return None

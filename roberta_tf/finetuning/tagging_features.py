@@ -2,7 +2,12 @@
 
 Encoding (Hugging Face's, `RobertaTokenizerFast(words, is_split_into_words=True,
 add_prefix_space=True)`): each word is tokenized on its own with a space before it, so
-"New York" as the words ["New", "York"] is `ĠNew ĠYork`, the first word included. A word's tag
+"New York" as the words ["New", "York"] is `ĠNew ĠYork`, the first word included. HF splits the
+special-token strings (`<s>`, `</s>`, `<pad>`, `<unk>`, `<mask>`) out of a word first and puts
+the space before each other piece, never before a special token: "<mask>x" is `<mask> Ġx`,
+"<s>" is `<s>`, an empty word has no pieces (`word_texts` rewrites a word so that our tokenizer
+gives exactly that; tests/test_tagging_word_encoding.py checks it on roberta-base's vocabulary).
+A word's tag
 goes on its FIRST piece; the other pieces are ignored by the loss (label -1), or with
 `label_all_pieces` (HF's label_all_tokens) carry the word's tag, a B- tag as its I- twin when
 the label set has one (HF's run_ner: "B-PER" continues as "I-PER").
@@ -18,18 +23,43 @@ every word is predicted and scored exactly once, however long its sentence.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from roberta_tf.finetuning import featurize
+from roberta_tf.tokenization import vocab_files
 
 IGNORED = -1  # the label of a piece the loss ignores (HF's -100)
 
+# HF's add_prefix_space on a word (module docstring) as rewrites of " " + word, for words
+# without whitespace (what the readers and the export's word split give): a space after every
+# special token, then none before one, then none at the end. RE2 syntax, so the SavedModel runs
+# the same rewrites (word_texts_tf).
+_SPECIAL = "|".join(re.escape(t) for t in vocab_files.SPECIAL_TOKENS.values())
+_REWRITES = ((f"({_SPECIAL})", r"\1 "), (f" ({_SPECIAL})", r"\1"), (f"({_SPECIAL}) $", r"\1"))
+
 
 def word_texts(words: Sequence[str]) -> list[str]:
-  """What the tokenizer sees of each word: the word after a space (add_prefix_space)."""
-  return [" " + w for w in words]
+  """What the tokenizer sees of each word (module docstring): " " + word, rewritten around
+  special-token strings; "" for an empty word."""
+  out = []
+  for word in words:
+    text = " " + word
+    for pattern, replacement in _REWRITES:
+      text = re.sub(pattern, replacement, text)
+    out.append(text if word else "")
+  return out
+
+
+def word_texts_tf(words: tf.Tensor) -> tf.Tensor:
+  """word_texts in TF ops: tf.string [N] -> tf.string [N]."""
+  text = tf.strings.join([" ", words])
+  for pattern, replacement in _REWRITES:
+    text = tf.strings.regex_replace(text, pattern, replacement)
+  return tf.where(tf.equal(words, ""), "", text)
 
 
 def encode_words(tokenizer, sentences: Sequence[Sequence[str]]) -> list[list[np.ndarray]]:
