@@ -154,3 +154,49 @@ def write_conll(path: str, sentences: list[tuple[list[str], list[str]]],
         f.write(f"{word} NN O {tag}\n")
       f.write("\n")
   return path
+
+
+COLOURS = ("red", "green", "blue", "yellow", "violet", "orange")
+
+
+def _fact(name: str, thing: str, colour: str) -> tuple[str, str]:
+  """(a document, a query it answers)."""
+  return (f"{name} keeps a {colour} {thing} in the shed behind the house.",
+          f"who keeps the {colour} {thing}?")
+
+
+def embedding_rows(n: int, seed: int, negatives: bool = False) -> list[dict]:
+  """{"query", "document"(, "negative")}: a question and the sentence that answers it (the
+  negative: the same person with another thing and colour)."""
+  rng = random.Random(seed)
+  rows = []
+  for _ in range(n):
+    name, thing, colour = rng.choice(NAMES), rng.choice(THINGS), rng.choice(COLOURS)
+    document, query = _fact(name, thing, colour)
+    row = {"query": query, "document": document}
+    if negatives:
+      row["negative"] = _fact(name, rng.choice([t for t in THINGS if t != thing]),
+                              rng.choice([c for c in COLOURS if c != colour]))[0]
+    rows.append(row)
+  return rows
+
+
+def write_beir(directory: str, queries: int, seed: int) -> str:
+  """A BEIR-layout dev set: every (thing, colour) document for a few names, `queries` queries
+  each with one relevant document."""
+  rng = random.Random(seed)
+  os.makedirs(os.path.join(directory, "qrels"), exist_ok=True)
+  docs = [(f"d{i}", *_fact(n, t, c)) for i, (n, t, c) in enumerate(
+      (n, t, c) for n in NAMES[:3] for t in THINGS for c in COLOURS)]
+  picked = rng.sample(docs, queries)
+  with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as f:
+    for doc_id, text, _ in docs:
+      f.write(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n")
+  with open(os.path.join(directory, "queries.jsonl"), "w", encoding="utf-8") as f:
+    for k, (_, _, query) in enumerate(picked):
+      f.write(json.dumps({"_id": f"q{k}", "text": query}) + "\n")
+  with open(os.path.join(directory, "qrels", "dev.tsv"), "w", encoding="utf-8") as f:
+    f.write("query-id\tcorpus-id\tscore\n")
+    for k, (doc_id, _, _) in enumerate(picked):
+      f.write(f"q{k}\t{doc_id}\t1\n")
+  return directory

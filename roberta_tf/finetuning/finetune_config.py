@@ -21,8 +21,8 @@ from roberta_tf.finetuning import glue, problem_types
 SQUAD_V2_NULL = ("classifier", "span_score")
 # The fields (flags) that name files or directories: local paths or URLs (gs://, ram://, ...:
 # roberta_tf/common/files.py); --config may also be a preset's name.
-PATH_FLAGS = ("model_dir", "train_file", "eval_file", "test_file", "init_from", "config",
-              "vocab_dir", "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
+PATH_FLAGS = ("model_dir", "train_file", "eval_file", "test_file", "sts_file", "init_from",
+              "config", "vocab_dir", "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
 
 
 def check_paths(values: dict) -> None:
@@ -50,10 +50,15 @@ class FinetuneConfig(GroupViews):
   train_file: str = option(
       help="Training data: a .tsv/.csv/.jsonl/.json table (classification, regression), "
       "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa), "
-      "CoNLL or JSON lines of tokens and tags (token_classification).")
+      "CoNLL or JSON lines of tokens and tags (token_classification), a table of "
+      "anchor/positive[/negative] texts named by --text_fields (embedding).")
   eval_file: str = option(
-      help="Dev data, same format; picks the epoch and the learning rate, and gives "
+      help="Dev data, same format (embedding: a directory in BEIR's layout: corpus.jsonl, "
+      "queries.jsonl, qrels/dev.tsv); picks the epoch and the learning rate, and gives "
       "eval_results.json.")
+  sts_file: str = option(
+      "", "embedding: also score Spearman's rho on this table of sentence1, sentence2, score "
+      "(\"sts_spearman\").")
   test_file: str = option(
       "", "token_classification: test data, same format; each run's best epoch (by dev) is "
       "scored on it (eval_results.json's \"test\") and its tags written "
@@ -115,6 +120,16 @@ class FinetuneConfig(GroupViews):
       False, "Skip (and count) bad examples instead of refusing the file: QA answers whose "
       "text is not at their answer_start; GLUE rows whose column count differs from the "
       "header's.")
+  pooling: str = option(
+      "mean", "embedding: the text vector is the mean of its token vectors (<s> and </s> "
+      "included: sentence-transformers') or the <s> vector; L2-normalized either way.",
+      choices=problem_types.POOLINGS)
+  similarity_scale: float = option(
+      20.0, "embedding: the cosine similarities' scale in the ranking loss (sentence-"
+      "transformers' MultipleNegativesRankingLoss scale; 1/temperature).", check=POSITIVE)
+  symmetric_loss: bool = option(
+      False, "embedding: average the anchors->candidates loss with the positives->anchors one "
+      "(MultipleNegativesSymmetricRankingLoss).")
   # Optimization.
   epochs: int = option(
       10, "Epochs (the paper: at most 10, early stopping on dev).", check=POSITIVE)
@@ -218,6 +233,15 @@ class FinetuneConfig(GroupViews):
          "--max_answer_len, --n_best_size and --doc_stride must be > 0"),
         (not self.test_file or self.task == problem_types.TOKEN_CLASSIFICATION,
          "--test_file is read by --task=token_classification only"),
+        (not self.sts_file or self.task == problem_types.EMBEDDING,
+         "--sts_file is read by --task=embedding only"),
+        (self.task != problem_types.EMBEDDING or len(self.text_fields) in (2, 3),
+         f"--task=embedding: --text_fields must name 2 or 3 columns (anchor, positive[, "
+         f"negative]), got {list(self.text_fields)}"),
+        (self.task != problem_types.EMBEDDING or not self.eval_file
+         or files.isdir(self.eval_file),
+         f"--task=embedding: --eval_file={self.eval_file!r} must be a directory in BEIR's "
+         "layout (corpus.jsonl, queries.jsonl, qrels/dev.tsv)"),
     ]
     for ok, message in checks:
       if not ok:

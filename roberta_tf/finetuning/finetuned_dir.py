@@ -76,7 +76,7 @@ def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
                              dropout=model_config.dropout,
                              initializer_range=model_config.initializer_range, dtype=dtype,
-                             answer_classifier=info.answer_classifier)
+                             answer_classifier=info.answer_classifier, pooling=info.pooling)
 
 
 def save_checkpoint(directory: str, model: heads.FinetuneModel, number: int) -> str:

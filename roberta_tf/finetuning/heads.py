@@ -8,6 +8,8 @@ Heads (the sublayer names are checkpoint keys):
 - `SpanHead`: dense 2 on every token vector -> start and end logits (HF `qa_outputs`).
 - `TokenHead`: dropout -> dense K on every token vector -> each piece's tag logits (HF
   `RobertaForTokenClassification`'s `dropout` + `classifier`).
+- Text embeddings have no head: `pool` (mean over the tokens, or `<s>`), then L2-normalized
+  (sentence-transformers' Pooling + Normalize modules).
 - SQuAD v2's answerability classifier (the paper's, trained jointly with the spans): a
   `ClassificationHead` with one output on the `<s>` vector, "answer_head".
 """
@@ -20,8 +22,10 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.finetuning.problem_types import (
   CLASSIFICATION,
+  CLS,
+  EMBEDDING,
   EXTRACTIVE_QA,
-  MULTIPLE_CHOICE,
+  MEAN,
   PROBLEM_TYPES,
   REGRESSION,
   TOKEN_CLASSIFICATION,
@@ -117,6 +121,19 @@ class TokenHead(keras.layers.Layer):
             "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
 
 
+def pool(sequence_output, padding_mask, pooling: str = MEAN):
+  """float [B, S, H] token vectors, int padding_mask [B, S] -> float32 [B, H] L2-normalized
+  embeddings: the mean over real tokens (`MEAN`, sentence-transformers' mean pooling: <s> and
+  </s> count, pads do not) or the `<s>` vector (`CLS`)."""
+  x = tf.cast(sequence_output, tf.float32)
+  if pooling == CLS:
+    pooled = x[:, 0]
+  else:
+    mask = tf.cast(padding_mask, tf.float32)[:, :, None]
+    pooled = tf.reduce_sum(x * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1e-9)
+  return tf.math.l2_normalize(pooled, axis=-1, epsilon=1e-24)  # torch's F.normalize: eps 1e-12
+
+
 class FinetuneModel(keras.Model):
   """The encoder and a task head.
 
@@ -128,6 +145,8 @@ class FinetuneModel(keras.Model):
     extractive_qa:   {"start_logits": [B, S], "end_logits": [B, S]}, and with
                      `answer_classifier` "answerable_logits": [B] (the window holds the answer)
     token_classification: {"logits": [B, S, K]} (K tags; every position, pads included)
+    embedding:       {"embeddings": [B, H]}, L2-normalized (`pool`); inputs [B, T, S] (T texts
+                     of a training row: anchor, positive[, negative]) give [B, T, H]
   Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head" (and
   "answer_head").
   Built on construction, so a checkpoint can be restored into it straight away.
@@ -135,7 +154,7 @@ class FinetuneModel(keras.Model):
 
   def __init__(self, encoder: keras.Model, task_type: str, num_outputs: int = 1,
                dropout: float = 0.1, initializer_range: float = 0.02, dtype=None,
-               answer_classifier: bool = False, **kwargs):
+               answer_classifier: bool = False, pooling: str = MEAN, **kwargs):
     if task_type not in PROBLEM_TYPES:
       raise ValueError(f"unknown task type {task_type!r}; expected one of {PROBLEM_TYPES}")
     super().__init__(dtype=dtype, name=kwargs.pop("name", f"roberta_{task_type}"), **kwargs)
@@ -143,7 +162,10 @@ class FinetuneModel(keras.Model):
     self.task_type = task_type
     hidden = encoder.output["pooled_output"].shape[-1]
     self.answer_head = None
-    if task_type == EXTRACTIVE_QA:
+    self.pooling = pooling
+    if task_type == EMBEDDING:
+      self.head = None  # pooling has no weights
+    elif task_type == EXTRACTIVE_QA:
       self.head = SpanHead(initializer_range, dtype=dtype, name="span_head")
       self.head.build((None, None, hidden))
       if answer_classifier:
@@ -164,12 +186,17 @@ class FinetuneModel(keras.Model):
   def call(self, inputs, training=None):
     input_ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
     padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
-    if self.task_type == MULTIPLE_CHOICE:
-      shape = tf.shape(input_ids)                                   # [B, C, S]
+    grouped = input_ids.shape.rank == 3  # [B, C, S]: options, or a training row's texts
+    if grouped:
+      shape = tf.shape(input_ids)
       input_ids = tf.reshape(input_ids, [-1, shape[2]])
       padding_mask = tf.reshape(padding_mask, [-1, shape[2]])
     encoded = self.encoder(encoder_inputs(self.encoder, input_ids, padding_mask),
                            training=training)
+    if self.task_type == EMBEDDING:
+      embeddings = pool(encoded["sequence_output"], padding_mask, self.pooling)
+      return {"embeddings": tf.reshape(embeddings, tf.concat([shape[:2], [-1]], 0))
+              if grouped else embeddings}
     if self.task_type == EXTRACTIVE_QA:
       start, end = self.head(encoded["sequence_output"], padding_mask)
       if self.answer_head is None:

@@ -32,6 +32,7 @@ class ProblemInfo:
     label_all_pieces: token classification: every piece of a word carries its tag in training
       (HF's label_all_tokens); False: only the first piece (the others are ignored by the loss).
     doc_stride also spaces a long sentence's windows (token classification).
+    pooling: embedding: problem_types.MEAN or CLS (heads.pool).
   """
   task_type: str
   max_seq_len: int
@@ -47,6 +48,7 @@ class ProblemInfo:
   answer_classifier: bool = False
   tag_scheme: str = ""
   label_all_pieces: bool = False
+  pooling: str = problem_types.MEAN
 
   @property
   def num_outputs(self) -> int:
@@ -61,6 +63,8 @@ class ProblemInfo:
       return ("pearson", "spearman", "mse")
     if self.task_type == problem_types.MULTIPLE_CHOICE:
       return ("accuracy",)
+    if self.task_type == problem_types.EMBEDDING:
+      return ("ndcg_at_10", "mrr_at_10", "recall_at_100")
     if self.task_type == problem_types.TOKEN_CLASSIFICATION:
       return tagging_scores.metric_names(self.labels, self.tag_scheme)
     return ("exact_match", "f1")

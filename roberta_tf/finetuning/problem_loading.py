@@ -4,6 +4,7 @@ its training and dev data and passes everything in, whole."""
 from __future__ import annotations
 
 from roberta_tf.finetuning import (
+  embedding_problem,
   glue,
   problem_data,
   problem_types,
@@ -21,6 +22,8 @@ def load_problem(cfg, tokenizer) -> problems.Problem:
     return _glue_problem(cfg, tokenizer)
   if cfg.task == problem_types.TOKEN_CLASSIFICATION:
     return tagging_problem.load(cfg, tokenizer)
+  if cfg.task == problem_types.EMBEDDING:
+    return embedding_problem.load(cfg, tokenizer)
   if cfg.task in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
     return _table_problem(cfg, tokenizer)
   if cfg.task == problem_types.MULTIPLE_CHOICE:

@@ -6,7 +6,14 @@ REGRESSION = "regression"
 MULTIPLE_CHOICE = "multiple_choice"
 EXTRACTIVE_QA = "extractive_qa"
 TOKEN_CLASSIFICATION = "token_classification"
-PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA, TOKEN_CLASSIFICATION)
+EMBEDDING = "embedding"
+PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE, EXTRACTIVE_QA, TOKEN_CLASSIFICATION,
+                 EMBEDDING)
+
+# How a text's token vectors become its embedding (--pooling): the mean over its tokens (<s> and
+# </s> included, pads not: sentence-transformers' mean pooling), or the <s> vector.
+MEAN, CLS = "mean", "cls"
+POOLINGS = (MEAN, CLS)
 
 # How training batches are formed and padded (bucketing.py).
 LENGTH_BUCKETS = "length_buckets"

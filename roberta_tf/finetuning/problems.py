@@ -39,7 +39,7 @@ from roberta_tf.finetuning.problem_info import ProblemInfo
 LOWER_IS_BETTER = ("mse",)
 DEFAULT_METRIC = {problem_types.CLASSIFICATION: "accuracy", problem_types.REGRESSION: "pearson",
                   problem_types.MULTIPLE_CHOICE: "accuracy", problem_types.EXTRACTIVE_QA: "f1",
-                  problem_types.TOKEN_CLASSIFICATION: "f1"}
+                  problem_types.TOKEN_CLASSIFICATION: "f1", problem_types.EMBEDDING: "ndcg_at_10"}
 
 
 def is_better(metric: str, value: float, best: float | None) -> bool:
@@ -59,7 +59,7 @@ class Evaluation:
   tags: list[list[str]] | None = None
 
 
-def _ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Dataset:
+def ragged_dataset(ids: tf.RaggedTensor, labels, pad_id: int) -> tf.data.Dataset:
   """(ids [N, None] or [N, C, None], labels) -> elements ({"input_ids", "padding_mask"}, label)
   with dense [L] or [C, L] inputs (the mask marks real tokens, whatever their id)."""
   def dense(x, y):
@@ -107,13 +107,13 @@ class Problem:
     ladder = bucketing.length_ladder(self.info.max_seq_len)
     order = bucketing.train_order(_lengths(ids), update_size or batch_size, seed, self.batching,
                                   ladder)
-    ds = _ragged_dataset(tf.gather(ids, order),
+    ds = ragged_dataset(tf.gather(ids, order),
                          tf.nest.map_structure(lambda a: np.asarray(a)[order], labels),
                          self.pad_id)
     return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length(), ladder)
 
   def eval_dataset(self, batch_size: int) -> tf.data.Dataset:
-    ds = _ragged_dataset(*self._eval, self.pad_id)
+    ds = ragged_dataset(*self._eval, self.pad_id)
     return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length()).map(
         lambda inputs, labels: inputs)
 
@@ -183,7 +183,7 @@ class SequenceProblem(Problem):
     """Inputs of (unlabeled) examples in their order, batched like the dev set."""
     ids = self._ids(examples)
     dtype = np.float32 if self.info.task_type == problem_types.REGRESSION else np.int32
-    ds = _ragged_dataset(ids, np.zeros(len(examples), dtype), self.pad_id)
+    ds = ragged_dataset(ids, np.zeros(len(examples), dtype), self.pad_id)
     return bucketing.batch(ds, batch_size, self.pad_id, self._padded_length()).map(
         lambda inputs, labels: inputs)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.finetuning import finetuned_dir, heads
+from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
 
@@ -41,8 +41,10 @@ def describe(init_from: str, target: ProblemInfo) -> str:
   if not init_from:
     return "random init"
   source = source_info(init_from)
+  head = ("no head: --pooling=" + target.pooling if target.task_type == problem_types.EMBEDDING
+          else "new head")
   if source is None:
-    return f"init from {init_from} (pretrained encoder, new head)"
+    return f"init from {init_from} (pretrained encoder, {head})"
   what = ("its head kept (same task and labels)" if keeps_head(source, target) else
           f"a new head (it was {source.task_type}"
           f"{' ' + '/'.join(source.labels) if source.labels else ''})")
@@ -66,4 +68,4 @@ def warm_started_model(model_config: models.RobertaConfig, info: ProblemInfo, dt
   return heads.FinetuneModel(trained.encoder, info.task_type, info.num_outputs,
                              dropout=model_config.dropout,
                              initializer_range=model_config.initializer_range, dtype=dtype,
-                             answer_classifier=info.answer_classifier)
+                             answer_classifier=info.answer_classifier, pooling=info.pooling)
