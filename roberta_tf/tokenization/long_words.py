@@ -12,11 +12,13 @@ over pieces of ~32 bytes (windows ~ one piece), linear in the word's length.
 
 Exactness: words up to `cap` bytes never reach this module (same ids as HF `tokenizers`). Above
 the cap the result is HF's whenever no merge reaches across a seam further than its window
-(about 16 bytes each side); this held on every hostile case and real text the tests and
-`benchmarks/tokenizer.py` run. Where it does not (a vocabulary token longer than a window that
-HF would place across a cut: e.g. a 20 KB run of '-' with the fixture's long dash tokens, a
-test case), the ids still
-decode to the exact text: the tokenization is valid, bounded, and may differ from HF's.
+(about 16 bytes each side); this held on the real text the tests and `benchmarks/tokenizer.py`
+run. Where it does not, the ids still decode to the exact text: the tokenization is valid,
+bounded, and may differ from HF's. Two known kinds: a vocabulary token longer than a window
+that HF would place across a cut (a 20 KB run of '-' with the fixture's long dash tokens, a
+test case), and a long run of one character (" " + "a" * 300 on roberta-base's vocabulary:
+BPE pairs a run's characters from its start, so a cut's effect reaches past any window;
+tests/test_tagging_word_encoding.py keeps such cases as known differences).
 (Why one re-merge suffices in practice: a BPE encoding is the unique token sequence whose every
 adjacent pair is "compatible" (merging the pair's bytes gives those two tokens), so a valid
 encoding is repaired locally, seam by seam.)
