@@ -8,7 +8,17 @@ Signatures, by task (B = batch; every input is tf.string [B]):
   [B, C], choice int32 [B].
 - extractive_qa: `answer(question, context)` -> answer string [B] ("" for no answer), score
   float32 [B] (start + end logit of the span; -inf when none is valid), null_score float32 [B].
-The same signature is also `serving_default`. Inputs are featurized by the training code's TF
+- token_classification: `tag(text)` (tagging_tf.py: words are the whitespace-separated runs,
+  tagged at their first piece; entities grouped as transformers' token-classification pipeline
+  with aggregation_strategy="first"; padded, E, W, P >= 1):
+    entity_type string [B, E] (""), entity_start, entity_end int32 [B, E] (-1: character
+    offsets, Python str indices), entity_score float32 [B, E] (0), num_entities int32 [B];
+    word_tags string [B, W] (""), word_start, word_end int32 [B, W] (-1), num_words int32 [B];
+    token_logits float32 [B, P, K] (0), token_ids int32 [B, P] (-1), num_pieces int32 [B];
+    truncated bool [B] (words past the bounds were not tagged).
+  And `tag_info()` (no inputs) -> labels string [K], tag_scheme string [], max_seq_len,
+  doc_stride, max_chars, max_pieces int32 [].
+The task's signature is also `serving_default`. Inputs are featurized by the training code's TF
 ops (featurize.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
 model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
 `tensorflow` (core ops only), in `tf.saved_model.load` or TF Serving.
@@ -26,6 +36,7 @@ from roberta_tf.finetuning import (
   problem_types,
   squad_features,
   squad_tf,
+  tagging_tf,
 )
 from roberta_tf.serving import saved_model_writer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -44,6 +55,8 @@ class FinetunedModule(tf.Module):
     self.labels = tf.constant(list(info.labels) or [""], tf.string)
     self.byte_lengths = tf.constant(squad_features.token_byte_lengths(tokenizer))
     self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
+    self.tag_tables = (tagging_tf.LabelTables(info.labels)
+                       if info.task_type == problem_types.TOKEN_CLASSIFICATION else None)
 
   def _sequence_outputs(self, text_a, text_b):
     ids = featurize.build_inputs(self.tokenizer(text_a),
@@ -95,6 +108,18 @@ class FinetunedModule(tf.Module):
                            version_2=info.version_2,
                            null_score_threshold=info.null_score_threshold)
 
+  def _tag(self, text):
+    return tagging_tf.tag(self.model, self.tokenizer, self.tag_tables, text,
+                          max_seq_len=self.info.max_seq_len, doc_stride=self.info.doc_stride)
+
+  def _tag_info(self):
+    info = self.info
+    number = lambda value: tf.constant(value, tf.int32)
+    return {"labels": self.labels, "tag_scheme": tf.constant(info.tag_scheme),
+            "max_seq_len": number(info.max_seq_len), "doc_stride": number(info.doc_stride),
+            "max_chars": number(tagging_tf.DEFAULT_MAX_CHARS),
+            "max_pieces": number(tagging_tf.DEFAULT_MAX_PIECES)}
+
   def signatures(self) -> dict:
     """{name: tf.function} of the task's signature (and serving_default). Only the task's
     function is created: saving traces every tf.function a module holds."""
@@ -104,15 +129,23 @@ class FinetunedModule(tf.Module):
         name, fn, spec = "classify", self._classify_pair, [_TEXT("text_a"), _TEXT("text_b")]
       else:
         name, fn, spec = "classify", self._classify_single, [_TEXT("text_a")]
+    elif kind == problem_types.TOKEN_CLASSIFICATION:
+      name, fn, spec = "tag", self._tag, [_TEXT("text")]
     elif kind == problem_types.MULTIPLE_CHOICE:
       name, fn = "choose", self._choose
       spec = [_TEXT("context"), _TEXT("question"),
               tf.TensorSpec([None, None], tf.string, name="options")]
     else:
       name, fn, spec = "answer", self._answer, [_TEXT("question"), _TEXT("context")]
-    if not hasattr(self, name):
-      setattr(self, name, tf.function(fn, input_signature=spec))
-    return {name: getattr(self, name), "serving_default": getattr(self, name)}
+    functions = {name: (fn, spec)}
+    if kind == problem_types.TOKEN_CLASSIFICATION:
+      functions["tag_info"] = (self._tag_info, [])
+    for key, (function, inputs) in functions.items():
+      if not hasattr(self, key):
+        setattr(self, key, tf.function(function, input_signature=inputs))
+    out = {key: getattr(self, key) for key in functions}
+    out["serving_default"] = out[name]
+    return out
 
 
 def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False) -> str:
