@@ -24,6 +24,13 @@ add_prefix_space (HF's is_split_into_words encoding, ours); --hf_dir of such a f
 architectures or classifier.* keys say so) writes a fine-tuned model dir that finetune's
 evaluation and export read. Other fine-tuned heads are refused in one line.
 
+A fine-tuned embedding model dir (roberta_tf.finetune --task=embedding) becomes a
+sentence-transformers folder (finetuning/st_export.py: an HF RobertaModel, its tokenizer,
+Pooling as fine-tuned, Normalize), which `SentenceTransformer(DIR).encode(texts)` loads and
+which computes the exported SavedModel's `embed` vectors:
+
+  python -m roberta_tf.convert_checkpoint --to_sentence_transformers=out/st --model_dir=models/emb
+
 The HF side is read and written with safetensors' numpy API (no torch, no pickle). vocab.json
 and merges.txt, when present, are copied along so the result carries its tokenizer. Every
 directory may be a URL (gs://, ram://, ...: any scheme tf.io.gfile has registered).
@@ -43,7 +50,7 @@ from roberta_tf.common import cli, files
 # ruff: noqa: E402
 cli.quiet_tensorflow_import()
 
-from roberta_tf.finetuning import finetuned_dir, hf_tagger
+from roberta_tf.finetuning import finetuned_dir, hf_tagger, st_export
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.models.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization import vocab_files
@@ -59,9 +66,13 @@ flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest chec
                     "files) as a keras-hub preset directory here.", flag_values=FLAGS)
 flags.DEFINE_string("from_keras_hub_preset", None, "Import this keras-hub RoBERTa preset "
                     "directory into --model_dir.", flag_values=FLAGS)
+flags.DEFINE_string("to_sentence_transformers", None, "Write the fine-tuned embedding model "
+                    "--model_dir (roberta_tf.finetune --task=embedding) as a sentence-transformers "
+                    "folder here (what SentenceTransformer(DIR) loads).", flag_values=FLAGS)
 flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.",
                   flag_values=FLAGS)
-flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset: the checkpoint "
+flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset / "
+                    "--to_sentence_transformers: the checkpoint "
                     "prefix of --model_dir to convert (default: its newest).", flag_values=FLAGS)
 
 
@@ -102,6 +113,10 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   RobertaForTokenClassification); with the model dir's vocab files also vocab.json,
   merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
   """
+  if st_export.is_embedding_dir(in_model_dir):
+    raise hf_weights.HFCheckpointError(
+        f"{in_model_dir} is a fine-tuned embedding model: --to_sentence_transformers=DIR writes "
+        "it (an HF RobertaModel in a sentence-transformers folder), not --to_hf")
   weights = files.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
   if files.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
@@ -147,7 +162,7 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
 
 
 _PATH_FLAGS = ("hf_dir", "model_dir", "to_keras_hub_preset", "from_keras_hub_preset",
-               "checkpoint")
+               "to_sentence_transformers", "checkpoint")
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -165,17 +180,22 @@ def _check_flags():
   """Raises app.UsageError unless the flags name exactly one conversion; UnknownSchemeError
   for a path flag whose URL scheme no file system handles."""
   to_kh, from_kh = FLAGS.to_keras_hub_preset, FLAGS.from_keras_hub_preset
+  to_st = FLAGS.to_sentence_transformers
   if not FLAGS.model_dir:
     raise app.UsageError("--model_dir is required")
+  if to_st and (to_kh or from_kh or FLAGS.hf_dir or FLAGS.to_hf):
+    raise app.UsageError("--to_sentence_transformers is a conversion of its own: give it with "
+                         "--model_dir only")
   if to_kh and from_kh:
     raise app.UsageError("give one of --to_keras_hub_preset and --from_keras_hub_preset")
   if (to_kh or from_kh) and (FLAGS.hf_dir or FLAGS.to_hf):
     raise app.UsageError("--hf_dir/--to_hf and a keras-hub preset flag are separate conversions")
-  if not (to_kh or from_kh or FLAGS.hf_dir):
+  if not (to_kh or from_kh or to_st or FLAGS.hf_dir):
     raise app.UsageError("--hf_dir is required (or --to_keras_hub_preset / "
-                         "--from_keras_hub_preset)")
-  if FLAGS.checkpoint and not (to_kh or FLAGS.to_hf):
-    raise app.UsageError("--checkpoint picks what --to_hf / --to_keras_hub_preset convert")
+                         "--from_keras_hub_preset / --to_sentence_transformers)")
+  if FLAGS.checkpoint and not (to_kh or to_st or FLAGS.to_hf):
+    raise app.UsageError("--checkpoint picks what --to_hf / --to_keras_hub_preset / "
+                         "--to_sentence_transformers convert")
   for flag in _PATH_FLAGS:
     if getattr(FLAGS, flag):
       files.check(getattr(FLAGS, flag), f"--{flag}")
@@ -185,7 +205,15 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   _check_flags()
-  if FLAGS.to_keras_hub_preset:
+  if FLAGS.to_sentence_transformers:
+    out = FLAGS.to_sentence_transformers
+    if _overlap(FLAGS.model_dir, out):  # --overwrite replaces the folder
+      raise model_dir.ModelDirError(f"--to_sentence_transformers={out} and --model_dir="
+                                    f"{FLAGS.model_dir} overlap; write the folder elsewhere")
+    written = st_export.save(FLAGS.model_dir, out, overwrite=FLAGS.overwrite,
+                             checkpoint=FLAGS.checkpoint)
+    print(f"wrote sentence-transformers folder {out}: {', '.join(written)}")
+  elif FLAGS.to_keras_hub_preset:
     if _overlap(FLAGS.model_dir, FLAGS.to_keras_hub_preset):
       # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
       raise keras_hub_preset.KerasHubPresetError(

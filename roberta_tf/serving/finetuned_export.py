@@ -18,6 +18,10 @@ Signatures, by task (B = batch; every input is tf.string [B]):
     truncated bool [B] (words past the bounds were not tagged).
   And `tag_info()` (no inputs) -> labels string [K], tag_scheme string [], max_seq_len,
   doc_stride, max_chars, max_pieces int32 [].
+- embedding: `embed(text)` -> embeddings float32 [B, H] (pooled as fine-tuned: the mean over
+  the tokens or the <s> vector, heads.pool; L2-normalized, so a dot product is the cosine),
+  num_tokens int32 [B] (the tokens the model read: `<s>`, the text's first max_seq_len - 2
+  tokens, `</s>`; num_tokens == max_seq_len means the text may have been cut). "" is `<s></s>`.
 The task's signature is also `serving_default`. Inputs are featurized by the training code's TF
 ops (featurize.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
 model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
@@ -108,6 +112,12 @@ class FinetunedModule(tf.Module):
                            version_2=info.version_2,
                            null_score_threshold=info.null_score_threshold)
 
+  def _embed(self, text):
+    ids = featurize.build_inputs(self.tokenizer(text), None, self.info.max_seq_len, self._bos,
+                                 self._eos)
+    embeddings = self.model(featurize.to_dense(ids, self._pad), training=False)["embeddings"]
+    return {"embeddings": embeddings, "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
+
   def _tag(self, text):
     return tagging_tf.tag(self.model, self.tokenizer, self.tag_tables, text,
                           max_seq_len=self.info.max_seq_len, doc_stride=self.info.doc_stride)
@@ -131,6 +141,8 @@ class FinetunedModule(tf.Module):
         name, fn, spec = "classify", self._classify_single, [_TEXT("text_a")]
     elif kind == problem_types.TOKEN_CLASSIFICATION:
       name, fn, spec = "tag", self._tag, [_TEXT("text")]
+    elif kind == problem_types.EMBEDDING:
+      name, fn, spec = "embed", self._embed, [_TEXT("text")]
     elif kind == problem_types.MULTIPLE_CHOICE:
       name, fn = "choose", self._choose
       spec = [_TEXT("context"), _TEXT("question"),
