@@ -131,7 +131,7 @@ def write_vectors(path: str, texts: list[str], vectors) -> None:
 
   from roberta_tf.common import atomic_write  # pylint: disable=import-outside-toplevel
   # A URL's temporary is a local file, uploaded whole (atomic_write).
-  with atomic_write.atomic_path(path) as tmp, open(tmp, "wb") as f:
+  with atomic_write.atomic_path(path) as tmp, open(tmp, "wb") as f:  # local-only: a local temp
     if path.endswith(".npy"):
       np.save(f, np.asarray(vectors, np.float32))
     else:
