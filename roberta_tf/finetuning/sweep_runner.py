@@ -176,7 +176,8 @@ def _resumes(cfg: FinetuneConfig, settings: dict) -> bool:
   return False
 
 
-_UNITS = {problem_types.EXTRACTIVE_QA: "features", problem_types.TOKEN_CLASSIFICATION: "windows"}
+_UNITS = {problem_types.EXTRACTIVE_QA: "features", problem_types.TOKEN_CLASSIFICATION: "windows",
+          problem_types.EMBEDDING: "texts (documents and queries)"}
 
 
 def _log_plan(cfg: FinetuneConfig, problem, strategy, num_runs: int, resume: bool) -> None:
