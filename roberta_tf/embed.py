@@ -22,6 +22,7 @@ import time
 from absl import app, flags
 
 from roberta_tf.common import cli, files
+from roberta_tf.serving import saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
@@ -42,20 +43,8 @@ _PROBE = "a " * 20_000  # more tokens than any model reads: its num_tokens is th
 
 def _load(saved_model: str):
   """The `embed` signature of an embedding SavedModel."""
-  files.check(saved_model, "--saved_model")
-  if not files.isdir(saved_model):
-    raise ValueError(f"--saved_model={saved_model}: "
-                     f"{'not a directory' if files.exists(saved_model) else 'not found'} (give "
-                     "the directory `finetune --export_dir` wrote)")
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  try:
-    loaded = tf.saved_model.load(saved_model)
-  except (OSError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"cannot load SavedModel {saved_model!r}: {e}") from e
-  if "embed" not in loaded.signatures:
-    raise ValueError(f"{saved_model} has no embed signature: not the export of a "
-                     f"--task=embedding model (it has {sorted(loaded.signatures)})")
-  return loaded.signatures["embed"]
+  return saved_model_reader.load(saved_model, ("embed",), "the export of a --task=embedding "
+                                 "model (finetune --export_dir)").signatures["embed"]
 
 
 def embed_texts(signature, texts: list[str], batch_size: int, progress=None):

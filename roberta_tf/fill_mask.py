@@ -18,6 +18,7 @@ import re
 from absl import app, flags
 
 from roberta_tf.common import cli, files
+from roberta_tf.serving import saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
@@ -131,21 +132,9 @@ def truncation_notes(texts, num_masks, counts, limit) -> dict[int, list[str]]:
 
 def _load(saved_model: str):
   """The SavedModel at `saved_model`, with its fill_mask signature checked."""
-  files.check(saved_model, "--saved_model")
-  if not files.isdir(saved_model):
-    raise ValueError(f"--saved_model={saved_model}: "
-                     f"{'not a directory' if files.exists(saved_model) else 'not found'}"
-                     " (give the directory roberta_tf.export wrote)")
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  try:
-    loaded = tf.saved_model.load(saved_model)
-  except (OSError, tf.errors.OpError) as e:
-    raise ValueError(f"cannot load SavedModel {saved_model!r}: {e}") from e
-  if "fill_mask" not in loaded.signatures:
-    raise ValueError(f"{saved_model} has no fill_mask signature (not written by "
-                     "roberta_tf.export?)")
-  return loaded
+  return saved_model_reader.load(saved_model, ("fill_mask",),
+                                 "the directory roberta_tf.export wrote")
 
 
 def _fill(loaded, args) -> str:

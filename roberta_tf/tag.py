@@ -27,6 +27,7 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
+from roberta_tf.serving import saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
@@ -49,19 +50,8 @@ flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
 
 def _load(saved_model: str):
   """(the tag signature, tag_info as Python values) of a tagging SavedModel."""
-  files.check(saved_model, "--saved_model")
-  if not files.isdir(saved_model):
-    raise ValueError(f"--saved_model={saved_model}: "
-                     f"{'not a directory' if files.exists(saved_model) else 'not found'} (give "
-                     "the directory `finetune --export_dir` wrote)")
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  try:
-    loaded = tf.saved_model.load(saved_model)
-  except (OSError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"cannot load SavedModel {saved_model!r}: {e}") from e
-  if "tag" not in loaded.signatures or "tag_info" not in loaded.signatures:
-    raise ValueError(f"{saved_model} has no tag signature: not the export of a "
-                     f"--task=token_classification model (it has {sorted(loaded.signatures)})")
+  loaded = saved_model_reader.load(saved_model, ("tag", "tag_info"), "the export of a "
+                                   "--task=token_classification model (finetune --export_dir)")
   info = {k: v.numpy() for k, v in loaded.signatures["tag_info"]().items()}
   info["labels"] = [label.decode("utf-8") for label in info["labels"]]
   info["tag_scheme"] = info["tag_scheme"].decode("utf-8")
