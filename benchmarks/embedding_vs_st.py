@@ -37,12 +37,18 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import time
 
 from absl import app, flags
 
-from benchmarks import commands, docs_retrieval, hf_finetune, parity_records, st_embedding
+from benchmarks import (
+  commands,
+  docs_retrieval,
+  hf_finetune,
+  parity_records,
+  st_embedding,
+  starting_checkpoint,
+)
 
 FLAGS = flags.FLAGS
 docs_retrieval.define_flags()
@@ -75,45 +81,24 @@ KEY_FIELDS = ("side", "run_key")
 NAMES = {"ours": "roberta_tf", "st": "sentence-transformers"}
 
 
-def pretrain(work: str) -> str:
-  """The starting checkpoint: --init_from, or one pretrained here on the train documents."""
-  if FLAGS.init_from:
-    return FLAGS.init_from
-  model_dir = os.path.join(work, "pretrained")
-  if os.path.isfile(os.path.join(model_dir, "checkpoint")):
-    return model_dir
-  corpus = os.path.join(work, "pretraining.jsonl")  # dev and test text is never pretrained on
-  with gzip.open(FLAGS.corpus, "rt", encoding="utf-8") as f, open(corpus, "w",
-                                                                  encoding="utf-8") as out:
+def _train_texts():
+  """The corpus's train-split documents (dev and test text is never pretrained on)."""
+  with gzip.open(FLAGS.corpus, "rt", encoding="utf-8") as f:
     for line in f:
       doc = json.loads(line)
       if docs_retrieval.split_of(doc["source"], FLAGS.dev_percent,
                                  FLAGS.test_percent) == "train":
-        out.write(json.dumps({"text": doc["text"]}) + "\n")
-  shards = os.path.join(work, "shards")
-  print("pretraining", flush=True)
-  commands.run_module(
-      ["data_prep.build_shards", f"--input={corpus}", f"--vocab_dir={FLAGS.vocab_dir}",
-       f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
-       "--validation_fraction=0.02", "--overwrite", "--noprogress"],
-      os.path.join(work, "build_shards.log"), timed=True)
-  commands.run_module(
-      ["roberta_tf.train", f"--config={FLAGS.config}", f"--train_data={shards}",
-       f"--eval_data={shards}", f"--model_dir={model_dir}", f"--max_seq_len={FLAGS.max_seq_len}",
-       "--batch_size=32", f"--train_steps={FLAGS.pretrain_steps}",
-       f"--learning_rate={FLAGS.pretrain_learning_rate}",
-       f"--warmup_steps={max(1, FLAGS.pretrain_steps // 20)}", "--log_every=100",
-       f"--checkpoint_every={FLAGS.pretrain_steps}", "--eval_steps=8", "--shuffle_buffer=5000"],
-      os.path.join(work, "pretrain.log"), timed=True)
-  return model_dir
+        yield doc["text"]
 
 
-def to_hf(work: str, model_dir: str) -> str:
-  hf_dir = os.path.join(work, "hf_model")
-  if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-    commands.run_module(["roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
-                         f"--hf_dir={hf_dir}"], os.path.join(work, "to_hf.log"), timed=True)
-  return hf_dir
+def pretrain(work: str) -> str:
+  """The starting checkpoint: --init_from, or one pretrained here on the train documents."""
+  if FLAGS.init_from:
+    return FLAGS.init_from
+  return starting_checkpoint.pretrain(
+      work, _train_texts(), vocab_dir=FLAGS.vocab_dir, config=FLAGS.config,
+      max_seq_len=FLAGS.max_seq_len, steps=FLAGS.pretrain_steps,
+      learning_rate=FLAGS.pretrain_learning_rate)
 
 
 def retrieval_set(work: str) -> str:
@@ -283,21 +268,14 @@ def _fingerprint(data: str, model_dir: str) -> str:
   return digest.hexdigest()[:16]
 
 
-def _host() -> str:
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-  return f"{names[0] if names else 'unknown CPU'} x{os.cpu_count()}"
-
-
 def record(side: str, result: dict, run_key: str) -> None:
   """Appends the side's record unless one with the same key is there."""
   if any(r.get("side") == side and r.get("run_key") == run_key
          for r in parity_records.read(FLAGS.records)):
     return
-  git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=commands.REPO,
-                       capture_output=True, text=True, check=False).stdout.strip()
   parity_records.append(FLAGS.records, {
-      "side": side, "run_key": run_key, "git": git, "host": _host(),
+      "side": side, "run_key": run_key, "git": starting_checkpoint.git_head(),
+      "host": starting_checkpoint.host(),
       "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
       "recipe": vars(_recipe()), "seeds": FLAGS.seeds, "config": FLAGS.config,
       "text_fields": _text_fields(),
@@ -330,7 +308,7 @@ def main(argv):
   os.makedirs(work, exist_ok=True)
   data = retrieval_set(work)
   model_dir = pretrain(work)
-  hf_dir = to_hf(work, model_dir)
+  hf_dir = starting_checkpoint.to_hf(work, model_dir)
   run_key = _fingerprint(data, model_dir)
   sides = {}
   for side in FLAGS.sides:

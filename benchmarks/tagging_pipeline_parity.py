@@ -23,7 +23,7 @@ import os
 import numpy as np
 from absl import app, flags
 
-from benchmarks import commands
+from benchmarks import commands, starting_checkpoint
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A fine-tuned token-classification model dir.")
@@ -99,16 +99,10 @@ def main(argv):
   for d in result["differ"][:5]:
     print(f"  differs: {d['text'][:100]!r}\n    ours {d['ours']}\n    hf   {d['hf']}")
   record = {k: v for k, v in result.items() if k != "differ"}
-  record.update(model_dir=FLAGS.model_dir, conll=FLAGS.conll, cpu=_cpu(),
+  record.update(model_dir=FLAGS.model_dir, conll=FLAGS.conll, cpu=starting_checkpoint.host(),
                 differ_examples=result["differ"][:3])
   print("RECORD " + json.dumps(record, default=float))
   return 0 if result["same"] >= 50 else 1
-
-
-def _cpu() -> str:
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-  return f"{names[0] if names else '?'} x{len(names)}"
 
 
 if __name__ == "__main__":

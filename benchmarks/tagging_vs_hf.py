@@ -30,12 +30,18 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import time
 
 from absl import app, flags
 
-from benchmarks import commands, hf_finetune, hf_tagging, parity_records, roles_tagging
+from benchmarks import (
+  commands,
+  hf_finetune,
+  hf_tagging,
+  parity_records,
+  roles_tagging,
+  starting_checkpoint,
+)
 
 FLAGS = flags.FLAGS
 roles_tagging.define_flags()
@@ -66,42 +72,15 @@ KEY_FIELDS = ("side", "run_key")
 
 
 def pretrain(work: str) -> str:
-  """The starting checkpoint: --init_from, or one pretrained here on the train documents."""
+  """The starting checkpoint: --init_from, or one pretrained here on the train documents (dev
+  and test text is never seen before fine-tuning)."""
   if FLAGS.init_from:
     return FLAGS.init_from
-  model_dir = os.path.join(work, "pretrained")
-  if os.path.isfile(os.path.join(model_dir, "checkpoint")):
-    return model_dir
-  # Only the train split's documents: dev and test text is never seen before fine-tuning.
-  corpus = os.path.join(work, "pretraining.jsonl")
-  with open(corpus, "w", encoding="utf-8") as f:
-    for source, text in roles_tagging.documents(FLAGS.corpus):
-      if roles_tagging.split_of(source, FLAGS.dev_percent, FLAGS.test_percent) == "train":
-        f.write(json.dumps({"text": text}) + "\n")
-  shards = os.path.join(work, "shards")
-  print("pretraining", flush=True)
-  commands.run_module(
-      ["data_prep.build_shards", f"--input={corpus}", f"--vocab_dir={FLAGS.vocab_dir}",
-       f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
-       "--validation_fraction=0.02", "--overwrite", "--noprogress"],
-      os.path.join(work, "build_shards.log"), timed=True)
-  commands.run_module(
-      ["roberta_tf.train", f"--config={FLAGS.config}", f"--train_data={shards}",
-       f"--eval_data={shards}", f"--model_dir={model_dir}", f"--max_seq_len={FLAGS.max_seq_len}",
-       "--batch_size=32", f"--train_steps={FLAGS.pretrain_steps}",
-       f"--learning_rate={FLAGS.pretrain_learning_rate}",
-       f"--warmup_steps={max(1, FLAGS.pretrain_steps // 20)}", "--log_every=100",
-       f"--checkpoint_every={FLAGS.pretrain_steps}", "--eval_steps=8", "--shuffle_buffer=5000"],
-      os.path.join(work, "pretrain.log"), timed=True)
-  return model_dir
-
-
-def to_hf(work: str, model_dir: str) -> str:
-  hf_dir = os.path.join(work, "hf_model")
-  if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-    commands.run_module(["roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
-                         f"--hf_dir={hf_dir}"], os.path.join(work, "to_hf.log"), timed=True)
-  return hf_dir
+  texts = (text for source, text in roles_tagging.documents(FLAGS.corpus)
+           if roles_tagging.split_of(source, FLAGS.dev_percent, FLAGS.test_percent) == "train")
+  return starting_checkpoint.pretrain(
+      work, texts, vocab_dir=FLAGS.vocab_dir, config=FLAGS.config, max_seq_len=FLAGS.max_seq_len,
+      steps=FLAGS.pretrain_steps, learning_rate=FLAGS.pretrain_learning_rate)
 
 
 def tagging_set(work: str, hf_dir: str) -> str:
@@ -204,22 +183,15 @@ def _fingerprint(data: str, model_dir: str) -> str:
   return digest.hexdigest()[:16]
 
 
-def _host() -> str:
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-  return f"{names[0] if names else 'unknown CPU'} x{os.cpu_count()}"
-
-
 def record(side: str, result: dict, run_key: str) -> None:
   """Appends the side's record unless one with the same key is there (a rerun from the
   cache adds nothing)."""
   if any(r.get("side") == side and r.get("run_key") == run_key
          for r in parity_records.read(FLAGS.records)):
     return
-  git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=commands.REPO,
-                       capture_output=True, text=True, check=False).stdout.strip()
   parity_records.append(FLAGS.records, {
-      "side": side, "run_key": run_key, "git": git, "host": _host(),
+      "side": side, "run_key": run_key, "git": starting_checkpoint.git_head(),
+      "host": starting_checkpoint.host(),
       "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
       "recipe": vars(_recipe()), "seeds": FLAGS.seeds, "config": FLAGS.config,
       "checkpoint": FLAGS.init_from or f"pretrained {FLAGS.pretrain_steps} steps",
@@ -249,7 +221,7 @@ def main(argv):
   work = os.path.abspath(FLAGS.work_dir)  # the binaries run with the repository as cwd
   os.makedirs(work, exist_ok=True)
   model_dir = pretrain(work)
-  hf_dir = to_hf(work, model_dir)
+  hf_dir = starting_checkpoint.to_hf(work, model_dir)
   data = tagging_set(work, hf_dir)
   run_key = _fingerprint(data, model_dir)
   sides = {}
