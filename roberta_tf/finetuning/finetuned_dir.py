@@ -30,6 +30,7 @@ from roberta_tf import models
 from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -73,10 +74,39 @@ def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
               init_from: str = "") -> heads.FinetuneModel:
   """The fine-tuning model: encoder (random, or init_from's weights) + a fresh head."""
   encoder = heads.pretrained_encoder(model_config, dtype=dtype, init_from=init_from)
+  return model_on(encoder, model_config, info, dtype=dtype)
+
+
+def model_on(encoder, model_config: models.RobertaConfig, info: ProblemInfo,
+             dtype=None) -> heads.FinetuneModel:
+  """The fine-tuning model of `info` on `encoder`, a fresh head (what a checkpoint restores)."""
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
                              dropout=model_config.dropout,
                              initializer_range=model_config.initializer_range, dtype=dtype,
                              answer_classifier=info.answer_classifier, pooling=info.pooling)
+
+
+def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: str | None = None):
+  """(pretrainer, FinetuneModel, RobertaConfig, ProblemInfo) of a fine-tuned dir of `task_type`
+  (its newest checkpoint, or `checkpoint`), the model built on the pretrainer's encoder so that
+  hf_weights maps it (the MLM head is not the fine-tuned model's and is never written).
+
+  Raises:
+    hf_weights.HFCheckpointError: "<model_dir> is a fine-tuned <type> model; <refusal>" for
+      another task type, or a model HF has no class for.
+  """
+  info = read_problem_info(model_dir)
+  if info.task_type != task_type:
+    raise hf_weights.HFCheckpointError(
+        f"{model_dir} is a fine-tuned {info.task_type} model; {refusal}")
+  model_config = models.read_config(model_dir)
+  hf_weights.check_exportable(model_config)
+  if checkpoint:
+    model_dir_lib.check_checkpoint(checkpoint)
+  pretrainer = models.RobertaPretrainer(model_config)
+  model = model_on(pretrainer.encoder, model_config, info)
+  restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
+  return pretrainer, model, model_config, info
 
 
 def save_checkpoint(directory: str, model: heads.FinetuneModel, number: int) -> str:

@@ -121,10 +121,7 @@ def _tagger(model_config: models.RobertaConfig, info: ProblemInfo):
   (its MLM head is not part of the fine-tuned model and is never written), the model is what
   the fine-tuned dir's checkpoint holds (built as finetuned_dir.new_model builds it)."""
   pretrainer = models.RobertaPretrainer(model_config)
-  model = heads.FinetuneModel(pretrainer.encoder, info.task_type, info.num_outputs,
-                              dropout=model_config.dropout,
-                              initializer_range=model_config.initializer_range)
-  return pretrainer, model
+  return pretrainer, finetuned_dir.model_on(pretrainer.encoder, model_config, info)
 
 
 def to_hf_tensors(pretrainer: models.RobertaPretrainer,
@@ -141,19 +138,11 @@ def to_hf_tensors(pretrainer: models.RobertaPretrainer,
 
 def load_finetuned(model_dir: str, checkpoint: str | None = None):
   """(pretrainer, FinetuneModel, RobertaConfig, ProblemInfo) of a fine-tuned token-classification
-  dir (newest checkpoint, or `checkpoint`); a one-line refusal for other task types."""
-  info = finetuned_dir.read_problem_info(model_dir)
-  if info.task_type != problem_types.TOKEN_CLASSIFICATION:
-    raise HFCheckpointError(f"{model_dir} is a fine-tuned {info.task_type} model; --to_hf "
-                            "exports pretrained models (RobertaForMaskedLM) and "
-                            "token_classification ones (RobertaForTokenClassification) only")
-  model_config = models.read_config(model_dir)
-  hf_weights.check_exportable(model_config)
-  if checkpoint:
-    model_dir_lib.check_checkpoint(checkpoint)
-  pretrainer, model = _tagger(model_config, info)
-  finetuned_dir.restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
-  return pretrainer, model, model_config, info
+  dir (finetuned_dir.load_for_export); a one-line refusal for other task types."""
+  return finetuned_dir.load_for_export(
+      model_dir, problem_types.TOKEN_CLASSIFICATION, "--to_hf exports pretrained models "
+      "(RobertaForMaskedLM) and token_classification ones (RobertaForTokenClassification) only",
+      checkpoint)
 
 
 def save_hf(model_dir: str, hf_dir: str, checkpoint: str | None = None) -> int:

@@ -42,11 +42,10 @@ from safetensors.numpy import save_file
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, heads, problem_types
+from roberta_tf.finetuning import finetuned_dir, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import hf_tokenizer_files, hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.tokenization import vocab_files
 
 MODULES_FILE = "modules.json"
@@ -67,24 +66,11 @@ def is_embedding_dir(model_dir: str) -> bool:
 
 
 def load_embedder(model_dir: str, checkpoint: str | None = None):
-  """(pretrainer, FinetuneModel, RobertaConfig, ProblemInfo) of a fine-tuned embedding dir (its
-  newest checkpoint, or `checkpoint`); the pretrainer holds the model's encoder (hf_weights maps
-  it; its MLM head is never written). One-line refusals for anything else."""
-  info = finetuned_dir.read_problem_info(model_dir)
-  if info.task_type != problem_types.EMBEDDING:
-    raise HFCheckpointError(f"{model_dir} is a fine-tuned {info.task_type} model; "
-                            "--to_sentence_transformers exports embedding models (roberta_tf."
-                            "finetune --task=embedding) only")
-  model_config = models.read_config(model_dir)
-  hf_weights.check_exportable(model_config)
-  if checkpoint:
-    model_dir_lib.check_checkpoint(checkpoint)
-  pretrainer = models.RobertaPretrainer(model_config)
-  model = heads.FinetuneModel(
-      pretrainer.encoder, info.task_type, dropout=model_config.dropout,
-      initializer_range=model_config.initializer_range, pooling=info.pooling)
-  finetuned_dir.restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
-  return pretrainer, model, model_config, info
+  """(pretrainer, FinetuneModel, RobertaConfig, ProblemInfo) of a fine-tuned embedding dir
+  (finetuned_dir.load_for_export); one-line refusals for anything else."""
+  return finetuned_dir.load_for_export(
+      model_dir, problem_types.EMBEDDING, "--to_sentence_transformers exports embedding models "
+      "(roberta_tf.finetune --task=embedding) only", checkpoint)
 
 
 def _prefix(model_config: models.RobertaConfig) -> str:
