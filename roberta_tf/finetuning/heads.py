@@ -38,9 +38,9 @@ from roberta_tf.models.initializers import normal
 _PAD_LOGIT = -1e9
 
 
-@keras.saving.register_keras_serializable(package="roberta_tf")
-class ClassificationHead(keras.layers.Layer):
-  """[B, H] `<s>` vectors -> float32 [B, num_outputs]."""
+class _OutputHead(keras.layers.Layer):
+  """A head of `num_outputs` outputs after dropout (the constructor and config the
+  classification and token heads share)."""
 
   def __init__(self, num_outputs: int, dropout: float = 0.1, initializer_range: float = 0.02,
                **kwargs):
@@ -48,6 +48,15 @@ class ClassificationHead(keras.layers.Layer):
     self.num_outputs = num_outputs
     self.dropout_rate = dropout
     self.initializer_range = initializer_range
+
+  def get_config(self):
+    return {**super().get_config(), "num_outputs": self.num_outputs,
+            "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="roberta_tf")
+class ClassificationHead(_OutputHead):
+  """[B, H] `<s>` vectors -> float32 [B, num_outputs]."""
 
   def build(self, input_shape):
     hidden = input_shape[-1]
@@ -65,10 +74,6 @@ class ClassificationHead(keras.layers.Layer):
     x = self.dropout(x, training=training)
     x = self.dropout(self.dense(x), training=training)
     return tf.cast(self.out_proj(x), tf.float32)
-
-  def get_config(self):
-    return {**super().get_config(), "num_outputs": self.num_outputs,
-            "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
 
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
@@ -96,15 +101,8 @@ class SpanHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
-class TokenHead(keras.layers.Layer):
+class TokenHead(_OutputHead):
   """[B, S, H] token vectors -> float32 [B, S, num_outputs] tag logits."""
-
-  def __init__(self, num_outputs: int, dropout: float = 0.1, initializer_range: float = 0.02,
-               **kwargs):
-    super().__init__(**kwargs)
-    self.num_outputs = num_outputs
-    self.dropout_rate = dropout
-    self.initializer_range = initializer_range
 
   def build(self, input_shape):
     self.classifier = keras.layers.Dense(self.num_outputs, kernel_initializer=normal(
@@ -115,10 +113,6 @@ class TokenHead(keras.layers.Layer):
 
   def call(self, x, training=None):
     return tf.cast(self.classifier(self.dropout(x, training=training)), tf.float32)
-
-  def get_config(self):
-    return {**super().get_config(), "num_outputs": self.num_outputs,
-            "dropout": self.dropout_rate, "initializer_range": self.initializer_range}
 
 
 def pool(sequence_output, padding_mask, pooling: str = MEAN):
