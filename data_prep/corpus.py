@@ -15,7 +15,15 @@ The corpus formats (the contract every data_prep binary shares):
 - an input spec is a comma list of files, globs and directories (searched recursively for the
   formats above), or ``stdlib``: the documentation of the running Python (module, class and
   function docstrings of the standard library, parsed with ``ast`` without importing anything,
-  plus pydoc's topic texts), so a demo needs no download.
+  plus pydoc's topic texts), so a demo needs no download. Its texts are whole paragraphs (wrapped
+  lines re-joined) and code lines, each after a document's first starting with whitespace, so
+  packed texts never glue two words together (data_prep/stdlib_corpus.py).
+
+A ``.txt`` line (a ``.jsonl`` / ``.parquet`` text's line) is one sentence: it is encoded on its own
+and packed right after the line before it, without a space, as fairseq does with RoBERTa's
+corpus (data_prep/sentence_encoders.py). A corpus hard-wrapped inside its paragraphs (a line
+break every ~70 characters) therefore glues the last word of a line to the first of the next
+("must be" + "sequential" reads "must besequential"): give one paragraph a line.
 
 Every path may be a URL (gs://, ram://, ...: roberta_tf/common/files.py): files, globs and
 directories are resolved through ``files`` (on a URL a glob's ``*`` stays within one directory
@@ -30,17 +38,14 @@ at a whitespace (or character) boundary and counted in ``CorpusStats.split_lines
 
 from __future__ import annotations
 
-import ast
 import codecs
 import dataclasses
 import gzip
-import inspect
 import json
-import os
-import sysconfig
 from collections.abc import Iterator
 from typing import Any
 
+from data_prep.stdlib_corpus import stdlib_documents
 from roberta_tf.common import error_text
 from roberta_tf.common import files as files_lib
 
@@ -304,47 +309,6 @@ def _split_sentences(sentences: list[str], max_line_bytes: int, stats: CorpusSta
     stats.split_lines += len(pieces) > 1
     out.extend(pieces)
   return out
-
-
-def stdlib_documents() -> list[list[str]]:
-  """The running Python's documentation as documents (deterministic for one Python build).
-
-  One document per standard-library module (its module, class and function docstrings, in
-  source order) and one per pydoc topic. Test suites, IDLE, tkinter demos and site-packages
-  are left out. Nothing is imported except pydoc's topic table.
-  """
-  root = sysconfig.get_paths()["stdlib"]
-  skip_dirs = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3",
-               "turtledemo", "__pycache__", "ensurepip", "config-3"}
-  docs = []
-  for dirpath, dirnames, filenames in os.walk(root):  # local-only: this Python's stdlib
-    dirnames[:] = sorted(d for d in dirnames
-                         if d not in skip_dirs and not d.startswith(("config-", "test")))
-    for name in sorted(filenames):
-      if not name.endswith(".py") or name.startswith("test_"):
-        continue
-      try:
-        with open(os.path.join(dirpath, name), "rb") as f:  # local-only: this Python's stdlib
-          tree = ast.parse(f.read())
-      except (SyntaxError, ValueError, OSError):
-        continue
-      doc = []
-      for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-          text = ast.get_docstring(node, clean=True)
-          if text:
-            doc.extend(line for line in text.split("\n") if line.strip())
-      if doc:
-        docs.append(doc)
-  try:
-    from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    topics = {}
-  for key in sorted(topics):
-    doc = [line for line in inspect.cleandoc(topics[key]).split("\n") if line.strip()]
-    if doc:
-      docs.append(doc)
-  return docs
 
 
 def iter_documents(files: list[str], text_field: str = "text",

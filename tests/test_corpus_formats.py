@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data_prep import corpus, sentence_encoders, train_tokenizer
+from data_prep import corpus, sentence_encoders, stdlib_corpus, train_tokenizer
 from data_prep import shard_builder as bs
 from roberta_tf.common import files
 from tests.conftest import TESTDATA
@@ -193,3 +193,19 @@ def test_inputs_on_urls(ram):
     f.write(gzip.compress(b"zipped line\n"))
   assert list(corpus.iter_documents([f"{ram}/c.txt.gz"])) == [["zipped line"]]
   assert not os.path.exists("ram:")
+
+
+def test_stdlib_docstring_paragraphs_are_whole_texts():
+  # What ast.get_docstring(clean=True) gives: wrapped prose, a bullet, an indented code line, a
+  # doctest with output. Prose lines join with one space; code and doctest lines stay lines.
+  docstring = ("Write the data.  The offsets must be\nsequential, and\n  the file\n\n"
+               "- a bullet that\n  wraps\nUsage:\n    f(x)\n\n>>> f(1)\n2")
+  first = stdlib_corpus.docstring_texts(docstring)
+  assert first == ["Write the data. The offsets must be sequential, and", "  the file",
+                   "- a bullet that wraps", "Usage:", "    f(x)", ">>> f(1)", "2"]
+  texts = stdlib_corpus.document_texts([docstring, "Second\ndocstring."])
+  # Each text after the first starts with whitespace: packed one after another (no separator),
+  # no two words glue together.
+  assert texts == first[:1] + ["  the file", " - a bullet that wraps", " Usage:", "    f(x)",
+                               " >>> f(1)", " 2", " Second docstring."]
+  assert "".join(texts).startswith("Write the data. The offsets must be sequential, and  the")
