@@ -27,9 +27,9 @@ for --rounds rounds. The machine is shared and its load swings
 (ours / keras-hub in adjacent windows, which see about the same load); tokens/s per side are
 the median windows, and the best windows are printed too. The CPU model (/proc/cpuinfo) is
 printed first.
-MFU = roberta_tf.pretraining.flops.train_step_flops / step time / peak, the peak of TrainConfig
-(the dev CPU's measured 2048^3 matmul; --peak_flops_* override). The matmul rate measured now is
-printed for context.
+MFU = roberta_tf.pretraining.flops.train_step_flops / step time / peak, the peak measured on
+this machine in the precision (training/precision_probe.peak_flops, as a training run's MFU: a
+2048^3 matmul, cached per machine; --peak_flops_* override), printed with whether it was cached.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from roberta_tf.pretraining import flops, inputs  # noqa: E402
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # noqa: E402
 from roberta_tf.pretraining.train_config import TrainConfig  # noqa: E402
 from roberta_tf.tokenization import vocab_files  # noqa: E402
+from roberta_tf.training import precision_probe  # noqa: E402
 from roberta_tf.training.task import build_train_step  # noqa: E402
 
 HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
@@ -82,8 +83,10 @@ def parse_args(argv=None):
   p.add_argument("--jit_compile", action="store_true",
                  help="Compare our default step with our step under --jit_compile (XLA) instead "
                  "of keras-hub.")
-  p.add_argument("--peak_flops_fp32", type=float, default=TrainConfig.peak_flops_fp32)
-  p.add_argument("--peak_flops_bf16", type=float, default=TrainConfig.peak_flops_bf16)
+  p.add_argument("--peak_flops_fp32", type=float, default=0.0,
+                 help="Peak fp32 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
+  p.add_argument("--peak_flops_bf16", type=float, default=0.0,
+                 help="Peak bf16 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
   args = p.parse_args(argv)
   if args.quick:
     args.presets, args.rounds, args.warmup_steps = "small", 5, 2
@@ -139,18 +142,18 @@ def cpu_model() -> str:
           f"stepping {field('stepping')}), {logical} logical CPUs, {' '.join(isa)}")
 
 
-def matmul_peak(dtype, n=2048, reps=8) -> float:
-  """FLOP/s of an n^3 matmul now (the best of ``reps``)."""
-  a = tf.random.normal([n, n], dtype=tf.float32)
-  a = tf.cast(a, dtype)
-  mm = tf.function(lambda x: tf.matmul(x, x))
-  mm(a).numpy()
-  best = float("inf")
-  for _ in range(reps):
-    start = time.perf_counter()
-    mm(a).numpy()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n**3 / best
+def peaks(args) -> dict[str, float]:
+  """{precision: peak FLOP/s} for --precisions: --peak_flops_* where given, else measured
+  (precision_probe.peak_flops, cached per machine); each printed."""
+  given = {"float32": args.peak_flops_fp32, "mixed_bfloat16": args.peak_flops_bf16}
+  out = {}
+  for precision in args.precisions.split(","):
+    if given.get(precision):
+      out[precision] = given[precision]
+      print(f"peak for MFU: {precision} {out[precision] / 1e9:.0f} GFLOP/s (given)", flush=True)
+    else:
+      out[precision], _ = precision_probe.peak_flops(precision)
+  return out
 
 
 def build_ours(args, data, preset, precision, jit_compile=False):
@@ -225,6 +228,33 @@ def time_windows(steps: dict, args) -> dict:
   return rates
 
 
+def measure(args, data: str, preset: str, precision: str, peer: str,
+            mfu_per_token_s: float) -> dict:
+  """One preset x precision: ours and the peer's windows, their row (printed)."""
+  ours_step = build_ours(args, data, preset, precision)
+  if args.jit_compile:
+    peer_step = build_ours(args, data, preset, precision, jit_compile=True)
+  else:
+    peer_step = build_keras_hub(args, data, preset, precision)
+  rates = time_windows({"ours": ours_step, peer: peer_step}, args)
+  ours, theirs = (statistics.median(rates[k]) for k in ("ours", peer))
+  best = {k: max(v) for k, v in rates.items()}
+  # The ratio says how much faster ours is than keras-hub, or --jit_compile than ours.
+  ratio = (lambda a, b: b / a) if args.jit_compile else (lambda a, b: a / b)
+  paired = [ratio(a, b) for a, b in zip(rates["ours"], rates[peer], strict=True)]
+  row = {"preset": preset, "precision": precision, "ours_tokens_per_sec": ours,
+         "ours_mfu": ours * mfu_per_token_s, f"{peer}_tokens_per_sec": theirs,
+         f"{peer}_mfu": theirs * mfu_per_token_s, "ratio": statistics.median(paired),
+         "paired_ratio_range": [min(paired), max(paired)],
+         "ours_best_tokens_per_sec": best["ours"],
+         f"{peer}_best_tokens_per_sec": best[peer], "windows": rates}
+  print(f"{preset:8} {precision:15} {ours:13,.0f} {row['ours_mfu']:6.2f} "
+        f"{theirs:15,.0f} {row[f'{peer}_mfu']:6.2f} {row['ratio']:6.2f}x  "
+        f"[{min(paired):.2f}-{max(paired):.2f}]  best windows {best['ours']:,.0f} vs "
+        f"{best[peer]:,.0f} ({ratio(best['ours'], best[peer]):.2f}x)", flush=True)
+  return row
+
+
 def main(argv=None):
   args = parse_args(argv)
   work = tempfile.mkdtemp(prefix="train_throughput_")
@@ -232,14 +262,10 @@ def main(argv=None):
     shards = os.path.join(work, "shards")
     os.makedirs(shards)
     data = write_synthetic_shards(shards, num_sequences=1024, seq_len=args.max_seq_len)
-    peaks = {"float32": args.peak_flops_fp32, "mixed_bfloat16": args.peak_flops_bf16}
     peer, peer_label = (("ours_jit", "--jit_compile") if args.jit_compile
                         else ("keras_hub", "keras-hub"))
     print(f"CPU: {cpu_model()}", flush=True)
-    print(f"matmul 2048^3 now: fp32 {matmul_peak(tf.float32) / 1e9:.0f} GFLOP/s, bf16 "
-          f"{matmul_peak(tf.bfloat16) / 1e9:.0f} GFLOP/s; MFU uses peak fp32 "
-          f"{peaks['float32'] / 1e9:.0f}, bf16 {peaks['mixed_bfloat16'] / 1e9:.0f} GFLOP/s",
-          flush=True)
+    peak = peaks(args)
     print(f"B={args.batch_size} S={args.max_seq_len} V={VOCAB_SIZE} dropout "
           f"{args.dropout if args.dropout >= 0 else 'preset'}; tokens/s = median of "
           f"{args.rounds} alternating {args.window}-step windows after {args.warmup_steps} "
@@ -260,30 +286,8 @@ def main(argv=None):
           intermediate_size=config.intermediate_size, vocab_size=VOCAB_SIZE,
           seq_len=args.max_seq_len, predictions_per_seq=predictions, sequences=args.batch_size)
       for precision in args.precisions.split(","):
-        ours_step = build_ours(args, data, preset, precision)
-        if args.jit_compile:
-          peer_step = build_ours(args, data, preset, precision, jit_compile=True)
-        else:
-          peer_step = build_keras_hub(args, data, preset, precision)
-        rates = time_windows({"ours": ours_step, peer: peer_step}, args)
-        ours, theirs = (statistics.median(rates[k]) for k in ("ours", peer))
-        best = {k: max(v) for k, v in rates.items()}
-        # The ratio says how much faster ours is than keras-hub, or --jit_compile than ours.
-        ratio = (lambda a, b: b / a) if args.jit_compile else (lambda a, b: a / b)
-        paired = [ratio(a, b) for a, b in zip(rates["ours"], rates[peer], strict=True)]
-        def mfu(rate, step_flops=step_flops, peak=peaks[precision]):
-          return rate / (args.batch_size * args.max_seq_len) * step_flops / peak
-        row = {"preset": preset, "precision": precision, "ours_tokens_per_sec": ours,
-               "ours_mfu": mfu(ours), f"{peer}_tokens_per_sec": theirs,
-               f"{peer}_mfu": mfu(theirs), "ratio": statistics.median(paired),
-               "paired_ratio_range": [min(paired), max(paired)],
-               "ours_best_tokens_per_sec": best["ours"],
-               f"{peer}_best_tokens_per_sec": best[peer], "windows": rates}
-        rows.append(row)
-        print(f"{preset:8} {precision:15} {ours:13,.0f} {row['ours_mfu']:6.2f} "
-              f"{theirs:15,.0f} {row[f'{peer}_mfu']:6.2f} {row['ratio']:6.2f}x  "
-              f"[{min(paired):.2f}-{max(paired):.2f}]  best windows {best['ours']:,.0f} vs "
-              f"{best[peer]:,.0f} ({ratio(best['ours'], best[peer]):.2f}x)", flush=True)
+        rows.append(measure(args, data, preset, precision, peer,
+                            step_flops / (args.batch_size * args.max_seq_len) / peak[precision]))
     print(json.dumps(rows))
     if args.jit_compile:  # a measurement, not a target
       return 0

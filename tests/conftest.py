@@ -4,8 +4,13 @@ import json
 import os
 import resource
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The runs' measured matmul peaks (training/precision_probe.py) go to a cache of the tests' own:
+# measured beside a loaded suite, they would understate the machine's peak in the user's cache.
+os.environ.setdefault("ROBERTA_TF_CACHE_DIR", os.path.join(
+    tempfile.gettempdir(), f"roberta_tf_tests_cache_{os.getuid()}"))
 
 import pytest  # noqa: E402
 

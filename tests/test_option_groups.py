@@ -53,9 +53,7 @@ TRAIN_FLAGS = {
     "model_dir": ("string", None),
     "new_token_init": ("enum", "mean", ("mean", "normal")),  # added since: a grown vocabulary
     "overwrite": ("bool", False),
-    "peak_flops": ("float", 0.0),
-    "peak_flops_bf16": ("float", 380000000000.0),
-    "peak_flops_fp32": ("float", 183000000000.0),
+    "peak_flops": ("float", 0.0),  # 0 since: measured (the one-CPU peak_flops_* went)
     "peer_timeout": ("integer", 600),
     "pre_layer_norm": ("bool", False),  # added since: budget-recipe options
     # auto added since: measured at start (training/precision_probe.py)
@@ -94,6 +92,7 @@ FINETUNE_FLAGS = {
     "eval_file": ("string", None),
     "export_dir": ("string", ""),
     "export_only": ("bool", False),
+    "export_precision": ("enum", "float32", ("float32", "bfloat16", "auto")),
     "glue_diagnostic": ("string", ""),
     "glue_task": ("enum", "", ("", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte",
                                "wnli")),

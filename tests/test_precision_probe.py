@@ -64,7 +64,44 @@ def test_pick_measures_both_then_reads_the_cache(tmp_path, monkeypatch):
   assert built == ["float32", "mixed_bfloat16"]  # nothing built: the cache answered
   assert again["cached"] is True and again["precision"] == first["precision"]
   assert lines[-1].startswith(f"precision auto: {first['precision']} (measured earlier")
-  assert precision_probe.device_name() in key
+  assert precision_probe.machine_key() in key
+
+
+XEON = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143", "stepping": "8",
+        "model name": "Intel(R) Xeon(R) Processor", "flags": "fpu avx2 fma avx512f avx512_bf16"}
+
+
+def test_the_machine_key_is_the_cpus_family_and_flags_not_its_name():
+  plain = precision_probe.machine_key(XEON)
+  amx = precision_probe.machine_key({**XEON, "flags": XEON["flags"] + " amx_tile amx_bf16"})
+  assert plain != amx and "Xeon" not in plain and "amx_bf16" in amx
+  assert "family 6 model 143 stepping 8" in plain and "avx512_bf16" in plain
+  assert "fpu" not in plain  # flags that do not change a matmul's speed stay out
+
+
+def test_the_peak_is_measured_once_then_cached(tmp_path, monkeypatch):
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
+  lines = []
+  flops, cached = precision_probe.peak_flops("float32", lines.append, n=32, reps=1)
+  assert flops > 0 and not cached and "measured now" in lines[-1]
+  monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: pytest.fail("measured again"))
+  assert precision_probe.peak_flops("float32", lines.append, n=32) == (flops, True)
+  assert f"{flops / 1e9:.0f} GFLOP/s (measured earlier" in lines[-1]
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "{not json", '{"KEY": [1]}',
+                                     '{"KEY": {"float32": "fast"}}'])
+def test_a_malformed_cache_is_measured_again(tmp_path, monkeypatch, content):
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
+  monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: 5e9)
+  key = precision_probe.peak_key(32)
+  (tmp_path / "precision.json").write_text(content.replace("KEY", json.dumps(key)[1:-1]))
+  lines = []
+  assert precision_probe.peak_flops("float32", lines.append, n=32) == (5e9, False)
+  assert len(lines) == 2 and "measured now" in lines[1]
+  assert lines[0].startswith(f"ignoring {tmp_path / 'precision.json'}")  # one line, the file
+  assert precision_probe.read_cache()[key] == {"float32": 5e9}  # rewritten
+  assert precision_probe._cached(key, precision_probe._is_pick, lines.append) is None
 
 
 def test_train_with_auto_records_the_measured_precision_and_a_resume_keeps_it(

@@ -16,7 +16,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.pretraining import flops, mlm_evaluation
 from roberta_tf.pretraining.train_config import TrainConfig
-from roberta_tf.training import checkpointing
+from roberta_tf.training import checkpointing, precision_probe
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.step_window import StepWindow
@@ -28,16 +28,28 @@ _EVAL_SCALARS = ("loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "ns
                  "nsp_accuracy")
 
 
+def replica_peak_flops(cfg: TrainConfig, strategy: tf.distribute.Strategy, log) -> float:
+  """One replica's peak FLOP/s for MFU: --peak_flops, else this machine's peak measured in the
+  precision trained in (training/precision_probe.py: a matmul, cached per machine), said in one
+  line to `log`. NaN on a TPU without --peak_flops (the probe would time the host)."""
+  if cfg.peak_flops:
+    log(f"peak for MFU: --peak_flops={cfg.peak_flops / 1e9:.0f} GFLOP/s")
+    return cfg.peak_flops
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    log("peak for MFU: not measured on a TPU (MFU is NaN): pass --peak_flops")
+    return float("nan")
+  return precision_probe.peak_flops(cfg.precision, log)[0]
+
+
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
-                    model_config: models.RobertaConfig) -> float:
+                    model_config: models.RobertaConfig, log=summaries_lib.log) -> float:
   """FLOPs of one update / the replicas' peak FLOP/s: MFU = updates x this / seconds."""
   predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
   step_flops = flops.train_step_flops(
       num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
       intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
       seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
-  peak = cfg.peak_flops or (cfg.peak_flops_fp32 if cfg.precision == "float32"
-                            else cfg.peak_flops_bf16)
+  peak = replica_peak_flops(cfg, strategy, log)
   return step_flops / (peak * strategy.num_replicas_in_sync)
 
 

@@ -123,12 +123,8 @@ class TrainConfig(GroupViews):
   deterministic: bool = use("deterministic")
   jit_compile: bool = use("jit_compile")
   peak_flops: float = option(
-      0.0, "Peak FLOP/s of one replica, for MFU. 0: --peak_flops_fp32 or --peak_flops_bf16 by "
-      "--precision.")
-  peak_flops_fp32: float = option(
-      183000000000.0, "Peak fp32 FLOP/s (default: the 2-core dev CPU's measured 2048^3 matmul).")
-  peak_flops_bf16: float = option(
-      380000000000.0, "Peak bf16/fp16 FLOP/s of one replica, for MFU under mixed precision.")
+      0.0, "Peak FLOP/s of one replica, for MFU. 0: measured at start, a 2048^3 matmul in the "
+      "precision trained in on the run's device (cached per machine; the log says the figure).")
 
   @property
   def loop(self) -> LoopOptions:

@@ -1,4 +1,5 @@
-"""`--precision=auto`: float32 or mixed_bfloat16, whichever trains this model faster here.
+"""`--precision=auto`: float32 or mixed_bfloat16, whichever trains this model faster here; and
+the peak FLOP/s MFU divides by, measured on this machine.
 
 No CPU flag tells which is faster. On a 2-core Xeon with AVX-512 BF16 and no AMX the small
 model trained at 0.66-0.78x float32's speed in mixed_bfloat16 (the casts around each matmul cost
@@ -8,10 +9,20 @@ train step in each precision on the run's strategy, times `steps` updates of one
 micro-batch of the run's shape (after `warmup` untimed ones: tracing, first allocations), and
 takes mixed_bfloat16 only when it is at least MARGIN faster (float32 is the safer numerics).
 
-The choice is cached per machine and shape (the CPU model or GPU name, TensorFlow's version,
-the model's dimensions, the micro-batch shape and the number of replicas) in
-`$ROBERTA_TF_CACHE_DIR/precision.json` (default `~/.cache/roberta_tf/`), so a machine measures
-once; the run records what it picked, and the seconds measured, in its config.json.
+Peaks likewise differ by machine (one 2-core Xeon's 2048^3 matmul ran at 183 fp32 / 380 bf16
+GFLOP/s, a Zen 4 EPYC's at 218 / 413), so MFU's peak is measured too (`peak_flops`): the best of
+a few 2048^3 `tf.matmul`s in the precision's compute dtype under tf.function, on this process's
+default device with its intra-op threads.
+
+Both are cached per machine in `$ROBERTA_TF_CACHE_DIR/precision.json` (default
+`~/.cache/roberta_tf/`), so a machine measures once. The machine is `machine_key()`: the GPU's
+name, else the CPU's vendor, family, model, stepping and the flags that decide matmul speed
+(AVX-512, BF16, AMX, ...) with its logical cores, not the marketing name (Xeons with and
+without AMX share "Intel(R) Xeon(R) Processor"); with TensorFlow's version, and for the choice
+the model's dimensions, the micro-batch shape and the number of replicas, for the peak the
+matrix size and the intra-op threads. A cache that is not a JSON object of such entries is
+ignored with one line naming the file (and rewritten); the run records what it picked, and
+the seconds measured, in its config.json.
 """
 
 from __future__ import annotations
@@ -30,6 +41,14 @@ from roberta_tf.common import atomic_write, files
 CANDIDATES = ("float32", "mixed_bfloat16")
 MARGIN = 0.05  # mixed_bfloat16 must save at least this share of a step's time
 CACHE_FILE = "precision.json"
+# The compute dtype of each precision: the dtype whose matmul peak MFU divides by.
+COMPUTE_DTYPES = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16,
+                  "mixed_float16": tf.float16}
+# /proc/cpuinfo flags that change a matmul's speed on the same family/model.
+MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                "avx_vnni", "amx_tile", "amx_bf16", "amx_fp16", "amx_int8")
+PEAK_MATRIX = 2048  # n of the n^3 matmul (2 n^3 FLOPs)
+PEAK_REPS = 4
 
 
 def cache_dir() -> str:
@@ -41,37 +60,81 @@ def cache_dir() -> str:
   return os.path.join(base, "roberta_tf")
 
 
-def device_name() -> str:
-  """The accelerator's name (the first GPU's), else the CPU model and its logical cores."""
+def _gpu_name() -> str | None:
   gpus = tf.config.list_physical_devices("GPU")
-  if gpus:
-    details = tf.config.experimental.get_device_details(gpus[0])
-    return f"{details.get('device_name', 'GPU')} x{len(gpus)}"
-  model = platform.processor() or platform.machine()
+  if not gpus:
+    return None
+  details = tf.config.experimental.get_device_details(gpus[0])
+  return f"{details.get('device_name', 'GPU')} x{len(gpus)}"
+
+
+def cpu_fields() -> dict[str, str]:
+  """/proc/cpuinfo's first processor's fields ({} where there is none: not Linux)."""
+  fields = {}
   try:
     with files.open("/proc/cpuinfo") as f:
       for line in f:
-        if line.startswith("model name"):
-          model = line.split(":", 1)[1].strip()
-          break
+        if not line.strip():
+          break  # the first processor's block ends
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
   except OSError:
     pass
+  return fields
+
+
+def device_name() -> str:
+  """For people: the first GPU's name, else the CPU's model name and its logical cores."""
+  gpu = _gpu_name()
+  if gpu:
+    return gpu
+  model = cpu_fields().get("model name") or platform.processor() or platform.machine()
   return f"{model} ({os.cpu_count()} logical cores)"
 
 
+def machine_key(fields: dict[str, str] | None = None) -> str:
+  """For caches: the GPU's name, else what decides the CPU's matmul speed: vendor, family,
+  model, stepping, MATMUL_FLAGS present, logical cores (`fields`: /proc/cpuinfo's, read when
+  None; the marketing name is left out on purpose)."""
+  gpu = None if fields is not None else _gpu_name()
+  if gpu:
+    return gpu
+  fields = cpu_fields() if fields is None else fields
+  if "cpu family" not in fields:  # not x86 Linux: what platform knows
+    return f"{platform.machine()} {platform.processor()} ({os.cpu_count()} logical cores)"
+  present = set(fields.get("flags", "").split())
+  flags = " ".join(f for f in MATMUL_FLAGS if f in present) or "none"
+  return (f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model "
+          f"{fields.get('model', '?')} stepping {fields.get('stepping', '?')} flags [{flags}] "
+          f"({os.cpu_count()} logical cores)")
+
+
 def cache_key(model_dims: dict, batch_shape: tuple[int, ...], replicas: int) -> str:
-  """The key of a measurement: machine, TF version, model dimensions, micro-batch, replicas."""
+  """The key of a precision choice: machine, TF version, model dims, micro-batch, replicas."""
   dims = ",".join(f"{k}={model_dims[k]}" for k in sorted(model_dims))
-  return (f"{device_name()} | tf {tf.__version__} | {dims} | batch "
+  return (f"{machine_key()} | tf {tf.__version__} | {dims} | batch "
           f"{'x'.join(map(str, batch_shape))} | replicas {replicas}")
 
 
-def read_cache() -> dict:
-  path = os.path.join(cache_dir(), CACHE_FILE)
+def _cache_path() -> str:
+  return os.path.join(cache_dir(), CACHE_FILE)
+
+
+def read_cache(log=None) -> dict:
+  """{key: entry}; {} when there is none yet, or (said in one line to `log`) when the file is
+  not a JSON object: it is measured again and rewritten."""
+  path = _cache_path()
   try:
-    return json.loads(files.read_bytes(path))
-  except (OSError, ValueError):  # none yet, or unreadable: measure again
+    cache = json.loads(files.read_bytes(path))
+  except OSError:  # none yet, or unreadable
     return {}
+  except ValueError:
+    cache = None
+  if not isinstance(cache, dict):
+    if log:
+      log(f"ignoring {path}: not a JSON object of measurements (measuring again)")
+    return {}
+  return cache
 
 
 def write_cache(key: str, result: dict) -> None:
@@ -80,9 +143,68 @@ def write_cache(key: str, result: dict) -> None:
   cache[key] = result
   try:
     files.makedirs(cache_dir())
-    atomic_write.write_json(os.path.join(cache_dir(), CACHE_FILE), cache)
+    atomic_write.write_json(_cache_path(), cache)
   except (OSError, atomic_write.WriteError):
     pass
+
+
+def _positive_numbers(entry, names) -> bool:
+  return isinstance(entry, dict) and all(
+      isinstance(entry.get(n), (int, float)) and not isinstance(entry.get(n), bool)
+      and entry[n] > 0 for n in names)
+
+
+def _cached(key: str, valid: Callable[[object], bool], log) -> dict | None:
+  """The cache's entry under `key` when `valid` says it has the right shape; else None (a
+  malformed entry is said in one line naming the file, then measured again)."""
+  entry = read_cache(log).get(key)
+  if entry is None:
+    return None
+  if not valid(entry):
+    log(f"ignoring {_cache_path()}'s entry {key!r}: not a measurement of the expected shape "
+        "(measuring again)")
+    return None
+  return entry
+
+
+def matmul_flops(dtype: tf.DType, n: int = PEAK_MATRIX, reps: int = PEAK_REPS) -> float:
+  """FLOP/s of an [n, n] x [n, n] tf.matmul in `dtype` on the default device, the best of
+  `reps` timed calls after one untimed (tracing). Synced on a scalar of the product."""
+  a = tf.cast(tf.random.stateless_normal([n, n], seed=[0, 1]), dtype)
+  b = tf.cast(tf.random.stateless_normal([n, n], seed=[2, 3]), dtype)
+  product = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y), tf.float32)))
+  product(a, b).numpy()
+  best = float("inf")
+  for _ in range(reps):
+    start = time.perf_counter()
+    product(a, b).numpy()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n**3 / best
+
+
+def peak_key(n: int = PEAK_MATRIX) -> str:
+  threads = tf.config.threading.get_intra_op_parallelism_threads()
+  return (f"peak | {machine_key()} | tf {tf.__version__} | matmul {n} | intra-op "
+          f"{threads or 'default'}")
+
+
+def peak_flops(precision: str, log=print, n: int = PEAK_MATRIX,
+               reps: int = PEAK_REPS) -> tuple[float, bool]:
+  """(FLOP/s, cached): this machine's peak in `precision`'s compute dtype (matmul_flops),
+  read from the cache or measured now and cached. Says which in one line to `log`."""
+  key = peak_key(n)
+  entry = _cached(key, lambda e: isinstance(e, dict) and _positive_numbers(e, list(e)),
+                  log) or {}
+  cached = precision in entry
+  if cached:
+    flops = float(entry[precision])
+  else:
+    flops = matmul_flops(COMPUTE_DTYPES[precision], n, reps)
+    write_cache(key, {**entry, precision: flops})
+  log(f"peak for MFU: {precision} {n}^3 matmul {flops / 1e9:.0f} GFLOP/s ("
+      + (f"measured earlier on this machine, {_cache_path()}" if cached else "measured now")
+      + ")")
+  return flops, cached
 
 
 def synthetic_batch(batch_size: int, seq_len: int, max_predictions: int, vocab_size: int,
@@ -139,8 +261,8 @@ def pick(build_step: Callable[[str], object], strategy: tf.distribute.Strategy, 
   Returns:
     {"precision", "seconds_per_step": {precision: s}, "device", "cached": bool}.
   """
-  cached = read_cache().get(key)
-  if cached and cached.get("precision") in CANDIDATES:
+  cached = _cached(key, _is_pick, log)
+  if cached:
     log(f"precision auto: {cached['precision']} (measured earlier on this machine: "
         + _said(cached["seconds_per_step"]) + ")")
     return {**cached, "cached": True}
@@ -156,3 +278,10 @@ def pick(build_step: Callable[[str], object], strategy: tf.distribute.Strategy, 
 
 def _said(seconds: dict[str, float]) -> str:
   return ", ".join(f"{p} {s * 1000:.0f} ms a step" for p, s in seconds.items())
+
+
+def _is_pick(entry) -> bool:
+  """A cached choice: {"precision": a candidate, "seconds_per_step": {precision: s > 0}}."""
+  seconds = entry.get("seconds_per_step") if isinstance(entry, dict) else None
+  return (isinstance(seconds, dict) and bool(seconds) and entry.get("precision") in CANDIDATES
+          and _positive_numbers(seconds, list(seconds)))
