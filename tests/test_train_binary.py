@@ -82,6 +82,9 @@ def test_console_progress_and_config(trained):
   lines = re.findall(r"^step (\d+)/12 \| loss ([\d.]+) \| lr ([\d.e+-]+) \| ([\d,]+) tok/s \| "
                      r"grad_norm [\d.]+ \| ETA \d+:\d\d:\d\d$", out, re.M)
   assert [int(step) for step, *_ in lines] == [4, 8, 12]
+  # MFU's peak: measured on this machine in the precision trained in (or cached), said once.
+  assert re.search(r"^peak for MFU: float32 2048\^3 matmul \d+ GFLOP/s \(measured (now|earlier "
+                   r"on this machine, .+precision\.json)\)$", out, re.M), out[:2000]
   assert all(float(tokens.replace(",", "")) > 0 for *_, tokens in lines)
   assert re.search(r"^eval step 12: loss [\d.]+ \| perplexity [\d.]+ \| mlm_accuracy [\d.]+ \| "
                    r"unigram perplexity [\d.]+ \([\d.]+x unigram\)$", out, re.M)
