@@ -57,7 +57,8 @@ def main(argv):
   if FLAGS.export_only:
     if not FLAGS.model_dir or not FLAGS.export_dir:
       raise app.UsageError("--export_only needs --model_dir and --export_dir")
-    path = finetuned_export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite)
+    path = finetuned_export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite,
+                                               precision=FLAGS.export_precision)
     print(f"exported {path}")
     return 0
   cfg = options.from_flags(FinetuneConfig, FLAGS)  # list flags become tuples
@@ -66,7 +67,8 @@ def main(argv):
           f"{cfg.model_dir}")
     return 0
   if cfg.export_dir:
-    path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite)
+    path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite,
+                                               precision=cfg.export_precision)
     print(f"exported {path}")
   return 0
 

@@ -33,6 +33,15 @@ def exported(tmp_path_factory, hf_tiny_dir):
   return model_dir, export_dir
 
 
+@pytest.fixture(scope="module")
+def exported_bf16(exported, tmp_path_factory):
+  """The same model dir exported with --precision=bfloat16."""
+  model_dir, _ = exported
+  export_dir = str(tmp_path_factory.mktemp("export_bf16") / "saved_model")
+  mlm_export.export_saved_model(model_dir, export_dir, top_k=3, precision="bfloat16")
+  return export_dir
+
+
 def _in_memory_module(model_dir):
   return mlm_export.ServingModule(models.load(model_dir, dtype="float32"),
                                   BytePairTokenizer.from_dir(model_dir),
@@ -40,10 +49,11 @@ def _in_memory_module(model_dir):
 
 
 @pytest.fixture(scope="module")
-def reloaded(exported, hf_tiny_dir, tmp_path_factory):
-  """Every signature of the export through the TF2 and the TF1 loader in one fresh process
-  (serving_loaders.loader_runs): the texts, the ids the in-memory module tokenizes them to, and
-  the HF fixture's own ids. Returns (calls, {"tf2" | "tf1": {"<key>/<output>": array}})."""
+def reloaded(exported, exported_bf16, hf_tiny_dir, tmp_path_factory):
+  """Every signature of the export (and of its bfloat16 twin) through the TF2 and the TF1
+  loader in one fresh process (serving_loaders.loader_runs): the texts, the ids the in-memory
+  module tokenizes them to, and the HF fixture's own ids. Returns (calls, {"tf2" | "tf1" |
+  "bf16_tf2" | "bf16_tf1": {"<key>/<output>": array}})."""
   model_dir, export_dir = exported
   module = _in_memory_module(model_dir)  # held: a tf.function method keeps only a weakref
   tok = module.tokenize(tf.constant(TEXTS))
@@ -53,9 +63,38 @@ def reloaded(exported, hf_tiny_dir, tmp_path_factory):
             ("hf_ids", "mlm_logits",
              {"input_ids": expected["input_ids"].astype("int32").tolist(),
               "padding_mask": expected["attention_mask"].astype("int32").tolist()})]
-  out = serving_loaders.loader_runs({export_dir: calls},
+  out = serving_loaders.loader_runs({export_dir: calls, exported_bf16: calls},
                                     str(tmp_path_factory.mktemp("reloaded") / "out.npz"))
-  return calls, {loader: got[export_dir] for loader, got in out.items()}
+  loaded = {loader: got[export_dir] for loader, got in out.items()}
+  loaded.update({f"bf16_{loader}": got[exported_bf16] for loader, got in out.items()})
+  return calls, loaded
+
+
+def test_bfloat16_export_stores_bf16_matrices_and_serves_float32(exported_bf16, reloaded):
+  """--precision=bfloat16: the Dense matrices are saved in bfloat16 (read as is: no per-call
+  cast), LayerNorms and embedding tables stay float32; both loaders restore it alike, every
+  output has the float32 export's dtype and shape, and the values are float32's to bf16's
+  rounding (the accuracy on real text: docs/serving.md)."""
+  _, loaded = reloaded
+  dtypes = tf.train.load_checkpoint(os.path.join(exported_bf16, "variables", "variables")
+                                    ).get_variable_to_dtype_map()
+  by_dtype = {}
+  for name, dtype in dtypes.items():
+    by_dtype.setdefault(dtype.name, []).append(name)
+  assert len(by_dtype.get("bfloat16", [])) >= 12, by_dtype.keys()  # 2 layers x 6 Dense kernels
+  assert len(by_dtype["float32"]) >= 8  # LayerNorms, embedding tables, output bias
+  serving_loaders.assert_same(loaded["bf16_tf1"], loaded["bf16_tf2"])
+  fp32, bf16 = loaded["tf2"], loaded["bf16_tf2"]
+  assert fp32.keys() == bf16.keys()
+  for key, want in fp32.items():
+    got = bf16[key]
+    assert (got.dtype, got.shape) == (want.dtype, want.shape), key
+    if want.dtype.kind != "f":
+      if key.startswith(("tokenize/", "fill_mask/mask_positions", "fill_mask/num_masks")):
+        np.testing.assert_array_equal(got, want, err_msg=key)
+      continue
+    scale = max(np.abs(want).max(), 1.0)
+    assert np.abs(got - want).max() <= 0.03 * scale, (key, np.abs(got - want).max(), scale)
 
 
 def test_signatures_match_in_memory_model_in_fresh_process(exported, reloaded):

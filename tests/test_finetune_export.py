@@ -56,6 +56,9 @@ def exported(tmp_path_factory, hf_tiny_dir):
     model_dir = _model_dir(root / name, pretrained, info)
     out[name] = (model_dir,
                  finetuned_export.export_saved_model(model_dir, str(root / f"{name}_sm")))
+  for name in ("pair", "qa"):  # --export_precision=bfloat16 of two tasks
+    out[f"{name}_bf16"] = (out[name][0], finetuned_export.export_saved_model(
+        out[name][0], str(root / f"{name}_bf16_sm"), precision="bfloat16"))
   squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
   race_path = fx.write_race(str(root / "race.jsonl"), passages=2, seed=2)
   return out, squad_read.read_squad(squad_path)[0], problem_data.read_choice_examples(race_path)
@@ -86,6 +89,8 @@ def _spec(exported):
       "qa": (dirs["qa"][1], "answer", {"question": questions, "context": contexts}),
       "qa_cls": (dirs["qa_cls"][1], "answer", {"question": questions, "context": contexts}),
   }
+  for name in ("pair", "qa"):
+    spec[f"{name}_bf16"] = (dirs[f"{name}_bf16"][1],) + spec[name][1:]
   return spec, questions, contexts
 
 
@@ -138,6 +143,27 @@ def test_reloaded_signatures_match_training_featurization(exported, reloaded):
       assert got[f"{name}/null_score"][i] == pytest.approx(nulls[e.id], abs=1e-4)
       if nbest[e.id]:
         assert got[f"{name}/score"][i] == pytest.approx(nbest[e.id][0].score, abs=1e-4)
+
+
+def test_bfloat16_exports_serve_float32_outputs_close_to_float32(exported, reloaded):
+  """--export_precision=bfloat16: the same outputs (names, dtypes, shapes) as the float32
+  export, values to bf16's rounding; QA answers and the classifier's labels as float32's
+  here (the dev-metric cost on real data: docs/serving.md)."""
+  spec, _, _ = _spec(exported)
+  for name in ("pair", "qa"):
+    want, got = reloaded["tf2"][spec[name][0]], reloaded["tf2"][spec[f"{name}_bf16"][0]]
+    assert want.keys() == got.keys()
+    for key, value in want.items():
+      assert (got[key].dtype, got[key].shape) == (value.dtype, value.shape), key
+  pair = spec["pair"][0], spec["pair_bf16"][0]
+  probs = [reloaded["tf2"][p]["classify/probabilities"] for p in pair]
+  assert np.abs(probs[0] - probs[1]).max() < 0.02
+  qa = [reloaded["tf2"][p] for p in (spec["qa"][0], spec["qa_bf16"][0])]
+  finite = np.isfinite(qa[0]["answer/score"])
+  assert (np.isfinite(qa[1]["answer/score"]) == finite).all()
+  np.testing.assert_allclose(qa[1]["answer/null_score"], qa[0]["answer/null_score"], atol=0.05)
+  agree = np.mean(qa[0]["answer/answer"] == qa[1]["answer/answer"])
+  assert agree >= 0.8, (agree, qa[0]["answer/answer"], qa[1]["answer/answer"])
 
 
 def test_session_loaders_match_tf2_loader(exported, reloaded, tmp_path):

@@ -184,6 +184,11 @@ class FinetuneConfig(GroupViews):
   precision: str = use("precision")
   export_dir: str = option(
       "", "Also write the SavedModel (raw-string signatures) of the kept model here.")
+  export_precision: str = option(
+      "float32", "The --export_dir SavedModel's precision: float32, bfloat16 (weights stored and "
+      "matmuls run in bfloat16, outputs float32) or auto (the faster here, measured once per "
+      "machine). See roberta_tf/serving/serving_precision.py.",
+      choices=("float32", "bfloat16", "auto"))
   overwrite: bool = use(
       "overwrite", help="Replace an earlier run's files in --model_dir (and an existing "
       "--export_dir).")

@@ -42,14 +42,15 @@ from roberta_tf.finetuning import (
   squad_tf,
   tagging_tf,
 )
-from roberta_tf.serving import saved_model_writer
+from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 _TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
 
 
 class FinetunedModule(tf.Module):
-  """Tokenizer + float32 fine-tuned model + task info; `signatures()` lists what to save."""
+  """Tokenizer + fine-tuned model (float32 or bfloat16: serving_precision.py) + task info;
+  `signatures()` lists what to save (outputs float32 in every precision: the heads cast)."""
 
   def __init__(self, model: heads.FinetuneModel, tokenizer: BytePairTokenizer, info):
     super().__init__(name="roberta_finetuned")
@@ -160,15 +161,21 @@ class FinetunedModule(tf.Module):
     return out
 
 
-def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False) -> str:
-  """Writes the SavedModel of fine-tuned `model_dir` (float32) to export_dir; returns it.
+def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False,
+                       precision: str = "float32") -> str:
+  """Writes the SavedModel of fine-tuned `model_dir` to export_dir; returns it.
 
-  Written under a temporary name and renamed when complete.
+  `precision`: "float32", "bfloat16" or "auto" (serving_precision.py). Written under a
+  temporary name and renamed when complete.
   """
+  serving_precision.check(precision)
   if files.exists(export_dir) and not files.isdir(export_dir):
     raise ValueError(f"--export_dir={export_dir!r} exists and is not a directory")
   if files.isdir(export_dir) and files.listdir(export_dir) and not overwrite:
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
-  model, _, info = finetuned_dir.load(model_dir, dtype="float32")
-  module = FinetunedModule(model, finetuned_dir.load_tokenizer(model_dir), info)
+  model, model_config, info = finetuned_dir.load(model_dir, dtype="float32")
+  build = lambda dtype: finetuned_dir.new_model(model_config, info, dtype=dtype)  # noqa: E731
+  precision = serving_precision_probe.resolve(precision, model, build, model_config.vocab_size)
+  module = FinetunedModule(serving_precision.rebuilt(model, build, precision),
+                           finetuned_dir.load_tokenizer(model_dir), info)
   return saved_model_writer.save_atomically(module, export_dir)

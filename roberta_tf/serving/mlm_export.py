@@ -28,7 +28,7 @@ from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
-from roberta_tf.serving import saved_model_writer
+from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -38,10 +38,10 @@ _MASK = tf.TensorSpec([None, None], tf.int32, name="padding_mask")
 
 
 class ServingModule(tf.Module):
-  """Holds the float32 pretrainer and the tokenizer; its tf.functions become the signatures.
+  """Holds the pretrainer and the tokenizer; its tf.functions become the signatures.
 
   Args:
-    pretrainer: a RobertaPretrainer (float32 policy for serving).
+    pretrainer: a RobertaPretrainer (float32 or bfloat16 policy: serving_precision.py).
     tokenizer: the BytePairTokenizer (a tf.Module: its tables are saved with the model).
     max_seq_len: the longest tokenized input, ``<s>`` and ``</s>`` included.
     top_k: predictions per ``<mask>`` in ``fill_mask``.
@@ -74,7 +74,7 @@ class ServingModule(tf.Module):
 
   @tf.function(input_signature=[_IDS, _MASK])
   def mlm_logits(self, input_ids, padding_mask):
-    return {"logits": self.pretrainer.full_logits(input_ids, padding_mask)}
+    return {"logits": tf.cast(self.pretrainer.full_logits(input_ids, padding_mask), tf.float32)}
 
   @tf.function(input_signature=[_TEXT])
   def fill_mask(self, text):
@@ -105,7 +105,7 @@ class ServingModule(tf.Module):
     input_ids, padding_mask = self._ids(text)
     pll, num_tokens = pseudo_log_likelihood.pll_scores(self.pretrainer, input_ids, padding_mask,
                                                        self._mask)
-    return {"pll": pll, "num_tokens": num_tokens}
+    return {"pll": tf.cast(pll, tf.float32), "num_tokens": num_tokens}
 
   def signatures(self) -> dict:
     return {"fill_mask": self.fill_mask, "encode": self.encode, "mlm_logits": self.mlm_logits,
@@ -118,8 +118,9 @@ class ExportError(ValueError):
 
 def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | None = None,
                        vocab_dir: str | None = None, top_k: int = 5,
-                       max_seq_len: int | None = None, overwrite: bool = False) -> str:
-  """Restores a model dir's checkpoint in float32 and writes the serving SavedModel.
+                       max_seq_len: int | None = None, overwrite: bool = False,
+                       precision: str = "float32") -> str:
+  """Restores a model dir's checkpoint and writes the serving SavedModel in `precision`.
 
   Args:
     model_dir: config.json + checkpoints (+ vocab.json/merges.txt, which training and the
@@ -131,6 +132,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
     top_k: predictions per <mask> in fill_mask, in [1, vocab_size].
     max_seq_len: truncation length, in [3, the model's max_seq_len] (default: the latter).
     overwrite: replace an existing export_dir.
+    precision: "float32", "bfloat16" or "auto" (serving_precision.py).
   Returns:
     export_dir.
   Raises:
@@ -163,7 +165,11 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
     if getattr(tokenizer, name) != getattr(config, name):
       raise ExportError(f"vocab in {vocab_dir!r} has {name}={getattr(tokenizer, name)}, the "
                         f"model {getattr(config, name)}: wrong --vocab_dir?")
+  serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
-  module = ServingModule(pretrainer, tokenizer, max_seq_len=max_seq_len, top_k=top_k)
+  build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype)  # noqa: E731
+  precision = serving_precision_probe.resolve(precision, pretrainer, build, config.vocab_size)
+  module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
+                         max_seq_len=max_seq_len, top_k=top_k)
   return saved_model_writer.save_atomically(module, export_dir)
 
