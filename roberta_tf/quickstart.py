@@ -4,7 +4,7 @@
 
 Runs the project's own binaries one after another (each command is printed, so it can be rerun
 by hand): `data_prep.train_tokenizer` (8K byte-level BPE on `stdlib`, the running Python's
-documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 5% of the documents held
+documentation), `data_prep.build_shards` (FULL-SENTENCES, 128 tokens, 10% of the documents held
 out), `roberta_tf.train --flagfile=flags/quickstart.flags` (the `small` model; --precision=auto:
 the faster of float32 and mixed_bfloat16 here, measured at start), `roberta_tf.export`,
 `roberta_tf.fill_mask --held_out` (masked words of the held-out split, chosen by a fixed rule,
@@ -38,7 +38,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only
 OUTPUTS = ("vocab", "shards", "model", "saved_model", "quickstart_summary.json")
 # fill_mask --held_out: masked words shown, and held-out sequences ranked for the medians.
 SHOWN_EXAMPLES = 6
-RANKED_EXAMPLES = 200
+RANKED_EXAMPLES = 400
 
 
 def _run(args, log_lines=None):
@@ -105,7 +105,7 @@ def _run_stages(work: str, precision: str, train_steps: int | None) -> tuple[lis
         f"--output_dir={vocab}"])
   _run(["data_prep.build_shards", "--input=stdlib", f"--vocab_dir={vocab}",
         f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
-        "--validation_fraction=0.05"])
+        "--validation_fraction=0.1"])
   train_args = ["roberta_tf.train", f"--flagfile={_flagfile('quickstart')}",
                 f"--train_data={shards}", f"--eval_data={shards}", f"--model_dir={model}",
                 f"--precision={precision}"]
