@@ -240,3 +240,32 @@ def test_fill_mask_ranks_held_out_words_as_the_model_scores_them(exported, train
   proc = call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}",
                      f"--held_out={train_shards}")
   assert proc.returncode == 1 and "--held_out needs --vocab_dir" in proc.stderr
+
+
+def test_auto_precision_is_measured_once_per_machine_and_model(tmp_path, monkeypatch,
+                                                               hf_tiny_dir):
+  """--precision=auto times the encoder in both precisions, caches the pick under the machine
+  key and the model's shape, and answers from the cache next time (a malformed entry is
+  measured again)."""
+  from roberta_tf.serving import serving_precision, serving_precision_probe
+  from roberta_tf.training import precision_probe
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
+  model = hf_weights.load_hf(hf_tiny_dir)
+  build = lambda dtype: models.RobertaPretrainer(model.config, dtype=dtype)  # noqa: E731
+  said = []
+  picked = serving_precision_probe.resolve("auto", model, build, model.config,
+                                           log=said.append)
+  assert picked in serving_precision.COMPUTED
+  assert "float32" in said[-1] and "bfloat16" in said[-1] and " ms" in said[-1]
+  (key,) = precision_probe.read_cache()
+  assert key.startswith("serving | ") and precision_probe.machine_key() in key
+  again = serving_precision_probe.resolve("auto", model, build, model.config, log=said.append)
+  assert again == picked
+  assert "measured earlier" in said[-1]
+  precision_probe.write_cache(key, {"precision": "fp8"})
+  again = serving_precision_probe.resolve("auto", model, build, model.config, log=said.append)
+  assert again in serving_precision.COMPUTED
+  assert "timing" in said[-2]
+  assert serving_precision_probe.resolve("bfloat16", model, build, model.config) == "bfloat16"
+  with pytest.raises(serving_precision.PrecisionError, match="--precision='fp16'"):
+    serving_precision_probe.resolve("fp16", model, build, model.config)

@@ -47,7 +47,8 @@ class RobertaEmbeddings(keras.layers.Layer):
 
   Precision: the tables and their sum stay float32 whatever the policy (as under PyTorch
   autocast), because the LayerNorm right after them runs in float32; only the tied decoder's
-  matmul runs in the policy's compute dtype (`reverse_dtype`).
+  matmul runs in the policy's compute dtype (`reverse_dtype`). The one exception is the token
+  table under a bfloat16-variable policy (`_token_table_dtype`).
   """
 
   def __init__(self, vocab_size, hidden_size, max_positions, pad_id, dropout=0.0,
@@ -68,7 +69,8 @@ class RobertaEmbeddings(keras.layers.Layer):
     self.token_embedding = keras_hub.layers.ReversibleEmbedding(
         vocab_size, hidden_size, tie_weights=True,
         embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
-        reverse_dtype=self.dtype_policy.compute_dtype, dtype="float32", name="token_embedding")
+        reverse_dtype=self.dtype_policy.compute_dtype, dtype=self._token_table_dtype(),
+        name="token_embedding")
     self.position_embedding = keras.layers.Embedding(
         max_positions, hidden_size,
         embeddings_initializer=NormalWithZeroRow(initializer_range, zero_row=pad_id),
@@ -82,6 +84,13 @@ class RobertaEmbeddings(keras.layers.Layer):
       self.token_type_embedding = keras.layers.Embedding(
           type_vocab_size, hidden_size, embeddings_initializer=type_init,
           dtype="float32", name="token_type_embedding")
+
+  def _token_table_dtype(self) -> str:
+    """float32, except under a bfloat16-*variable* policy (a bfloat16 serving export,
+    serving/serving_precision.py): there the [V, H] table is stored in bfloat16 too, because
+    the tied decoder reads all of it on every call and a float32 table would be cast whole each
+    time. Its rows are cast to float32 before the sum either way."""
+    return "bfloat16" if self.dtype_policy.variable_dtype == "bfloat16" else "float32"
 
   def build(self, input_ids_shape, padding_mask_shape=None):
     self.token_embedding.build(input_ids_shape)
@@ -106,7 +115,7 @@ class RobertaEmbeddings(keras.layers.Layer):
                        f"{self.max_positions - self.pad_id - 1} (max_positions="
                        f"{self.max_positions}, positions start at pad_id + 1)")
     positions = roberta_position_ids(padding_mask, self.pad_id)
-    x = self.token_embedding(input_ids) + self.position_embedding(positions)
+    x = tf.cast(self.token_embedding(input_ids), tf.float32) + self.position_embedding(positions)
     if self.type_vocab_size == 1:
       # One segment: every token adds row 0 (HF's lookup of all-zero token_type_ids), looked up
       # through the float32 sublayer (a direct variable read would be autocast under mixed

@@ -175,7 +175,7 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False,
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, model_config, info = finetuned_dir.load(model_dir, dtype="float32")
   build = lambda dtype: finetuned_dir.new_model(model_config, info, dtype=dtype)  # noqa: E731
-  precision = serving_precision_probe.resolve(precision, model, build, model_config.vocab_size)
+  precision = serving_precision_probe.resolve(precision, model, build, model_config)
   module = FinetunedModule(serving_precision.rebuilt(model, build, precision),
                            finetuned_dir.load_tokenizer(model_dir), info)
   return saved_model_writer.save_atomically(module, export_dir)

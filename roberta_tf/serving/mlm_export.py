@@ -168,7 +168,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
   build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype)  # noqa: E731
-  precision = serving_precision_probe.resolve(precision, pretrainer, build, config.vocab_size)
+  precision = serving_precision_probe.resolve(precision, pretrainer, build, config)
   module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
                          max_seq_len=max_seq_len, top_k=top_k)
   return saved_model_writer.save_atomically(module, export_dir)

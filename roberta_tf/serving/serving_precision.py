@@ -3,11 +3,12 @@
 - ``float32``: every weight and op in float32 (the reference numerics).
 - ``bfloat16``: the model rebuilt under Keras' "bfloat16" policy and given the float32 weights
   rounded once: every Dense kernel and bias is *stored* in bfloat16 (read by the matmuls as is:
-  no cast of the weights per call, which at batch 1 would cost more than the matmuls), while the
-  layers the model pins to float32 stay float32 (the embedding tables and their sum, every
-  LayerNorm, the attention softmax, the residual stream, the logits: models/transformer_layer.py
-  and embeddings.py). So the numerics are mixed_bfloat16 training's, outputs float32. What it
-  costs in accuracy is measured in docs/serving.md ("bf16 exports").
+  no cast of the weights per call, which at batch 1 would cost more than the matmuls), and so is
+  the token table the tied decoder reads whole; what the model pins to float32 stays float32
+  (the position table and the embedding sum, every LayerNorm, the attention softmax, the
+  residual stream, the logits: models/transformer_layer.py and embeddings.py). So the numerics
+  are mixed_bfloat16 training's, outputs float32. What it costs in accuracy is measured in
+  docs/serving.md.
 - ``auto``: whichever of the two serves this model faster on this machine, timed once on a
   synthetic batch of the export's shape and cached per machine (serving_precision_probe.py).
 

@@ -26,13 +26,15 @@ SHAPES = ((1, 32), (16, 128))  # (texts, tokens) of the timed requests
 REPEATS = 5
 
 
-def _seconds(encoder, vocab_size: int, warmup: int = 1) -> float:
-  """Median seconds of the encoder's forward, summed over SHAPES."""
+def _seconds(encoder, vocab_size: int, max_seq_len: int, warmup: int = 1) -> float:
+  """Median seconds of the encoder's forward, summed over SHAPES (lengths capped at
+  max_seq_len)."""
   forward = tf.function(lambda inputs: encoder(inputs, training=False)["sequence_output"])
   total = 0.0
   rng = np.random.default_rng(0)
   for batch, seq in SHAPES:
-    ids = tf.constant(rng.integers(5, vocab_size, size=(batch, seq)), tf.int32)
+    ids = tf.constant(rng.integers(5, vocab_size, size=(batch, min(seq, max_seq_len))),
+                      tf.int32)
     inputs = encoder_inputs(encoder, ids, tf.ones_like(ids))
     for _ in range(warmup):
       forward(inputs).numpy()
@@ -45,7 +47,7 @@ def _seconds(encoder, vocab_size: int, warmup: int = 1) -> float:
   return total
 
 
-def resolve(precision: str, model, build: Callable[[str], object], vocab_size: int,
+def resolve(precision: str, model, build: Callable[[str], object], config,
             log=print) -> str:
   """`precision`, or for "auto" the measured (or cached) faster of float32 and bfloat16.
 
@@ -53,20 +55,22 @@ def resolve(precision: str, model, build: Callable[[str], object], vocab_size: i
     model: the float32 model (a RobertaPretrainer or a FinetuneModel: anything with an
       `encoder` attribute), its weights restored.
     build: dtype policy name -> the same architecture (serving_precision.rebuilt).
-    vocab_size: ids are drawn from [5, vocab_size).
+    config: the model's RobertaConfig (ids are drawn from [5, vocab_size), lengths capped at
+      max_seq_len).
   """
   if serving_precision.check(precision) != "auto":
     return precision
   dims = [w.shape for w in model.encoder.weights]
   params = int(sum(np.prod(shape) for shape in dims))
-  key = (f"serving | {precision_probe.device_name()} | tf {tf.__version__} | layers "
+  key = (f"serving | {precision_probe.machine_key()} | tf {tf.__version__} | layers "
          f"{len(model.encoder.layers)} params {params} | shapes {SHAPES}")
-  cached = precision_probe.read_cache().get(key)
+  cached = precision_probe.read_cache(log).get(key)
   if isinstance(cached, dict) and cached.get("precision") in serving_precision.COMPUTED:
     log(f"precision auto: {cached['precision']} (measured earlier on this machine)")
     return cached["precision"]
   log("precision auto: timing the encoder in float32 and bfloat16 ...")
-  seconds = {p: _seconds(serving_precision.rebuilt(model, build, p).encoder, vocab_size)
+  seconds = {p: _seconds(serving_precision.rebuilt(model, build, p).encoder, config.vocab_size,
+                         config.max_seq_len)
              for p in serving_precision.COMPUTED}
   picked = "bfloat16" if seconds["bfloat16"] <= (1 - MARGIN) * seconds["float32"] else "float32"
   precision_probe.write_cache(key, {"precision": picked, "seconds": seconds})
