@@ -158,3 +158,36 @@ def test_matches_torch_adamw_itself():
     sched.step()
   np.testing.assert_allclose(var.numpy() - w0, param.detach().numpy() - w0, rtol=2e-3,
                              atol=1e-9)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_apply_is_keras_per_variable_update_op_for_op(fused):
+  """`apply` (scalars once, decay folded into each variable's step) against Keras' own path
+  (`_apply_weight_decay`, then `update_step` per variable), traced, 4 steps: bit for bit
+  unfused; fused (XLA, multiply-adds contracted) within a few float32 ulps."""
+  rng = np.random.default_rng(4)
+  w0 = [rng.normal(0, 0.02, s).astype(np.float32) for s in ((6, 5), (5,))]
+  grads = [[(rng.normal(size=w.shape) * 1e-4).astype(np.float32) for w in w0] for _ in range(4)]
+  runs = []
+  for ours in (True, False):
+    variables = [tf.Variable(w) for w in w0]
+    opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3),
+                              WarmupLinearDecay(1e-3, 2, 10), variables, fused=fused and ours)
+    opt.build(variables)
+
+    def keras_path(g, opt=opt, variables=variables):
+      keras.optimizers.AdamW._apply_weight_decay(opt, variables)  # pylint: disable=protected-access
+      lr = opt.learning_rate
+      for grad, var in zip(g, variables, strict=True):
+        opt.update_step(grad, var, lr)
+      opt.iterations.assign_add(1)
+    step = tf.function(lambda g, opt=opt, v=variables: opt.apply(g, v)) if ours else (
+        tf.function(keras_path))
+    for g in grads:
+      step([tf.constant(x) for x in g])
+    runs.append([v.numpy() for v in variables + list(opt.variables)])
+  for a, b in zip(*runs, strict=True):
+    if fused:
+      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12)
+    else:
+      np.testing.assert_array_equal(a, b)

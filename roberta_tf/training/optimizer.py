@@ -10,6 +10,7 @@ train_step.py), so the optimizer here must not all-reduce again.
 from collections.abc import Sequence
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from roberta_tf.common.option_groups import OptimizerOptions
@@ -56,6 +57,8 @@ class PreReducedAdamW(keras.optimizers.AdamW):
     return list(grads_and_vars)
 
   def update_step(self, gradient, variable, learning_rate):
+    """One variable's Adam step (Keras' per-variable entry point; the train step's `apply`
+    goes through `_backend_update_step`, which does the same per variable, fused)."""
     if self.amsgrad:
       raise NotImplementedError("PreReducedAdamW does not implement amsgrad")
     dtype = variable.dtype
@@ -71,19 +74,80 @@ class PreReducedAdamW(keras.optimizers.AdamW):
     self.assign_sub(variable, ops.divide(ops.multiply(m_hat, lr),
                                          ops.add(ops.sqrt(v_hat), self.epsilon)))
 
+  def _apply_weight_decay(self, variables):
+    """Folded into `_backend_update_step` (each variable decays right before its Adam step,
+    which reads nothing of any other variable: the same values as decaying all first)."""
+
+  # XLA-compile each variable's update (`fused_adamw`): its ~15 element-wise ops, each a pass
+  # over the weight, m or v, become one loop. XLA contracts a*b + c into fused multiply-adds,
+  # which rounds once where the ops round twice: results move by an ulp, so the float32 path
+  # (the parity records) keeps the op-by-op form; `adamw(fused=True)` turns it on.
+  fused = False
+
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    """Decay + Adam step of every variable (`fused_adamw`), the scalars (learning rate, bias
+    corrections) computed once. Keras' form re-reads the schedule for every variable's decay
+    and recomputes b^t twice per variable (~10 scalar ops each); the element-wise ops are
+    Keras' in the same order, so without `fused` the results are bit-identical."""
+    dtype = "float32"
+    step = ops.cast(self.iterations + 1, dtype)
+    scalars = (ops.cast(learning_rate, dtype), ops.cast(self.weight_decay or 0.0, dtype),
+               1 - ops.power(ops.cast(self.beta_1, dtype), step),
+               1 - ops.power(ops.cast(self.beta_2, dtype), step))
+    variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+
+    def update_all(distribution, grads_and_vars):
+      for grad, var in grads_and_vars:
+        if var.dtype != tf.float32:
+          raise ValueError(f"PreReducedAdamW updates float32 variables; {var.name} is {var.dtype}")
+        index = self._get_variable_index(var)
+        slots = (self._momentums[index].value, self._velocities[index].value)
+        decay = self.weight_decay is not None and self._use_weight_decay(var)
+        distribution.extended.update(  # mirrored args reach `fn` as this device's components
+            var, lambda w, g, m, v, *s, d=decay: self._fused(w, m, v, g, *s, decay=d),
+            args=(grad, *slots, *scalars), group=False)
+
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        update_all, self._distribution_strategy, list(zip(grads, variables, strict=True)))
+
+  def _fused(self, w, m, v, grad, lr, weight_decay, c1, c2, decay):
+    update = _fused_adamw_xla if self.fused else fused_adamw
+    return update(w, m, v, tf.cast(grad, tf.float32), lr, weight_decay, c1, c2, decay=decay,
+                  beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+
+
+def fused_adamw(w, m, v, grad, lr, weight_decay, c1, c2, *, decay: bool, beta_1: float,
+                beta_2: float, epsilon: float):
+  """One variable's update in place: decoupled decay (``decay``: w -= w * wd * lr), then
+  m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2), w -= (m / c1) lr / (sqrt(v / c2) + eps), with
+  c1 = 1 - b1^t, c2 = 1 - b2^t (scalars). Keras' AdamW + `update_step` op for op."""
+  if decay:
+    w.assign_sub(w * weight_decay * lr)
+  m.assign_add((grad - m) * (1 - beta_1))
+  v.assign_add((tf.square(grad) - v) * (1 - beta_2))
+  w.assign_sub((m / c1) * lr / (tf.sqrt(v / c2) + epsilon))
+
+
+# Python floats stay static arguments: (1 - 0.9) rounds in float64 before becoming float32,
+# exactly as in Keras' update_step.
+_fused_adamw_xla = tf.function(fused_adamw, jit_compile=True, autograph=False)
+
 
 def adamw(options: OptimizerOptions, schedule: keras.optimizers.schedules.LearningRateSchedule,
-          variables: Sequence) -> keras.optimizers.Optimizer:
+          variables: Sequence, fused: bool = False) -> keras.optimizers.Optimizer:
   """AdamW (`options`: weight decay, betas, epsilon) following `schedule` for `variables` (the
   model's trainable variables); weight decay excluded from LayerNorm parameters and biases
   (`decays`).
 
   `schedule` is the task's: `WarmupLinearDecay(options.learning_rate, warmup, total)` by update
   count, or a `BudgetSchedule` (the loop sets its fraction) for a time budget. The options'
-  clip_norm and grad_accum_steps are the train step's (StepConfig), not the optimizer's."""
+  clip_norm and grad_accum_steps are the train step's (StepConfig), not the optimizer's.
+  `fused`: each variable's update one XLA cluster (`PreReducedAdamW.fused`: faster, float32
+  results an ulp off the op-by-op form's)."""
   opt = PreReducedAdamW(learning_rate=schedule, weight_decay=options.weight_decay,
                         beta_1=options.adam_beta1, beta_2=options.adam_beta2,
                         epsilon=options.adam_epsilon)
+  opt.fused = fused
   exclude_from_decay(opt, variables)
   return opt
 
