@@ -16,7 +16,7 @@ THINGS = ("cat", "violin", "garden", "bicycle", "telescope", "kettle")
 
 def sentiment_rows(n: int, seed: int) -> list[dict]:
   """{"sentence", "sentence2", "label" ("pos"/"neg"), "score" (0-5)}: the label is the sentiment
-  word in `sentence`; `sentence2` is noise (a pair task that ignores B is still learnable)."""
+  word in `sentence`; `sentence2` is noise (a pair problem that ignores B is still learnable)."""
   rng = random.Random(seed)
   rows = []
   for _ in range(n):
@@ -105,7 +105,7 @@ def pretrained_model_dir(hf_tiny_dir: str, out_dir: str, seed: int = 0) -> str:
   """A model dir like pretraining writes (config.json + checkpoint + vocab files): the tests'
   tiny model (harness.tiny_config: L2 H128, the fixture's 8000-id vocab, max_seq_len 64) with
   the presets' dropout 0.1, which fine-tuning reads from config.json; seeded random weights --
-  which fine-tune on the synthetic tasks in a few steps (the HF fixture's H64 weights do not)."""
+  which fine-tune on the synthetic problems in a few steps (the HF fixture's H64 weights do not)."""
   import keras  # pylint: disable=import-outside-toplevel
 
   from roberta_tf import models  # pylint: disable=import-outside-toplevel

@@ -64,19 +64,28 @@ def test_arms_are_selected_by_name_in_the_studys_order():
 
 
 def test_table_rows_are_mean_and_half_range():
-  rows = [{"arm": "a", "seed": s, "perplexity": p, "task_value": v, "task_metric": "accuracy",
+  rows = [{"arm": "a", "seed": s, "perplexity": p, "problem_value": v, "problem_metric": "accuracy",
            "tokens": 4096, "batch_size": 8, "train_steps": 4, "learning_rate": 1e-4,
            "curve": []} for s, p, v in ((0, 100.0, 0.5), (1, 110.0, 0.7))]
   md = report.table("masking", rows)
   assert "| a | 105.0 ± 5.0 | 0.600 ± 0.100 | 4,096 | 8 | 4 | 0.0001 | 0, 1 |" in md
 
 
+def test_a_done_run_is_read_back_with_its_old_keys_renamed(tmp_path):
+  """A result.json written before task_metric/task_value became problem_*: a rerun reads it
+  (and does not train) with today's keys."""
+  (tmp_path / "result.json").write_text(json.dumps({"arm": "a", "task_metric": "accuracy",
+                                                    "task_value": 0.5}), encoding="utf-8")
+  assert runner.run_arm(None, 0, {}, str(tmp_path), {}, 1.0) == {
+      "arm": "a", "problem_metric": "accuracy", "problem_value": 0.5}
+
+
 def test_results_and_settings_in_a_work_dir_on_a_url(tmp_path):
   """A --work_dir on ram:// (TF's in-memory file system, standing for gs://): results.json,
   results.md and the plot are there and equal the local ones; study.json guards it as locally,
   and --overwrite's cleanup removes the study's outputs there."""
-  rows = [{"arm": "a", "seed": 0, "perplexity": 100.0, "task_value": 0.5,
-           "task_metric": "accuracy", "tokens": 4096, "batch_size": 8, "train_steps": 4,
+  rows = [{"arm": "a", "seed": 0, "perplexity": 100.0, "problem_value": 0.5,
+           "problem_metric": "accuracy", "tokens": 4096, "batch_size": 8, "train_steps": 4,
            "learning_rate": 1e-4, "curve": [[1000, 200.0], [2000, 100.0]]}]
   root = f"ram://ablate_{uuid.uuid4().hex[:8]}"
   files.makedirs(root)
@@ -120,9 +129,9 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   """input_format, two of its arms (--arm): a block packing and a pair packing with NSP, each
   on its own shards, one shared held-out set (all four arms cost twice the CI time)."""
   work = tmp_path / "study"
-  task = os.path.join(TESTDATA, "docs_sections")
-  train = _every_nth_row(os.path.join(task, "train.jsonl"), tmp_path / "train.jsonl", 5)
-  dev = _every_nth_row(os.path.join(task, "dev.jsonl"), tmp_path / "dev.jsonl", 5)
+  problem_dir = os.path.join(TESTDATA, "docs_sections")
+  train = _every_nth_row(os.path.join(problem_dir, "train.jsonl"), tmp_path / "train.jsonl", 5)
+  dev = _every_nth_row(os.path.join(problem_dir, "dev.jsonl"), tmp_path / "dev.jsonl", 5)
   cmd = ["--study=input_format", f"--work_dir={work}",
          f"--corpus={TESTDATA}/python_docs_small.jsonl.gz", "--config=tiny", "--steps=4",
          "--base_batch=8", "--seeds=0", "--task_epochs=1", f"--task_train={train}",
@@ -140,7 +149,7 @@ def test_runner_end_to_end_and_rerun(tmp_path):
   results = json.loads((work / "results.json").read_text())
   assert len(results) == 2
   for r in results:
-    assert math.isfinite(r["perplexity"]) and 0 <= r["task_value"] <= 1
+    assert math.isfinite(r["perplexity"]) and 0 <= r["problem_value"] <= 1
     assert r["tokens"] == r["batch_size"] * 4 * 128 and len(r["curve"]) >= 2
     assert ("nsp_accuracy" in r) == (r["packing"] in ("segment_pair", "sentence_pair"))
   # Every arm's update holds about the reference arm's real tokens (within batch rounding).

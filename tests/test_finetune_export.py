@@ -1,5 +1,5 @@
-"""Fine-tuned SavedModels: each task's raw-string signature, reloaded in a fresh process that
-imports only tensorflow, against the in-process model and Python decoding; and through the
+"""Fine-tuned SavedModels: each problem type's raw-string signature, reloaded in a fresh process
+that imports only tensorflow, against the in-process model and Python decoding; and through the
 session-based loaders TF Serving's loader stands for (saved_model_cli, TF1)."""
 
 import os
@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.finetuning import finetuned_dir, problem_data, squad_read
+from roberta_tf.finetuning import finetuned_dir, problem_data
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.squad import read as squad_read
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
@@ -56,7 +57,7 @@ def exported(tmp_path_factory, hf_tiny_dir):
     model_dir = _model_dir(root / name, pretrained, info)
     out[name] = (model_dir,
                  finetuned_export.export_saved_model(model_dir, str(root / f"{name}_sm")))
-  for name in ("pair", "qa"):  # --export_precision=bfloat16 of two tasks
+  for name in ("pair", "qa"):  # --export_precision=bfloat16 of two problems
     out[f"{name}_bf16"] = (out[name][0], finetuned_export.export_saved_model(
         out[name][0], str(root / f"{name}_bf16_sm"), precision="bfloat16"))
   squad_path = fx.write_squad(str(root / "squad.json"), paragraphs=3, seed=5, version_2=True)
@@ -74,7 +75,7 @@ def _in_process_outputs(model_dir, problem_cls, examples):
 
 
 def _spec(exported):
-  """{task: (export dir, signature, inputs)} on PAIRS and the fixtures' examples."""
+  """{problem: (export dir, signature, inputs)} on PAIRS and the fixtures' examples."""
   dirs, qa_examples, choice_examples = exported
   questions = [e.question for e in qa_examples] + ["Where?", "Qui?"]
   contexts = [e.context for e in qa_examples] + ["", "Zoë  habite à  Paris,\n\nprès de 日本."]
@@ -96,7 +97,7 @@ def _spec(exported):
 
 @pytest.fixture(scope="module")
 def reloaded(exported, tmp_path_factory):
-  """Every task's signature on its inputs (_spec) through the TF2 and the TF1 loader, in one
+  """Every problem's signature on its inputs (_spec) through the TF2 and the TF1 loader, in one
   fresh process (serving_loaders.loader_runs): {"tf2" | "tf1": {export dir: outputs}}."""
   spec, _, _ = _spec(exported)
   return serving_loaders.loader_runs(
@@ -167,7 +168,7 @@ def test_bfloat16_exports_serve_float32_outputs_close_to_float32(exported, reloa
 
 
 def test_session_loaders_match_tf2_loader(exported, reloaded, tmp_path):
-  """Every task's signature through the TF1 loader, the pair classifier's also through
+  """Every problem's signature through the TF1 loader, the pair classifier's also through
   saved_model_cli run: tf.saved_model.load's outputs."""
   spec, _, _ = _spec(exported)
   for name, (path, signature, inputs) in spec.items():

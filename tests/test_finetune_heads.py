@@ -1,4 +1,4 @@
-"""The task heads on their own (`ClassificationHead`, `SpanHead`): the harness's layer checks, at
+"""The problem heads on their own (`ClassificationHead`, `SpanHead`): the harness's layer checks, at
 tiny dimensions."""
 
 import numpy as np

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import metrics, squad_eval
+from roberta_tf.finetuning import metrics
+from roberta_tf.finetuning.squad import eval as squad_eval
 
 
 def test_accuracy_and_binary_f1():

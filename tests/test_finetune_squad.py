@@ -9,8 +9,12 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import squad_decode, squad_features, squad_read, squad_tf, squad_write
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from roberta_tf.finetuning.squad import decode as squad_decode
+from roberta_tf.finetuning.squad import features as squad_features
+from roberta_tf.finetuning.squad import read as squad_read
+from roberta_tf.finetuning.squad import tf_ops as squad_tf_ops
+from roberta_tf.finetuning.squad import write as squad_write
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer, token_byte_lengths
 from tests import finetune_fixtures as fx
 
 
@@ -21,7 +25,7 @@ def tok(hf_tiny_dir):
 
 @pytest.fixture(scope="module")
 def byte_lengths(tok):
-  return squad_features.token_byte_lengths(tok)
+  return token_byte_lengths(tok.get_vocabulary())
 
 
 @pytest.mark.parametrize("text", [
@@ -154,7 +158,7 @@ def test_tf_answer_matches_python_decode(tok, byte_lengths, tmp_path, version_2)
   end = rng.normal(size=(len(feats.input_ids), width)).astype(np.float32)
   preds, nbest, nulls = squad_decode.decode(examples, feats, contexts, list(start), list(end),
                                             version_2=version_2, max_answer_len=4)
-  out = squad_tf.answer(_LogitsModel(start, end), tok, tf.constant(byte_lengths),
+  out = squad_tf_ops.answer(_LogitsModel(start, end), tok, tf.constant(byte_lengths),
                         tf.constant([e.question for e in examples]),
                         tf.constant([e.context for e in examples]), max_answer_len=4,
                         version_2=version_2, null_score_threshold=0.0, **kw)

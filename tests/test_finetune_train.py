@@ -1,4 +1,4 @@
-"""Fine-tuning runs end to end (tiny model, synthetic data): every task type, the LR sweep,
+"""Fine-tuning runs end to end (tiny model, synthetic data): every problem type, the LR sweep,
 early stopping, mixed precision (bf16, fp16 with loss scaling), 2-replica mirrored ==
 1 replica (via the binary, which also exports), and a run whose files are all on ram:// (TF's
 in-memory file system, standing for gs:// and the like) == the same run on local disk."""
@@ -15,15 +15,10 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common import files
-from roberta_tf.finetuning import (
-  finetuned_dir,
-  problem_loading,
-  run_state,
-  squad_eval,
-  sweep_runner,
-)
+from roberta_tf.finetuning import finetuned_dir, problem_loading, run_state, sweep_runner
 from roberta_tf.finetuning.events import FineTuningEvents
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.finetuning.squad import eval as squad_eval
 from roberta_tf.training.sigterm import SigtermFlag
 from roberta_tf.training.task import TrainingError
 from tests import finetune_fixtures as fx
@@ -45,11 +40,11 @@ def data(tmp_path_factory, hf_tiny_dir):
   return paths
 
 
-def _config(data, tmp_path, task, **overrides):
+def _config(data, tmp_path, problem_type, **overrides):
   train, dev = {"classification": ("train.tsv", "dev.tsv"), "regression": ("train.csv", "dev.csv"),
                 "multiple_choice": ("train.race", "dev.race"),
-                "extractive_qa": ("train.squad", "dev.squad")}[task]
-  values = dict(task=task, model_dir=str(tmp_path / "out"), train_file=data[train],
+                "extractive_qa": ("train.squad", "dev.squad")}[problem_type]
+  values = dict(task=problem_type, model_dir=str(tmp_path / "out"), train_file=data[train],
                 eval_file=data[dev], init_from=data["pretrained"], max_seq_len=48, batch_size=16,
                 epochs=2, learning_rate=1e-3, text_fields=("sentence", "sentence2"),
                 max_query_len=12, doc_stride=16, max_answer_len=6, seeds=1)
@@ -57,14 +52,14 @@ def _config(data, tmp_path, task, **overrides):
   return FinetuneConfig(**values)
 
 
-def _predict(model, task):
+def _predict(model, problem):
   return [{k: v.numpy() for k, v in model(batch, training=False).items()}
-          for batch in task.eval_dataset(16)]
+          for batch in problem.eval_dataset(16)]
 
 
 @pytest.fixture(scope="module")
 def sweep(data, tmp_path_factory):
-  """A two-rate sweep on the pair task (no dropout, so the mirrored run can match it)."""
+  """A two-rate sweep on the pair problem (no dropout, so the mirrored run can match it)."""
   cfg = _config(data, tmp_path_factory.mktemp("sweep"), "classification",
                 learning_rates=(1e-7, 2e-3), epochs=8, dropout=0.0)
   return cfg, sweep_runner.run_sweep(cfg)
@@ -88,8 +83,8 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
   model, model_config, info = finetuned_dir.load(cfg.model_dir)
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
-  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
-  assert task.evaluate(_predict(model, task)).metrics == pytest.approx(runs[2e-3]["metrics"])
+  problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  assert problem.evaluate(_predict(model, problem)).metrics == pytest.approx(runs[2e-3]["metrics"])
   assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
 
@@ -121,8 +116,8 @@ def test_multiple_choice(data, tmp_path):
   assert results["metric"] == "accuracy"
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.num_choices == 4
-  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
-  outputs = _predict(model, task)
+  problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  outputs = _predict(model, problem)
   assert outputs[0]["logits"].shape == (12, 4)  # 3 passages x 4 questions, 4 options each
   # The reported accuracy is the saved model's, scored against the file's own answer letters.
   with open(data["dev.race"], encoding="utf-8") as f:
@@ -140,12 +135,12 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   results = sweep_runner.run_sweep(cfg)
   model, _, info = finetuned_dir.load(cfg.model_dir)
   assert info.answer_classifier == (null == "classifier")
-  task = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
-  outputs = _predict(model, task)
+  problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
+  outputs = _predict(model, problem)
   assert ("answerable_logits" in outputs[0]) == (null == "classifier")
-  assert task.evaluate(outputs).metrics == pytest.approx(
+  assert problem.evaluate(outputs).metrics == pytest.approx(
       {k: v for k, v in results.items()
-       if k in task.metric_names() or "total" in k or "thresh" in k})
+       if k in problem.metric_names() or "total" in k or "thresh" in k})
   for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1",
               "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert key in results, key
@@ -243,7 +238,7 @@ def test_non_finite_steps_in_a_row_stop_the_run(data, tmp_path):
 
 @pytest.fixture(scope="module")
 def regression_run(data, tmp_path_factory):
-  """One epoch (6 updates) of the regression task, dropout 0, on local disk: the reference of
+  """One epoch (6 updates) of the regression problem, dropout 0, on local disk: the reference of
   the accumulation and ram:// tests."""
   cfg = _config(data, tmp_path_factory.mktemp("acc1"), "regression", text_fields=("sentence",),
                 label_field="score", learning_rate=2e-3, epochs=1, dropout=0.0)
@@ -261,7 +256,7 @@ def test_accumulation_equals_the_whole_batch(regression_run, tmp_path):
 
 
 def _flags(cfg):
-  """The binary's flags for a _config(...) of the regression task."""
+  """The binary's flags for a _config(...) of the regression problem."""
   return ["--task=regression", f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
           f"--eval_file={cfg.eval_file}", f"--model_dir={cfg.model_dir}", "--text_fields=sentence",
           "--label_field=score", "--max_seq_len=48", "--batch_size=16",
@@ -291,8 +286,8 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
       flags.append(self)
       return super().__enter__()
 
-  def counted_batches(task, step):
-    next_batch, taken = batches(task, step), [step]
+  def counted_batches(events, step):
+    next_batch, taken = batches(events, step), [step]
 
     def next_counted():
       taken[0] += 1

@@ -350,7 +350,7 @@ def test_fill_mask_keeps_every_text_and_reports_truncation(exported):
 # --- 3. Bad data refused, no silent wrong answers ---------------------------------------------
 
 def test_squad_answer_not_at_answer_start_is_refused_or_skipped(tmp_path):
-  from roberta_tf.finetuning import squad_read  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning.squad import read as squad_read  # pylint: disable=import-outside-toplevel
   context = "Paris is the capital of France. Berlin is the capital of Germany."
   data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
       {"id": "good", "question": "Capital of France?", "is_impossible": False,

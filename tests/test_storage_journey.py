@@ -33,14 +33,14 @@ def _ok(proc):
 
 
 def _stage_inputs(root: str) -> None:
-  """The corpus and the fine-tuning task, copied under `root` with files.copy."""
-  files.makedirs(files.join(root, "task"))
+  """The corpus and the fine-tuning problem, copied under `root` with files.copy."""
+  files.makedirs(files.join(root, "problem"))
   files.copy(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"),
              files.join(root, "corpus.jsonl.gz"))
-  for split, every in (("train", 5), ("dev", 5)):  # a fifth of docs_sections: a quick task
+  for split, every in (("train", 5), ("dev", 5)):  # a fifth of docs_sections: a quick problem
     with open(os.path.join(TESTDATA, "docs_sections", f"{split}.jsonl"), encoding="utf-8") as f:
       rows = f.readlines()[::every]
-    with files.open(files.join(root, "task", f"{split}.jsonl"), "w") as f:
+    with files.open(files.join(root, "problem", f"{split}.jsonl"), "w") as f:
       f.writelines(rows)
 
 
@@ -77,8 +77,8 @@ def _journey(root: str, reload: bool) -> dict:
                   f"--export_dir={j('export')}"))
   fill = _ok(call_module("roberta_tf.fill_mask", f"--saved_model={j('export')}", *SENTENCES))
   _ok(call_module("roberta_tf.finetune", "--task=classification", f"--init_from={j('model')}",
-                  f"--train_file={j('task', 'train.jsonl')}",
-                  f"--eval_file={j('task', 'dev.jsonl')}", "--text_fields=text",
+                  f"--train_file={j('problem', 'train.jsonl')}",
+                  f"--eval_file={j('problem', 'dev.jsonl')}", "--text_fields=text",
                   "--label_field=label", f"--model_dir={j('ft')}", "--max_seq_len=48",
                   "--batch_sizes=16", "--learning_rates=1e-3", "--seeds=1", "--epochs=1",
                   "--dropout=0", *([f"--export_dir={j('ft_export')}"] if reload else [])))

@@ -12,7 +12,7 @@ the default one.
   partial micro-batch (every example is trained on once per epoch), and the length dimension is
   None under `length_buckets` and `random` because each batch is padded to its own rung of the
   length ladder (`max_seq_len`: the length is static); multiple choice's option dimension is
-  None too (dense rows of a ragged tensor), though every batch has the task's option count.
+  None too (dense rows of a ragged tensor), though every batch has the problem's option count.
   What is checked instead is what an XLA/TPU step needs from them: every batch is one of a
   bounded set of static shapes (at most one per rung plus the partial batch; 2 under
   `max_seq_len`), so the step compiles once per shape, never per batch.
@@ -47,9 +47,10 @@ from data_prep.shard_builder import build_shards
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
-from roberta_tf.finetuning import bucketing, finetuned_dir, problem_data, squad_read
+from roberta_tf.finetuning import bucketing, finetuned_dir, problem_data
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.squad import read as squad_read
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for
 from roberta_tf.pretraining.train_config import TrainConfig

@@ -26,7 +26,7 @@ def table(study: str, results: list[dict]) -> str:
   by_arm = collections.OrderedDict()
   for r in results:
     by_arm.setdefault(r["arm"], []).append(r)
-  metric = results[0]["task_metric"] if results else "metric"
+  metric = results[0]["problem_metric"] if results else "metric"
   real = all("real_tokens" in r for r in results)  # results written before it lack it
   blimp = all("blimp" in r for r in results) and bool(results)
   lines = [f"## Study: {study}", "",
@@ -41,7 +41,7 @@ def table(study: str, results: list[dict]) -> str:
     r0 = rows[0]
     lines.append(
         f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
-        f"{_mean_spread([r['task_value'] for r in rows])} | "
+        f"{_mean_spread([r['problem_value'] for r in rows])} | "
         + (f"{_mean_spread([r['blimp'] for r in rows])} | " if blimp else "")
         + f"{r0['tokens']:,} | "
         + (f"{r0['real_tokens']:,} | " if real else "")

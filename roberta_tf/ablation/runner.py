@@ -35,6 +35,7 @@ EVAL_SEED = 1234  # the fixed masks of the shared held-out set: the same for eve
 SEQ_LEN = 128
 _EVAL_LINE = re.compile(r"eval step (\d+): loss [\d.]+ \| perplexity ([\d.]+)")
 _STEP_LINE = re.compile(r"^step (\d+)[/ ]")
+_OLD_KEYS = {"task_metric": "problem_metric", "task_value": "problem_value"}
 
 
 class RunnerError(RuntimeError):
@@ -122,8 +123,8 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   training too) on the shared held-out set. ``real_per_sequence``: `tokens_per_sequence` of
   its training shards."""
   result_path = files.join(run_dir, "result.json")
-  if files.exists(result_path):
-    return files.read_json(result_path)
+  if files.exists(result_path):  # one written before task_* became problem_* reads the same
+    return {_OLD_KEYS.get(k, k): v for k, v in files.read_json(result_path).items()}
   files.makedirs(run_dir)
   start = time.time()
   model = files.join(run_dir, "model")
@@ -142,13 +143,13 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
   metrics, extra = _evaluate_arm(arm, model, train_data, eval_data, opts)
-  task = _finetune_arm(model, seed, run_dir, opts)
+  scores = _finetune_arm(model, seed, run_dir, opts)
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
             "train_steps": trained, "learning_rate": arm.learning_rate,
             "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
             "real_tokens": round(trained * real_per_step), "packing": arm.packing,
             "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
-            "task_metric": task["metric"], "task_value": task[task["metric"]],
+            "problem_metric": scores["metric"], "problem_value": scores[scores["metric"]],
             "curve": curve, **extra,
             "minutes": round((time.time() - start) / 60, 2)}
   atomic_write.write_json(result_path, result)
@@ -182,7 +183,8 @@ def _evaluate_arm(arm: studies.Arm, model: str, train_data: str, eval_data: str,
 
 
 def _finetune_arm(model: str, seed: int, run_dir: str, opts: dict) -> dict:
-  """Fine-tunes the pretrained `model` on the study's task; returns its eval_results.json."""
+  """Fine-tunes the pretrained `model` on the study's problem (--task_train, --task_dev);
+  returns its eval_results.json."""
   finetune_dir = files.join(run_dir, "finetune")
   _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
         f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
@@ -318,7 +320,8 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, opts: dict,
       # study's sentence-pair arm reads ~5x the others' sequences), over the runs at once.
       eta = sum(spent) / cost_done * sum(cost(a) for a in left) / max(1, parallel)
       print(f"  {r['arm']}, seed {r['seed']}: held-out perplexity {r['perplexity']:.1f}, "
-            f"{r['task_metric']} {r['task_value']:.3f}, {seconds / 60:.1f} min; {len(left)} runs "
-            f"left, ETA {eta / 60:.0f} min ({(time.time() - start_all) / 60:.0f} min so far)",
+            f"{r['problem_metric']} {r['problem_value']:.3f}, {seconds / 60:.1f} min; "
+            f"{len(left)} runs left, ETA {eta / 60:.0f} min "
+            f"({(time.time() - start_all) / 60:.0f} min so far)",
             flush=True)
   return results

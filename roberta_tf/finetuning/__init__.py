@@ -5,12 +5,8 @@ Modules, in the order data flows through them:
   problem_data    TSV/CSV/JSONL and RACE readers -> examples; the label set
   featurize       TF-op featurization shared by training and the SavedModel:
                   `<s> A </s></s> B </s>`, longest-first pair truncation, padding
-  squad_read      SQuAD reader: examples, answers checked against their contexts
-  squad_features  doc-stride windows, token -> character offsets
-  squad_decode    n-best span decoding of the logits into answers
-  squad_write     predictions.json / nbest_predictions.json
-  squad_tf        the same windows and best-span decoding in TF ops (for the SavedModel)
-  squad_eval      the official SQuAD v1.1 / v2.0 exact-match and F1
+  squad/          SQuAD: read, features (windows), decode, write, tf_ops (for the SavedModel),
+                  eval (the official exact-match and F1)
   metrics         accuracy, F1, MCC, Pearson, Spearman
   tagging_read    token classification: CoNLL / JSON-lines tagged sentences, the label set
   tagging_features  words -> pieces (HF's add_prefix_space rule) -> windows; tags read back

@@ -17,8 +17,9 @@ import time
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, squad_write, tagging_write
+from roberta_tf.finetuning import finetuned_dir, tagging_write
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.squad import write as squad_write
 from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.summaries import log

@@ -23,7 +23,7 @@ class ProblemInfo:
     text_fields: classification/regression: the input fields (1: single texts, 2: pairs).
     num_choices: multiple choice: options per question.
     max_query_len, doc_stride, max_answer_len, n_best_size, version_2,
-    null_score_threshold: extractive QA (see squad_features.py and squad_decode.py).
+    null_score_threshold: extractive QA (see squad/features.py and squad/decode.py).
     answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
       its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
     tag_scheme: token classification: the tags' scheme (tagging_scores.SCHEMES: IOB1, IOB2,

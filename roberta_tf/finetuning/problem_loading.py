@@ -9,10 +9,10 @@ from roberta_tf.finetuning import (
   problem_data,
   problem_types,
   problems,
-  squad_read,
   tagging_problem,
 )
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.squad import read as squad_read
 
 
 def load_problem(cfg, tokenizer) -> problems.Problem:

@@ -21,19 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import (
-  bucketing,
-  featurize,
-  glue,
-  metrics,
-  problem_data,
-  problem_types,
-  squad_decode,
-  squad_eval,
-  squad_features,
-  squad_read,
-)
+from roberta_tf.finetuning import bucketing, featurize, glue, metrics, problem_data, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.squad import decode as squad_decode
+from roberta_tf.finetuning.squad import eval as squad_eval
+from roberta_tf.finetuning.squad import features as squad_features
+from roberta_tf.finetuning.squad import read as squad_read
+from roberta_tf.tokenization import tokenizer as tokenizer_lib
 
 # Metrics where lower is better; every other metric is maximized.
 LOWER_IS_BETTER = ("mse",)
@@ -248,7 +242,7 @@ class ExtractiveQAProblem(Problem):
   def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[squad_read.SquadExample],
                dev: Sequence[squad_read.SquadExample], batching: str = bucketing.RANDOM):
     super().__init__(info, tokenizer.pad_id, batching)
-    self.byte_lengths = squad_features.token_byte_lengths(tokenizer)
+    self.byte_lengths = tokenizer_lib.token_byte_lengths(tokenizer.get_vocabulary())
     self._train, self.num_train, self.unlocated = self._features(tokenizer, train)[:3]
     self._eval, self.num_eval, _, self._dev_features, self._dev_contexts = self._features(
         tokenizer, dev)

@@ -38,12 +38,11 @@ from roberta_tf.finetuning import (
   finetuned_dir,
   heads,
   problem_types,
-  squad_features,
-  squad_tf,
   tagging_tf,
 )
+from roberta_tf.finetuning.squad import tf_ops as squad_tf_ops
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization.tokenizer import BytePairTokenizer, token_byte_lengths
 
 _TEXT = lambda name: tf.TensorSpec([None], tf.string, name=name)
 
@@ -58,7 +57,7 @@ class FinetunedModule(tf.Module):
     self.tokenizer = tokenizer
     self.info = info
     self.labels = tf.constant(list(info.labels) or [""], tf.string)
-    self.byte_lengths = tf.constant(squad_features.token_byte_lengths(tokenizer))
+    self.byte_lengths = tf.constant(token_byte_lengths(tokenizer.get_vocabulary()))
     self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
     self.tag_tables = (tagging_tf.LabelTables(info.labels)
                        if info.task_type == problem_types.TOKEN_CLASSIFICATION else None)
@@ -107,11 +106,11 @@ class FinetunedModule(tf.Module):
 
   def _answer(self, question, context):
     info = self.info
-    return squad_tf.answer(self.model, self.tokenizer, self.byte_lengths, question, context,
-                           max_seq_len=info.max_seq_len, max_query_len=info.max_query_len,
-                           doc_stride=info.doc_stride, max_answer_len=info.max_answer_len,
-                           version_2=info.version_2,
-                           null_score_threshold=info.null_score_threshold)
+    return squad_tf_ops.answer(self.model, self.tokenizer, self.byte_lengths, question, context,
+                               max_seq_len=info.max_seq_len, max_query_len=info.max_query_len,
+                               doc_stride=info.doc_stride, max_answer_len=info.max_answer_len,
+                               version_2=info.version_2,
+                               null_score_threshold=info.null_score_threshold)
 
   def _embed(self, text):
     ids = featurize.build_inputs(self.tokenizer(text), None, self.info.max_seq_len, self._bos,

@@ -97,6 +97,12 @@ def token_bytes_table(vocab: Mapping[str, int]) -> list[bytes]:
   return table
 
 
+def token_byte_lengths(vocab: Mapping[str, int]) -> np.ndarray:
+  """int32 [max id + 1]: how many bytes of text each id stands for (`token_bytes_table`'s
+  lengths; 0 for ids the vocabulary skips). Spans of ids map back to the text with it."""
+  return np.array([len(b) for b in token_bytes_table(vocab)], np.int32)
+
+
 def _byte_symbol_ids(vocab: Mapping[str, int], vocab_path: str) -> np.ndarray:
   """int32 [256]: the id of each byte's symbol; TokenizerFileError if one is missing."""
   byte_to_unicode = bytes_to_unicode()

@@ -10,7 +10,7 @@ n-best come from all windows. v2 decides "no answer" one of two ways:
   window from the `<s>` vector, trained jointly): the no-answer score is minus the highest
   window logit (the window most sure to hold the answer decides), and "" is predicted when it
   exceeds the threshold (0: the classifier's probability of an answer is below 1/2).
-The features and the token -> text mapping are squad_features.py's; squad_tf.py decodes the
+The features and the token -> text mapping are features.py's; tf_ops.py decodes the
 same way in TF ops for the SavedModel.
 """
 
@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from roberta_tf.finetuning.squad_features import SquadFeatures, TokenizedContext
-from roberta_tf.finetuning.squad_read import SquadExample
+from roberta_tf.finetuning.squad.features import SquadFeatures, TokenizedContext
+from roberta_tf.finetuning.squad.read import SquadExample
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The file is SQuAD's {"data": [{"paragraphs": [{"context", "qas": [{"id", "question",
 "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}; v2 = some question has
-`is_impossible`. squad_features.py turns the examples into model inputs, squad_decode.py the
-model's logits back into answers, squad_write.py writes those.
+`is_impossible`. features.py turns the examples into model inputs, decode.py the
+model's logits back into answers, write.py writes those.
 """
 
 from __future__ import annotations
@@ -127,5 +127,5 @@ def _answer_problem(answer: Any, context: str, where: Callable[[], str]) -> str 
 
 
 def gold_answers(examples: Sequence[SquadExample]) -> dict[str, list[str]]:
-  """id -> gold answer texts (empty for unanswerable questions), for squad_eval.evaluate."""
+  """id -> gold answer texts (empty for unanswerable questions), for eval.py's `evaluate`."""
   return {e.id: [] if e.is_impossible else [a for a, _ in e.answers] for e in examples}

@@ -9,11 +9,11 @@ tokens until one reaches the end (BERT's run_squad). The label of a window is th
 when the question is unanswerable (v2) or the answer is not wholly inside the window.
 
 Token -> text: byte-level BPE tokens are byte strings, so a token's byte length comes from the
-vocabulary and their running sum gives each token's byte span in the UTF-8 context (a literal
-`<mask>` absorbs the whitespace before it: those contexts take a slower aligning walk). A
-predicted span is mapped to whole characters, the whitespace at its ends (the leading space
-GPT-2 tokens carry) is dropped, and the text is a slice of the original context
-(`TokenizedContext.char_span`, which squad_decode.py uses).
+vocabulary (`tokenizer.token_byte_lengths`) and their running sum gives each token's byte span
+in the UTF-8 context (a literal `<mask>` absorbs the whitespace before it: those contexts take a
+slower aligning walk). A predicted span is mapped to whole characters, the whitespace at its
+ends (the leading space GPT-2 tokens carry) is dropped, and the text is a slice of the original
+context (`TokenizedContext.char_span`, which decode.py uses).
 """
 
 from __future__ import annotations
@@ -24,22 +24,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from roberta_tf.finetuning import featurize as featurize_lib
-from roberta_tf.finetuning.squad_read import SquadError, SquadExample
+from roberta_tf.finetuning.squad.read import SquadError, SquadExample
 from roberta_tf.tokenization import tokenizer as tokenizer_lib
 
 STRIP = " \t\n\r\f\v"  # tf.strings.strip's (ASCII) whitespace: the SavedModel strips the same
 _COLUMNS = ("input_ids", "example_index", "window_start", "window_len", "context_offset",
             "max_context", "start_positions", "end_positions")
-
-
-def token_byte_lengths(tokenizer) -> np.ndarray:
-  """int32 [V]: the number of context bytes each token id stands for (0 for unused ids)."""
-  to_byte = {c: b for b, c in tokenizer_lib.bytes_to_unicode().items()}
-  lengths = np.zeros(tokenizer.vocab_size, np.int32)
-  for token, i in tokenizer.get_vocabulary().items():
-    byte_level = token not in tokenizer_lib.SPECIAL_TOKENS and all(c in to_byte for c in token)
-    lengths[i] = len(token) if byte_level else len(token.encode("utf-8"))
-  return lengths
 
 
 @dataclasses.dataclass
@@ -162,7 +152,8 @@ def featurize(examples: Sequence[SquadExample], tokenizer, *, max_seq_len: int,
                      f"of --max_query_len={max_query_len} tokens and 4 special tokens")
   if doc_stride < 1:
     raise SquadError(f"--doc_stride must be >= 1, got {doc_stride}")
-  byte_lengths = token_byte_lengths(tokenizer) if byte_lengths is None else byte_lengths
+  if byte_lengths is None:
+    byte_lengths = tokenizer_lib.token_byte_lengths(tokenizer.get_vocabulary())
   unique = list(dict.fromkeys(e.context for e in examples))
   context_ids = dict(zip(unique, _token_arrays(tokenizer, unique), strict=True))
   aligned = {c: align_tokens(c, context_ids[c], byte_lengths, tokenizer.mask_id) for c in unique}

@@ -1,6 +1,6 @@
 """Extractive QA in TF ops for the SavedModel: windows, the model, the best span, its text.
 
-The same rules as `squad_features.featurize` + `squad_decode.decode` (see those modules),
+The same rules as `features.featurize` + `decode.decode` (see those modules),
 vectorized over a batch of (question, context) pairs: every context is split into doc-stride
 windows, all windows of the batch run through the model as one batch [N, S], each window's best
 valid span is found by an argmax over its [S, S] start+end score grid, and each question takes
@@ -51,7 +51,7 @@ def windows(question_ids: tf.RaggedTensor, context_ids: tf.RaggedTensor, *, max_
 
 def max_context(example, start, length, offset, context_splits, seq_len):
   """bool [N, S]: feature positions that are context tokens whose max-context window this is
-  (squad_features.max_context_mask's integer score, the first window on a tie)."""
+  (features.max_context_mask's integer score, the first window on a tie)."""
   n = tf.size(example, out_type=tf.int64)
   k = tf.range(seq_len, dtype=tf.int64)[None, :] - offset[:, None]          # [N, S]
   inside = (k >= 0) & (k < length[:, None])
@@ -149,7 +149,7 @@ def answer(model, tokenizer, byte_lengths, question, context, *, max_seq_len: in
       outputs["start_logits"], outputs["end_logits"], example, start, length, offset,
       context_ids, num_examples, max_answer_len, classifier)
   has_span = score > -float("inf")
-  if version_2:  # squad_decode's rule: the classifier's null alone, or null minus the best span
+  if version_2:  # decode.py's rule: the classifier's null alone, or null minus the best span
     has_span &= ~((null if classifier is not None else null - score) > null_score_threshold)
   text = span_text(context, context_ids, first, last, byte_lengths)
   return {"answer": tf.where(has_span, text, ""), "score": score, "null_score": null}
