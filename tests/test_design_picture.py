@@ -1,5 +1,6 @@
-"""docs/design.md's picture of who builds what stays true: every class, function and module it
-names exists in roberta_tf/ (a renamed or removed one fails here until the picture follows)."""
+"""The docs stay true and readable: docs/design.md's picture of who builds what names only what
+exists in roberta_tf/ (a renamed or removed one fails here until the picture follows); README.md's
+lines fit 120 characters."""
 
 import ast
 import os
@@ -61,3 +62,16 @@ def test_the_check_finds_a_stale_name():
   names, _ = _defined()
   words, _ = named_in("PretrainingTask(cfg) ──► OldTask  build_old_thing(x)")
   assert sorted(w for w in words if w not in names) == ["OldTask", "build_old_thing"]
+
+
+def test_readme_lines_fit_120_characters():
+  """Every README.md line is at most 120 characters (tables with long cells are lists), except
+  the two fenced setup commands (A) and (B): each stays one line, to be copied whole."""
+  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  setup = [i for i, line in enumerate(lines)
+           if line.startswith("python3.11 -m venv .venv && ") and lines[i - 1] == "```bash"]
+  assert len(setup) == 2, f"the setup commands (A) and (B) are not fenced one-liners: {setup}"
+  wide = [f"README.md:{i + 1}: {len(line)} characters" for i, line in enumerate(lines)
+          if len(line) > 120 and i not in setup]
+  assert not wide, "README lines over 120 characters:\n" + "\n".join(wide)
