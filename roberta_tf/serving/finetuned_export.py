@@ -23,7 +23,7 @@ Signatures, by task (B = batch; every input is tf.string [B]):
   num_tokens int32 [B] (the tokens the model read: `<s>`, the text's first max_seq_len - 2
   tokens, `</s>`; num_tokens == max_seq_len means the text may have been cut). "" is `<s></s>`.
 The task's signature is also `serving_default`. Inputs are featurized by the training code's TF
-ops (featurize.py, squad_tf.py), so the export sees what fine-tuning saw; inputs longer than the
+ops (featurize.py, squad/tf_ops.py), so the export sees what fine-tuning saw; inputs longer than the
 model's max_seq_len are truncated (QA: windowed) the same way. Reloading needs only
 `tensorflow` (core ops only), in `tf.saved_model.load` or TF Serving.
 """
