@@ -7,11 +7,12 @@ r"""Where our train step's time goes: a per-op-type table from the TF profiler.
 The step is train_vs_hf.py's "ours" (`PretrainingTask` + `build_train_step` over batches of the
 real pipeline from synthetic shards, V 8000). After --warmup_steps untimed steps,
 `tf.profiler.experimental` traces --steps steps; the trace's xplane.pb (its host plane's TF op
-events, one per op execution, on whichever thread ran it) is summed by op type into groups
+events on the executor's threads, one per op execution) is summed by op type into groups
 (matmul, cast, layer norm, softmax, ...; GROUPS) with each group's share of the summed op time.
-Op time is summed over threads, so with 2 intra-op threads an op that keeps both busy counts
-once while two ops running side by side count twice: the shares say where the work is, the
-wall step time is printed beside them. Prints the CPU (/proc/cpuinfo) first.
+By default ops run one at a time (--inter_op_threads=1, each op on all --threads intra-op
+threads), so the op times add up to the step's; with TF's default two ops share the cores and
+each one's time includes the other's. The wall step time (untraced) is printed beside them;
+it is also measured with --inter_op_threads. Prints the CPU (/proc/cpuinfo) first.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ GROUPS = (
 )
 # Function-call wrappers: their events contain their ops' events, so they are not summed.
 WRAPPERS = re.compile(r"PartitionedCall|While|^If$|StatelessIf|Case|__inference|"
-                      r"FunctionRun|ExecutorState|_Send|_Recv")
+                      r"FunctionRun|ExecutorState|Process$|_Send|_Recv")
 
 
 def parse_args(argv=None):
@@ -64,6 +65,9 @@ def parse_args(argv=None):
   p.add_argument("--steps", type=int, default=4, help="Traced steps.")
   p.add_argument("--warmup_steps", type=int, default=3)
   p.add_argument("--threads", type=int, default=0, help="Intra-op threads (0: all CPUs).")
+  p.add_argument("--inter_op_threads", type=int, default=1,
+                 help="Inter-op threads (1: ops one at a time, so op times add up to the step; "
+                      "0: TF's default, train_vs_hf's, where two ops share the cores).")
   p.add_argument("--dropout", type=float, default=0.0)
   p.add_argument("--top_ops", type=int, default=25, help="Op types listed one by one.")
   p.add_argument("--json_out", default="", help="Append the table as one JSON line.")
@@ -78,8 +82,8 @@ def build_step(args, work: str):
 
   from benchmarks import train_vs_hf  # pylint: disable=import-outside-toplevel
   from benchmarks.train_throughput import write_synthetic_shards  # pylint: disable=import-outside-toplevel
-  # Set before the batches initialize TF; the worker's own (equal) setting is then a no-op.
-  tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+  tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # before TF initializes
+  tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
   vs_args = train_vs_hf.parse_args([f"--presets={args.preset}", f"--batch_size={args.batch_size}",
                                     f"--max_seq_len={args.max_seq_len}",
                                     f"--dropout={args.dropout}"])
@@ -114,6 +118,8 @@ def op_events(logdir: str):
     if not plane.name.startswith("/host:CPU"):
       continue
     for line in plane.lines:
+      if not line.name.startswith("tf_Compute"):  # the executor's (inter-op) threads
+        continue
       for event in line.events:
         name = plane.event_metadata[event.metadata_id].name
         if ":" not in name:  # TF op events are "op_name:OpType"
