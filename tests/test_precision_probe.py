@@ -87,6 +87,13 @@ def test_the_peak_is_measured_once_then_cached(tmp_path, monkeypatch):
   monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: pytest.fail("measured again"))
   assert precision_probe.peak_flops("float32", lines.append, n=32) == (flops, True)
   assert f"{flops / 1e9:.0f} GFLOP/s (measured earlier" in lines[-1]
+  # Measured again (the benchmarks): a loaded machine's lower figure does not replace the best.
+  monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: flops / 2)
+  assert precision_probe.peak_flops("float32", lines.append, n=32, remeasure=True) == (flops, False)
+  assert "the best measured on this machine is used" in lines[-1]
+  monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: flops * 2)
+  assert precision_probe.peak_flops("float32", lines.append, n=32, remeasure=True)[0] == flops * 2
+  assert precision_probe.peak_flops("float32", lines.append, n=32) == (flops * 2, True)
 
 
 @pytest.mark.parametrize("content", ["[1, 2]", "{not json", '{"KEY": [1]}',
