@@ -75,29 +75,37 @@ class Worker:
       self.proc.wait()
 
 
+def round_indices(sizes: dict[str, int], r: int, batch: int) -> dict[str, list[int]]:
+  """{kind: the pool indices of round r's batch}: the pools' next `batch` texts, wrapping
+  around when the rounds outnumber the pool."""
+  return {k: [(r * batch + i) % sizes[k] for i in range(batch)] for k in KINDS}
+
+
 def round_calls(texts: dict[str, list[str]], r: int, batch: int,
                 latency_calls: int) -> list[list[str]]:
-  """Round r's calls: [short batch, long batch, short x1 ..., long x1 ...]."""
-  lo = r * batch
-  return ([texts["short"][lo:lo + batch], texts["long"][lo:lo + batch]]
-          + [[t] for t in texts["short"][lo:lo + latency_calls]]
-          + [[t] for t in texts["long"][lo:lo + latency_calls]])
+  """Round r's calls: [short batch, long batch, short x1 ..., long x1 ...] (the batch-1 texts
+  are the first `latency_calls` of the round's batches)."""
+  index = round_indices({k: len(texts[k]) for k in KINDS}, r, batch)
+  batches = [[texts[k][i] for i in index[k]] for k in KINDS]
+  return batches + [[t] for b in batches for t in b[:latency_calls]]
 
 
 def run_rounds(workers: dict[str, Worker], texts: dict[str, list[str]], rounds: int,
                batch: int, latency_calls: int) -> dict:
   """{side: {"rate": {kind: [texts/s per round]}, "latency": {kind: [[s per call] per round]},
-  "top1": {kind: [top-1 id per pooled text]}}} over rounds 1..rounds (0: the warm-up)."""
+  "top1": {kind: {pool index: top-1 id}}}} over rounds 1..rounds (0: the warm-up)."""
   raw = {s: {"rate": {k: [] for k in KINDS}, "latency": {k: [] for k in KINDS},
-             "top1": {k: [] for k in KINDS}} for s in workers}
+             "top1": {k: {} for k in KINDS}} for s in workers}
   sides = list(workers)
   for r in range(rounds + 1):
     calls = round_calls(texts, r, batch, latency_calls)
+    index = round_indices({k: len(texts[k]) for k in KINDS}, r, batch)
     for side in (sides if r % 2 == 0 else sides[::-1]):
       got = workers[side].calls(calls)
       seconds, out = got["seconds"], raw[side]
       for i, kind in enumerate(KINDS):
-        out["top1"][kind] += got["top1"][i]
+        for text_index, top1 in zip(index[kind], got["top1"][i], strict=True):
+          out["top1"][kind].setdefault(text_index, top1)
         if r:
           out["rate"][kind].append(len(calls[i]) / seconds[i])
           out["latency"][kind].append(seconds[2 + i * latency_calls:2 + (i + 1) * latency_calls])
@@ -146,8 +154,8 @@ def agreement(raw: dict, pairs: list[tuple[str, str]]) -> dict:
       continue
     result, same_all, total_all = {}, 0, 0
     for kind in KINDS:
-      both = [(x, y) for x, y in zip(raw[a]["top1"][kind], raw[b]["top1"][kind], strict=True)
-              if x >= 0 and y >= 0]
+      ids_a, ids_b = raw[a]["top1"][kind], raw[b]["top1"][kind]
+      both = [(ids_a[i], ids_b[i]) for i in ids_a if ids_a[i] >= 0 and ids_b.get(i, -1) >= 0]
       same = sum(x == y for x, y in both)
       result[kind] = same / max(1, len(both))
       same_all, total_all = same_all + same, total_all + len(both)

@@ -89,12 +89,12 @@ def _long_prefix(paragraph: str, count) -> str | None:
   return prefix if count(prefix) >= LONG_TOKENS[0] else None
 
 
-def held_out_texts(held_out: list[str], vocab_dir: str, count: int,
+def held_out_texts(held_out: list[str], vocab_dir: str, count: int, least: int,
                    seed: int = 0) -> dict[str, list[str]]:
-  """{"short": [count texts], "long": [count texts]}, each with exactly one `<mask>`.
+  """{"short": [texts], "long": [texts]}, up to `count` of each, each with one `<mask>`.
 
   Raises:
-    ValueError: the held-out paragraphs give fewer than `count` texts of a kind.
+    ValueError: the held-out paragraphs give fewer than `least` texts of a kind.
   """
   tok = _tokenizer(vocab_dir)
   n_tokens = lambda s: len(tok.encode(s).ids)
@@ -112,8 +112,8 @@ def held_out_texts(held_out: list[str], vocab_dir: str, count: int,
         short.append(text)
   out = {"short": short, "long": long}
   for kind, texts in out.items():
-    if len(texts) < count:
-      raise ValueError(f"only {len(texts)} held-out {kind} texts, {count} needed")
+    if len(texts) < least:
+      raise ValueError(f"only {len(texts)} held-out {kind} texts, {least} needed")
   return out
 
 

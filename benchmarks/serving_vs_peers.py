@@ -56,7 +56,7 @@ flags.DEFINE_string("corpus", os.path.join(os.path.dirname(commands.REPO), "shar
                     "The Python docs JSONL corpus (vocabulary and held-out texts).")
 flags.DEFINE_integer("vocab_size", 8192, "BPE vocabulary of the default base model.")
 flags.DEFINE_integer("threads", 0, "Intra-op threads of every side (0: os.cpu_count()).")
-flags.DEFINE_integer("rounds", 3, "Timed rounds (after one warm-up round); the run's length.")
+flags.DEFINE_integer("rounds", 10, "Timed rounds (after one warm-up round); the run's length.")
 flags.DEFINE_integer("batch_size", 32, "Texts per call of the throughput figures.")
 flags.DEFINE_integer("latency_calls", 6, "Batch-1 calls per text kind, side and round.")
 flags.DEFINE_list("sides", list(SIDES), "Sides to run (of " + ", ".join(SIDES) + ").")
@@ -228,7 +228,7 @@ def prepare(work: str, skipped: dict) -> dict:
   paths.update(peer_paths(derived, model_dir, wanted, skipped))
   count = FLAGS.batch_size * (FLAGS.rounds + 1)
   held_out = serving_texts.paragraphs(FLAGS.corpus)["held_out"]
-  texts = serving_texts.held_out_texts(held_out, vocab_dir, count)
+  texts = serving_texts.held_out_texts(held_out, vocab_dir, count, least=FLAGS.batch_size)
   with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
     config = json.load(f)
   config = config.get("model", config)
@@ -247,9 +247,10 @@ def git_state() -> str:
   return starting_checkpoint.git_head() + ("+dirty" if dirty else "")
 
 
-def report(setup: dict, rows: dict, agree: dict, info: dict, skipped: dict, cpu: dict,
-           threads: int) -> dict:
+def report(setup: dict, raw: dict, info: dict, skipped: dict, cpu: dict, threads: int) -> dict:
   """Prints the table and agreement lines; returns the record."""
+  rows = serving_rounds.summarize(raw, FLAGS.baseline)
+  agree = serving_rounds.agreement(raw, AGREEMENT)
   print("\n" + "\n".join(table(rows, FLAGS.baseline)))
   for side, why in skipped.items():
     print(f"{side}: skipped ({why.splitlines()[0]})")
@@ -265,6 +266,9 @@ def report(setup: dict, rows: dict, agree: dict, info: dict, skipped: dict, cpu:
           "batch_size": FLAGS.batch_size, "latency_calls": FLAGS.latency_calls,
           "baseline": FLAGS.baseline, "sides": rows, "agreement": agree, "skipped": skipped,
           "versions": {s: i["versions"] for s, i in info.items()},
+          "raw": {s: {"texts_per_s": out["rate"], "latency_ms": {
+              k: [[round(1e3 * x, 1) for x in calls] for calls in out["latency"][k]]
+              for k in out["latency"]}} for s, out in raw.items()},
           "side_threads": {s: i["threads"] for s, i in info.items()}}
 
 
@@ -299,9 +303,7 @@ def main(argv):
   finally:
     for worker in workers.values():
       worker.close()
-  rows = serving_rounds.summarize(raw, FLAGS.baseline)
-  record = report(setup, rows, serving_rounds.agreement(raw, AGREEMENT), info, skipped, cpu,
-                  threads)
+  record = report(setup, raw, info, skipped, cpu, threads)
   if FLAGS.record:
     with open(FLAGS.record, "a", encoding="utf-8") as f:
       f.write(json.dumps(record) + "\n")
