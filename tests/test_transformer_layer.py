@@ -118,3 +118,31 @@ def test_dropout_only_in_training():
 def test_hidden_size_must_divide_into_heads():
   with pytest.raises(ValueError, match="not divisible by num_heads=5"):
     TransformerLayer(num_heads=5, intermediate_size=F)(*_inputs())
+
+
+@pytest.mark.parametrize("pre_layer_norm, gated_ffn", [(False, False), (True, True)])
+def test_mixed_training_fuses_layer_norm_and_gelu_with_the_same_math(pre_layer_norm, gated_ffn):
+  """Training under mixed_bfloat16 takes models/fused_ops.py's XLA LayerNorm and GELU: outputs
+  and gradients match the op-by-op path (training=False, dropout 0) to bf16 rounding; in
+  float32 training is the op-by-op path itself, bit for bit."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  x, mask = _inputs(4)
+  kwargs = {**KWARGS, "pre_layer_norm": pre_layer_norm, "gated_ffn": gated_ffn}
+  for dtype in ("float32", "mixed_bfloat16"):
+    layer = TransformerLayer(**kwargs, dtype=dtype)
+    layer(x, mask)
+    outs, grads = [], []
+    for training in (True, False):
+      with tf.GradientTape() as tape:
+        out = layer(x, mask, training=training)
+        loss = tf.reduce_sum(out * tf.cos(tf.range(H, dtype=tf.float32)))
+      outs.append(out.numpy())
+      grads.append([g.numpy() for g in tape.gradient(loss, layer.trainable_variables)])
+    if dtype == "float32":
+      np.testing.assert_array_equal(outs[0], outs[1])
+      for a, b in zip(*grads, strict=True):
+        np.testing.assert_array_equal(a, b)
+      continue
+    np.testing.assert_allclose(outs[0], outs[1], atol=3e-2)
+    for a, b in zip(*grads, strict=True):
+      np.testing.assert_allclose(a, b, atol=5e-2 * max(np.abs(b).max(), 1e-3))

@@ -6,6 +6,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from roberta_tf.models import fused_ops
 from roberta_tf.models.initializers import NormalWithZeroRow
 
 
@@ -125,7 +126,9 @@ class RobertaEmbeddings(keras.layers.Layer):
       if token_type_ids is None:
         token_type_ids = tf.zeros_like(input_ids)
       x = x + self.token_type_embedding(token_type_ids)
-    x = self.layer_norm(x)
+    # Training under a mixed policy fuses the LayerNorm with XLA (models/fused_ops.py).
+    x = fused_ops.layer_norm(self.layer_norm, x,
+                             fused=bool(training) and self.compute_dtype != "float32")
     return self.dropout(x, training=training)
 
   def compute_output_shape(self, input_ids_shape, padding_mask_shape=None,

@@ -15,6 +15,7 @@ import math
 import keras
 import tensorflow as tf
 
+from roberta_tf.models import fused_ops
 from roberta_tf.models.initializers import normal
 
 
@@ -78,12 +79,11 @@ class TransformerLayer(keras.layers.Layer):
     self.key = self._dense(hidden, "key")
     self.value = self._dense(hidden, "value")
     self.attention_output = self._dense(hidden, "attention_output")
-    # Keras' "gelu" is the exact erf form (approximate=False), as HF's "gelu".
-    self.intermediate_dense = self._dense(self.intermediate_size, "intermediate_dense",
-                                          activation=None if self.gated_ffn else "gelu")
+    # GELU is applied in `_ffn` (the exact erf form, HF's "gelu"; Keras' "gelu" is the same op).
+    self.intermediate_dense = self._dense(self.intermediate_size, "intermediate_dense")
     self.output_dense = self._dense(hidden, "output_dense")
-    self.intermediate_gate = (self._dense(self.intermediate_size, "intermediate_gate",
-                                          activation="gelu") if self.gated_ffn else None)
+    self.intermediate_gate = (self._dense(self.intermediate_size, "intermediate_gate")
+                              if self.gated_ffn else None)
     for dense in (self.query, self.key, self.value, self.attention_output,
                   self.intermediate_dense, self.intermediate_gate):
       if dense is not None:
@@ -127,24 +127,27 @@ class TransformerLayer(keras.layers.Layer):
   def call(self, x, padding_mask, training=None):
     """x: float32 [B, S, H]; padding_mask: int [B, S] (1 real, 0 pad). Returns float32 [B, S, H]."""
     x = tf.cast(x, tf.float32)
+    # Training under a mixed policy fuses LayerNorm and GELU with XLA (models/fused_ops.py).
+    fused = bool(training) and self.compute_dtype != "float32"
+    norm = lambda layer, t: fused_ops.layer_norm(layer, t, fused)
     if self.pre_layer_norm:
-      h = self.attention_output(self._self_attention(self.attention_layer_norm(x), padding_mask,
-                                                     training))
+      h = self.attention_output(self._self_attention(norm(self.attention_layer_norm, x),
+                                                     padding_mask, training))
       x = x + tf.cast(self.attention_output_dropout(h, training=training), tf.float32)
-      h = self.output_dense(self._ffn(self.output_layer_norm(x)))
+      h = self.output_dense(self._ffn(norm(self.output_layer_norm, x), fused))
       return x + tf.cast(self.output_dropout(h, training=training), tf.float32)
     h = self.attention_output(self._self_attention(x, padding_mask, training))
     h = self.attention_output_dropout(h, training=training)
-    x = self.attention_layer_norm(x + tf.cast(h, tf.float32))
-    h = self.output_dense(self._ffn(x))
+    x = norm(self.attention_layer_norm, x + tf.cast(h, tf.float32))
+    h = self.output_dense(self._ffn(x, fused))
     h = self.output_dropout(h, training=training)
-    return self.output_layer_norm(x + tf.cast(h, tf.float32))
+    return norm(self.output_layer_norm, x + tf.cast(h, tf.float32))
 
-  def _ffn(self, x):
+  def _ffn(self, x, fused=False):
     """The feed-forward's inner activations [B, S, F] (compute dtype)."""
     if self.gated_ffn:
-      return self.intermediate_gate(x) * self.intermediate_dense(x)
-    return self.intermediate_dense(x)
+      return fused_ops.gelu(self.intermediate_gate(x), fused) * self.intermediate_dense(x)
+    return fused_ops.gelu(self.intermediate_dense(x), fused)
 
   def compute_output_shape(self, x_shape, padding_mask_shape=None):
     return tuple(x_shape)
