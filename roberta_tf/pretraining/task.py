@@ -119,10 +119,9 @@ class PretrainingTask:
     schedule = (BudgetSchedule(options.learning_rate, options.warmup_steps / cfg.train_steps)
                 if cfg.train_minutes > 0 else
                 WarmupLinearDecay(options.learning_rate, options.warmup_steps, cfg.train_steps))
-    # Mixed precision fuses each variable's update with XLA (an ulp off the op-by-op float32
-    # update, which the float32 parity records keep).
-    return optimizer_lib.adamw(options, schedule, model.trainable_variables,
-                               fused=cfg.precision != "float32")
+    # Not adamw(fused=True) under mixed precision either: XLA-fusing each variable's update was
+    # no faster (medium bf16, in-process A/B: median 1.00x; docs/performance_training.md).
+    return optimizer_lib.adamw(options, schedule, model.trainable_variables)
 
   def step_config(self) -> StepConfig:
     cfg = self.cfg
