@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 
 # (group, regex on the op type), first match wins; op types not matched are "other".
 GROUPS = (
+    ("XLA clusters", r"^XLA cluster$"),
     ("matmul", r"MatMul|Einsum|Conv"),
     ("cast", r"^(_Mkl)?Cast$"),
     ("layer norm", r"LayerNorm|Moments|SquaredDifference|Rsqrt|Mean$"),
@@ -51,6 +52,9 @@ GROUPS = (
                                 r"Greater|Less|Logical|IsFinite"),
     ("variable reads / identity", r"ReadVariable|Identity|NoOp|Const|Shape|Size|Rank"),
 )
+# An XLA cluster's run (models/fused_ops.py's under mixed precision); the executor's and XLA's
+# other events ("ExecutorState::ProcessAsync::Start", "ThunkExecutor::Execute") wrap it.
+XLA_RUN = "CpuExecutable::ExecuteAsyncOnStream"
 # Function-call wrappers: their events contain their ops' events, so they are not summed.
 WRAPPERS = re.compile(r"PartitionedCall|While|^If$|StatelessIf|Case|__inference|"
                       r"FunctionRun|ExecutorState|Process$|_Send|_Recv")
@@ -122,7 +126,10 @@ def op_events(logdir: str):
         continue
       for event in line.events:
         name = plane.event_metadata[event.metadata_id].name
-        if ":" not in name:  # TF op events are "op_name:OpType"
+        if name == XLA_RUN:
+          yield "XLA cluster", event.duration_ps
+          continue
+        if ":" not in name or "::" in name:  # TF op events are "op_name:OpType"
           continue
         op_type = name.rsplit(":", 1)[1]
         if op_type and not WRAPPERS.search(op_type):
