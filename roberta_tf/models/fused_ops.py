@@ -42,7 +42,7 @@ def gelu(h, fused: bool):
   had); a bfloat16 h (inference of a bfloat16 export, evaluation under a mixed policy) is
   computed in float32 as 0.5 x (1 + erf(x / sqrt 2)) and rounded once: TF's bfloat16 Erfc kernel
   (tf.nn.gelu's form) is not vectorized, and this was 3.5x faster on a [3840, 3072] tensor here
-  (docs/serving.md)."""
+  (docs/serving_performance.md)."""
   if fused:
     return _gelu(h)
   if h.dtype == tf.float32:

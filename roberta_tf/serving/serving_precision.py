@@ -8,7 +8,7 @@
   (the position table and the embedding sum, every LayerNorm, the attention softmax, the
   residual stream, the logits: models/transformer_layer.py and embeddings.py). So the numerics
   are mixed_bfloat16 training's, outputs float32. What it costs in accuracy is measured in
-  docs/serving.md.
+  docs/bf16_accuracy.md.
 - ``auto``: whichever of the two serves this model faster on this machine, timed once on a
   synthetic batch of the export's shape and cached per machine (serving_precision_probe.py).
 
