@@ -2,7 +2,7 @@ r"""Where our train step's time goes: a per-op-type table from the TF profiler.
 
     python -m benchmarks.train_step_profile [--preset=medium] [--precision=mixed_bfloat16] \
         [--batch_size=32] [--max_seq_len=128] [--steps=4] [--warmup_steps=3] [--threads=0] \
-        [--top_ops=25] [--json_out=FILE]
+        [--inter_op_threads=1] [--top_ops=25] [--json_out=FILE]
 
 The step is train_vs_hf.py's "ours" (`PretrainingTask` + `build_train_step` over batches of the
 real pipeline from synthetic shards, V 8000). After --warmup_steps untimed steps,
