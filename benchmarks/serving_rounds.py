@@ -11,68 +11,31 @@ times are dropped but whose predictions count for the top-1 agreement.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import statistics
-import subprocess
 import sys
 
-from benchmarks import commands
+from benchmarks import commands, train_workers
 
 KINDS = ("short", "long")
 
 
-class WorkerError(RuntimeError):
-  pass
+WorkerError = train_workers.WorkerError
 
 
-class Worker:
-  """One side's process (`python -m benchmarks.serving_sides`)."""
+class Worker(train_workers.Worker):
+  """One side's process (`python -m benchmarks.serving_sides`), through train_workers' pipe
+  client; `calls` sends one round's calls."""
 
   def __init__(self, spec: dict, work: str, timeout: float):
-    self.side, self.timeout = spec["side"], timeout
-    self.stderr_path = os.path.join(work, f"{self.side}.stderr")
-    with open(self.stderr_path, "w", encoding="utf-8") as stderr:
-      self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-          [sys.executable, "-m", "benchmarks.serving_sides"], cwd=commands.REPO,
-          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    self.send(spec)
-
-  def send(self, message: dict) -> None:
-    try:
-      self.proc.stdin.write(json.dumps(message) + "\n")
-      self.proc.stdin.flush()
-    except BrokenPipeError:
-      pass  # the worker is gone; the next answer says why
-
-  def answer(self) -> dict:
-    ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
-    line = self.proc.stdout.readline() if ready else ""
-    if not line:
-      if ready:
-        self.proc.wait()
-      else:
-        self.proc.kill()
-      with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-        tail = "".join(f.readlines()[-25:])
-      why = (f"exited with status {self.proc.returncode}" if ready
-             else f"gave no answer in {self.timeout:.0f} s")
-      raise WorkerError(f"the {self.side} worker {why}; its stderr ends:\n{tail}")
-    return json.loads(line)
+    self.side = spec["side"]
+    super().__init__(self.side, [sys.executable, "-m", "benchmarks.serving_sides"], spec,
+                     os.path.join(work, f"{self.side}.stderr"), timeout, commands.REPO,
+                     env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
   def calls(self, calls: list[list[str]]) -> dict:
-    self.send({"calls": calls})
+    self._send({"calls": calls})
     return self.answer()
-
-  def close(self) -> None:
-    self.send({"quit": True})
-    try:
-      self.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-      self.proc.kill()
-      self.proc.wait()
 
 
 def round_indices(sizes: dict[str, int], r: int, batch: int) -> dict[str, list[int]]:

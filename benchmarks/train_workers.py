@@ -43,19 +43,20 @@ def serve(build: Callable[[dict], tuple[Callable[[], object], dict]]) -> int:
 
 
 class Worker:
-  """One side's process (`command`, which calls `serve`), spoken to by JSON lines over pipes.
+  """One side's process (`command`, which calls `serve`), spoken to by JSON lines over pipes
+  (serving_rounds.Worker speaks the serving workers' requests through the same client).
 
   Attributes: `ready` (its ready answer, once `start` returned), `last_loss`.
   """
 
   def __init__(self, label: str, command: list[str], spec: dict, stderr_path: str,
-               timeout: float, cwd: str):
+               timeout: float, cwd: str, env: dict | None = None):
     self.label, self.timeout, self.last_loss = label, timeout, float("nan")
     self.stderr_path, self.ready = stderr_path, {}
     with open(stderr_path, "w", encoding="utf-8") as stderr:
       self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
           command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-          text=True)
+          text=True, env=env)
     self._send(spec)
 
   def start(self) -> dict:
