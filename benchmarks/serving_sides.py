@@ -24,10 +24,10 @@ Sides (each at --threads intra-op threads):
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
+
+from benchmarks import train_workers
 
 SIDES = ("ours_fp32", "ours_bf16", "hf_fp32", "hf_bf16", "ort_fp32", "ort_int8")
 TOP_K = 5
@@ -115,24 +115,19 @@ def build(spec: dict):
   return build_ort(path, threads, spec["hf_dir"])
 
 
+def _calls(predict, request: dict) -> dict:
+  """{"seconds": [s per call], "top1": [top-1 ids per call]} of request["calls"]."""
+  seconds, top1 = [], []
+  for texts in request["calls"]:
+    start = time.perf_counter()
+    top1.append(predict(texts))
+    seconds.append(time.perf_counter() - start)
+  return {"seconds": seconds, "top1": top1}
+
+
 def main() -> int:
-  """The worker loop (module docstring). Answers go to the original stdout; anything else
-  printing to stdout lands on stderr."""
-  answers = os.fdopen(os.dup(1), "w", buffering=1)
-  os.dup2(2, 1)
-  predict, info = build(json.loads(sys.stdin.readline()))
-  answers.write(json.dumps({"ready": True, **info}) + "\n")
-  for line in sys.stdin:
-    request = json.loads(line)
-    if request.get("quit"):
-      break
-    seconds, top1 = [], []
-    for texts in request["calls"]:
-      start = time.perf_counter()
-      top1.append(predict(texts))
-      seconds.append(time.perf_counter() - start)
-    answers.write(json.dumps({"seconds": seconds, "top1": top1}) + "\n")
-  return 0
+  """The worker loop (module docstring), train_workers.serve_requests' protocol."""
+  return train_workers.serve_requests(build, _calls)
 
 
 if __name__ == "__main__":

@@ -22,24 +22,36 @@ class WorkerError(RuntimeError):
   pass
 
 
-def serve(build: Callable[[dict], tuple[Callable[[], object], dict]]) -> int:
-  """The worker's loop (see the module docstring): `build(spec)` -> (step, info), `step()`
-  returning a loss whose float() waits for the step. Answers go to the original stdout;
-  anything else printing to stdout lands on stderr."""
+def serve_requests(build: Callable[[dict], tuple[object, dict]],
+                   handle: Callable[[object, dict], dict]) -> int:
+  """A worker's loop: `build(spec)` -> (state, info) for the first line, answered with
+  {"ready": true, **info}; then each request line but {"quit": true} is answered with
+  `handle(state, request)`. Answers go to the original stdout; anything else printing to
+  stdout lands on stderr (serving_sides.py's workers use it too)."""
   answers = os.fdopen(os.dup(1), "w", buffering=1)
   os.dup2(2, 1)
-  step, info = build(json.loads(sys.stdin.readline()))
+  state, info = build(json.loads(sys.stdin.readline()))
   answers.write(json.dumps({"ready": True, **info}) + "\n")
   for line in sys.stdin:
     request = json.loads(line)
     if request.get("quit"):
       break
-    start = time.perf_counter()
-    for _ in range(request["steps"]):
-      out = step()
-    loss = float(out)  # the host sync
-    answers.write(json.dumps({"seconds": time.perf_counter() - start, "loss": loss}) + "\n")
+    answers.write(json.dumps(handle(state, request)) + "\n")
   return 0
+
+
+def _steps(step: Callable[[], object], request: dict) -> dict:
+  start = time.perf_counter()
+  for _ in range(request["steps"]):
+    out = step()
+  loss = float(out)  # the host sync
+  return {"seconds": time.perf_counter() - start, "loss": loss}
+
+
+def serve(build: Callable[[dict], tuple[Callable[[], object], dict]]) -> int:
+  """The training worker's loop (see the module docstring): `build(spec)` -> (step, info),
+  `step()` returning a loss whose float() waits for the step."""
+  return serve_requests(build, _steps)
 
 
 class Worker:
