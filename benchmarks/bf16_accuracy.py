@@ -55,8 +55,7 @@ from roberta_tf.finetuning import docs_sections
 
 FLAGS = flags.FLAGS
 cloze_qa.define_flags()
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(commands.REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
+flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                     "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
 flags.DEFINE_integer("dev_percent", 10, "docs_retrieval.split_of's dev percent (embedding_vs_st's"
                      " split: its checkpoint never saw the dev and test documents).")

@@ -36,7 +36,7 @@ import re
 
 from absl import app, flags
 
-from benchmarks import docs_retrieval, roles_tagging
+from benchmarks import commands, docs_retrieval, roles_tagging
 from roberta_tf.finetuning import docs_sections
 
 BLANK = "___"
@@ -162,8 +162,7 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(roles_tagging.REPO), "shared",
-                                             "corpora", "python-docs.jsonl.gz"),
+  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                       "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
   flags.DEFINE_integer("dev_percent", 10, "Percent of the documents (by hash) for dev.")
   flags.DEFINE_integer("test_percent", 15, "Percent of the documents also held out (dev).")

@@ -8,6 +8,8 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The corpus most benchmarks read by default: the Python docs beside the repository (not in it).
+DOCS_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
 
 
 def run_module(args: list[str], log_path: str | None = None, timed: bool = False) -> str:

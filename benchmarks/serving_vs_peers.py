@@ -51,8 +51,7 @@ flags.DEFINE_string("model_dir", "", "An existing model dir to serve (default: a
                     "`base` model built in --work_dir).")
 flags.DEFINE_string("work_dir", os.path.join(commands.REPO, "runs", "serving_vs_peers"),
                     "Cache: vocabulary, base model, HF and ONNX conversions, worker logs.")
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(commands.REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
+flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                     "The Python docs JSONL corpus (vocabulary and held-out texts).")
 flags.DEFINE_integer("vocab_size", 8192, "BPE vocabulary of the default base model.")
 flags.DEFINE_integer("threads", 0, "Intra-op threads of every side (0: os.cpu_count()).")

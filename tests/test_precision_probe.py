@@ -108,7 +108,7 @@ def test_a_malformed_cache_is_measured_again(tmp_path, monkeypatch, content):
   assert len(lines) == 2 and "measured now" in lines[1]
   assert lines[0].startswith(f"ignoring {tmp_path / 'precision.json'}")  # one line, the file
   assert precision_probe.read_cache()[key] == {"float32": 5e9}  # rewritten
-  assert precision_probe._cached(key, precision_probe._is_pick, lines.append) is None
+  assert precision_probe.cached_entry(key, precision_probe._is_pick, lines.append) is None
 
 
 def test_train_with_auto_records_the_measured_precision_and_a_resume_keeps_it(

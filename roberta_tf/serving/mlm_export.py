@@ -74,7 +74,7 @@ class ServingModule(tf.Module):
 
   @tf.function(input_signature=[_IDS, _MASK])
   def mlm_logits(self, input_ids, padding_mask):
-    return {"logits": tf.cast(self.pretrainer.full_logits(input_ids, padding_mask), tf.float32)}
+    return {"logits": self.pretrainer.full_logits(input_ids, padding_mask)}
 
   @tf.function(input_signature=[_TEXT])
   def fill_mask(self, text):
@@ -105,7 +105,7 @@ class ServingModule(tf.Module):
     input_ids, padding_mask = self._ids(text)
     pll, num_tokens = pseudo_log_likelihood.pll_scores(self.pretrainer, input_ids, padding_mask,
                                                        self._mask)
-    return {"pll": tf.cast(pll, tf.float32), "num_tokens": num_tokens}
+    return {"pll": pll, "num_tokens": num_tokens}
 
   def signatures(self) -> dict:
     return {"fill_mask": self.fill_mask, "encode": self.encode, "mlm_logits": self.mlm_logits,

@@ -65,8 +65,3 @@ def rebuilt(model: keras.Model, build: Callable[[str], keras.Model],
     variable.assign(tf.cast(source[path], variable.dtype))
   return copy
 
-
-def as_float32(outputs: dict) -> dict:
-  """`outputs` with every floating tensor cast to float32 (bfloat16 logits, probabilities and
-  vectors: a signature's output dtypes do not depend on the precision)."""
-  return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}

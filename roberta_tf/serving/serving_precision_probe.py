@@ -64,8 +64,10 @@ def resolve(precision: str, model, build: Callable[[str], object], config,
   params = int(sum(np.prod(shape) for shape in dims))
   key = (f"serving | {precision_probe.machine_key()} | tf {tf.__version__} | layers "
          f"{len(model.encoder.layers)} params {params} | shapes {SHAPES}")
-  cached = precision_probe.read_cache(log).get(key)
-  if isinstance(cached, dict) and cached.get("precision") in serving_precision.COMPUTED:
+  cached = precision_probe.cached_entry(
+      key, lambda e: isinstance(e, dict) and e.get("precision") in serving_precision.COMPUTED,
+      log)
+  if cached:
     log(f"precision auto: {cached['precision']} (measured earlier on this machine)")
     return cached["precision"]
   log("precision auto: timing the encoder in float32 and bfloat16 ...")

@@ -155,7 +155,7 @@ def _positive_numbers(entry, names) -> bool:
       and entry[n] > 0 for n in names)
 
 
-def _cached(key: str, valid: Callable[[object], bool], log) -> dict | None:
+def cached_entry(key: str, valid: Callable[[object], bool], log) -> dict | None:
   """The cache's entry under `key` when `valid` says it has the right shape; else None (a
   malformed entry is said in one line naming the file, then measured again)."""
   entry = read_cache(log).get(key)
@@ -196,7 +196,7 @@ def peak_flops(precision: str, log=print, n: int = PEAK_MATRIX, reps: int = PEAK
   on the machine (other processes' load only ever lowers one), and that is what is returned;
   said in one line to `log`."""
   key = peak_key(n)
-  entry = _cached(key, lambda e: isinstance(e, dict) and _positive_numbers(e, list(e)),
+  entry = cached_entry(key, lambda e: isinstance(e, dict) and _positive_numbers(e, list(e)),
                   log) or {}
   cached = precision in entry and not remeasure
   if cached:
@@ -266,7 +266,7 @@ def pick(build_step: Callable[[str], object], strategy: tf.distribute.Strategy, 
   Returns:
     {"precision", "seconds_per_step": {precision: s}, "device", "cached": bool}.
   """
-  cached = _cached(key, _is_pick, log)
+  cached = cached_entry(key, _is_pick, log)
   if cached:
     log(f"precision auto: {cached['precision']} (measured earlier on this machine: "
         + _said(cached["seconds_per_step"]) + ")")
