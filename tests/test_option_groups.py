@@ -4,6 +4,8 @@ from the configs' fields, with the flags' names, defaults, choices and required-
 """
 
 import dataclasses
+import importlib
+import inspect
 import json
 import os
 
@@ -134,29 +136,86 @@ FINETUNE_FLAGS = {
     "weight_decay": ("float", 0.1),
 }
 
-_DUMP = r"""
+# data_prep.build_shards' and roberta_tf.ablate's flags as declared by hand (absl) before their
+# settings objects.
+BUILD_SHARDS_FLAGS = {
+    "beam_options": ("string", ""),
+    "compression": ("enum", "none", ("none", "gzip")),
+    "encoder": ("enum", "tf", ("tf", "hf")),
+    "engine": ("enum", "local", ("local", "beam")),
+    "group_bytes": ("integer", 8 << 20),
+    "input": ("string", None),
+    "max_line_bytes": ("integer", 1 << 20),
+    "max_seq_len": ("integer", 512),
+    "num_shards": ("integer", 16),
+    "num_validation_shards": ("integer", 1),
+    "output_dir": ("string", None),
+    "overwrite": ("bool", False),
+    "packing": ("enum", "full_sentences", ("full_sentences", "doc_sentences", "segment_pair",
+                                           "sentence_pair")),
+    "progress": ("bool", True),
+    "seed": ("integer", 0),
+    "sort_buffer_mb": ("integer", 256),
+    "text_field": ("string", "text"),
+    "validation_fraction": ("float", 0.01),
+    "vocab_dir": ("string", None),
+}
+_PROBLEM = os.path.join(REPO, "tests", "testdata", "docs_sections")
+ABLATE_FLAGS = {
+    "arm": ("string", []),  # a multi-string flag
+    "base_batch": ("integer", 32),
+    "base_lr": ("float", 0.001),
+    "config": ("string", "small"),
+    "corpus": ("string", "stdlib"),
+    "minimal_pairs": ("string", ""),
+    "minutes": ("float", 5.0),
+    "overwrite": ("bool", False),
+    "pairs_per_paradigm": ("integer", 0),
+    "parallel": ("integer", 1),
+    "seeds": ("list", ["0"]),
+    "steps": ("integer", None),
+    "study": ("enum", None, ("masking", "input_format", "batch_size", "recipe")),
+    "task_dev": ("string", os.path.join(_PROBLEM, "dev.jsonl")),
+    "task_epochs": ("integer", 3),
+    "task_label_field": ("string", "label"),
+    "task_learning_rate": ("float", 0.0001),
+    "task_text_field": ("string", "text"),
+    "task_train": ("string", os.path.join(_PROBLEM, "train.jsonl")),
+    "train_flags": ("list", []),
+    "vocab_size": ("integer", 8000),
+    "warmup_fraction": ("float", 0.25),
+    "work_dir": ("string", None),
+}
+
+
+def _surface(flag_values):
+  """A binary's own flags (less cli's --verbose): {name: [kind, default(, choices)]}, and the
+  names of the required ones."""
+  from roberta_tf.common import cli  # pylint: disable=import-outside-toplevel
+  kinds = {"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
+           "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}
+  table = {}
+  for name in flag_values:
+    flag = flag_values[name]
+    if name != flag.name or name in cli.binary_flags():
+      continue
+    row = [kinds[type(flag.parser).__name__], flag.default]
+    if getattr(flag.parser, "enum_values", None):
+      row.append(list(flag.parser.enum_values))
+    table[flag.name] = row
+  return {"flags": table, "required": sorted(n for n in table if flag_values[n].validators)}
+
+
+# A fresh process: importing the binary (its --help) must not import TensorFlow.
+_DUMP = inspect.getsource(_surface) + r"""
 import json, sys
-from roberta_tf.common import cli
-import {module} as binary
-kinds = {{"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
-         "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}}
-table = {{}}
-for name in binary.FLAGS:  # the binary's own flags, less cli's (--verbose, in every binary's)
-  flag = binary.FLAGS[name]
-  if name != flag.name or name in cli.binary_flags():
-    continue
-  row = [kinds[type(flag.parser).__name__], flag.default]
-  if getattr(flag.parser, "enum_values", None):
-    row.append(list(flag.parser.enum_values))
-  table[flag.name] = row
-required = sorted(name for name in table if binary.FLAGS[name].validators)
-print(json.dumps({{"flags": table, "required": required,
-                  "tensorflow": "tensorflow" in sys.modules}}))
+import MODULE as binary
+print(json.dumps({**_surface(binary.FLAGS), "tensorflow": "tensorflow" in sys.modules}))
 """
 
 
 def _flags_of(module):
-  result = run_script(_DUMP.format(module=module), timeout=120)
+  result = run_script(_DUMP.replace("MODULE", module), timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout)
 
@@ -175,6 +234,17 @@ def test_flag_names_defaults_and_choices_are_unchanged(module, expected, require
   assert _rows(dump["flags"]) == expected
   assert dump["required"] == required
   assert not dump["tensorflow"], f"importing {module} (its --help) imports TensorFlow"
+
+
+# In this process (build_shards imports TensorFlow; required: flags with a validator).
+@pytest.mark.parametrize("module, expected, required", [
+    ("data_prep.build_shards", BUILD_SHARDS_FLAGS, []),
+    ("roberta_tf.ablate", ABLATE_FLAGS, ["pairs_per_paradigm", "parallel", "study", "work_dir"]),
+])
+def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
+  surface = _surface(importlib.import_module(module).FLAGS)
+  assert _rows(surface["flags"]) == expected
+  assert surface["required"] == required
 
 
 def test_shared_options_are_declared_once_in_a_group():
