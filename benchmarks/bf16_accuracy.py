@@ -62,14 +62,8 @@ flags.DEFINE_integer("dev_percent", 10, "docs_retrieval.split_of's dev percent (
 flags.DEFINE_integer("test_percent", 15, "docs_retrieval.split_of's test percent.")
 flags.DEFINE_integer("seed", 0, "Seed of the sets' sampling and of fine-tuning.")
 flags.DEFINE_string("work_dir", "runs/bf16_accuracy", "Sets, models, exports, summary.json.")
-flags.DEFINE_string("vocab_dir", os.path.join(commands.REPO, "tests", "testdata",
-                                              "hf_roberta_tiny"), "Pretraining vocab (8000 ids).")
-flags.DEFINE_string("init_from", "", "A pretrained model dir (default: pretrain one in work_dir "
-                    "with embedding_vs_st's recipe on the train documents).")
-flags.DEFINE_string("config", "tiny", "Model size preset of the pretraining.")
-flags.DEFINE_integer("max_seq_len", 128, "Pretraining and fine-tuning sequence length.")
-flags.DEFINE_integer("pretrain_steps", 2000, "Pretraining steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Pretraining peak learning rate.")
+# embedding_vs_st's recipe, on the train documents.
+starting_checkpoint.define_flags(max_seq_len=128, pretrain_steps=2000)
 flags.DEFINE_integer("fill_mask_sentences", 2500, "Held-out sentences tried (one masked word "
                      "each, when the rule finds one).")
 flags.DEFINE_integer("train_per_class", 150, "docs_sections training paragraphs per section.")
@@ -100,13 +94,9 @@ def _path(path: str) -> str:
 
 def pretrained(work: str) -> str:
   """The starting checkpoint: --init_from, or one pretrained here on the train documents."""
-  if FLAGS.init_from:
-    return _path(FLAGS.init_from)
   texts = (text for source, text in roles_tagging.documents(FLAGS.corpus)
            if docs_retrieval.split_of(source, FLAGS.dev_percent, FLAGS.test_percent) == "train")
-  return starting_checkpoint.pretrain(
-      work, texts, vocab_dir=FLAGS.vocab_dir, config=FLAGS.config, max_seq_len=FLAGS.max_seq_len,
-      steps=FLAGS.pretrain_steps, learning_rate=FLAGS.pretrain_learning_rate)
+  return starting_checkpoint.from_flags(work, texts)
 
 
 def code_state() -> str:

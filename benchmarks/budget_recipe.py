@@ -36,10 +36,9 @@ import time
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from benchmarks import cached_data, commands, parity_records, quality_report
 
-from benchmarks import commands, parity_records, quality_report  # noqa: E402  pylint: disable=wrong-import-position
+REPO = commands.REPO
 
 TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
 RECIPES = {"faithful": "flags/quickstart.flags", "budget": "flags/budget.flags"}
@@ -67,28 +66,6 @@ def flags_sha(flagfile: str) -> str:
     return hashlib.sha256(f.read()).hexdigest()[:12]
 
 
-def _run(args: list[str], log_path: str | None = None) -> str:
-  return commands.run_module(args, log_path, timed=False)
-
-
-def _shards(name: str, source: str) -> str:
-  corpus_dir = os.path.join(os.path.abspath(FLAGS.work_dir), name)
-  vocab, shards = os.path.join(corpus_dir, "vocab"), os.path.join(corpus_dir, "shards")
-  if os.path.exists(os.path.join(shards, "dataset_info.json")):
-    return shards
-  os.makedirs(corpus_dir, exist_ok=True)
-  if source == "kjv":
-    from benchmarks import kjv_corpus  # pylint: disable=import-outside-toplevel
-    source = os.path.join(corpus_dir, "kjv.txt")
-    kjv_corpus.write_kjv(source)
-  _run(["data_prep.train_tokenizer", f"--input={source}", "--vocab_size=8000",
-        f"--output_dir={vocab}", "--overwrite", "--noprogress"])
-  _run(["data_prep.build_shards", f"--input={source}", f"--vocab_dir={vocab}",
-        f"--output_dir={shards}", "--max_seq_len=128", "--num_shards=4",
-        "--validation_fraction=0.05", "--overwrite", "--noprogress"])
-  return shards
-
-
 def _train_side_by_side(shards: str, seed: int, model_dirs: dict) -> dict:
   """Both recipes at once (each gets the same share of the machine); {recipe: seconds}."""
   procs, start = {}, time.time()
@@ -109,24 +86,25 @@ def _train_side_by_side(shards: str, seed: int, model_dirs: dict) -> dict:
 
 
 def _score(model_dir: str, shards: str, seed: int) -> dict:
-  held_out = json.loads(_run(["roberta_tf.evaluate", f"--model_dir={model_dir}",
-                              f"--eval_data={shards}", "--standard_masking", "--json",
-                              "--seed=0"]))
+  held_out = json.loads(commands.run_module(
+      ["roberta_tf.evaluate", f"--model_dir={model_dir}", f"--eval_data={shards}",
+       "--standard_masking", "--json", "--seed=0"]))
   result = {"ppl": held_out["perplexity"], "unigram_ppl": held_out.get("unigram_perplexity"),
             "mlm_accuracy": held_out["mlm_accuracy"]}
   if FLAGS.minimal_pairs:
-    pairs = json.loads(_run(["roberta_tf.evaluate", f"--model_dir={model_dir}",
-                             f"--minimal_pairs={FLAGS.minimal_pairs}", "--json"]
-                            ).strip().splitlines()[-1])
+    pairs = json.loads(commands.run_module(
+        ["roberta_tf.evaluate", f"--model_dir={model_dir}",
+         f"--minimal_pairs={FLAGS.minimal_pairs}", "--json"]).strip().splitlines()[-1])
     result.update(blimp=pairs["accuracy"], blimp_pairs=pairs["pairs"],
                   blimp_by_phenomenon=pairs["by_phenomenon"])
   finetune_dir = model_dir + ".docs_sections"
-  _run(["roberta_tf.finetune", "--task=classification",
-        f"--train_file={os.path.join(TASK, 'train.jsonl')}",
-        f"--eval_file={os.path.join(TASK, 'dev.jsonl')}", f"--init_from={model_dir}",
-        f"--model_dir={finetune_dir}", "--text_fields=text", "--label_field=label",
-        "--epochs=3", "--learning_rate=1e-4", "--max_seq_len=128", f"--seed={seed}", "--seeds=1",
-        "--overwrite"])
+  commands.run_module(
+      ["roberta_tf.finetune", "--task=classification",
+       f"--train_file={os.path.join(TASK, 'train.jsonl')}",
+       f"--eval_file={os.path.join(TASK, 'dev.jsonl')}", f"--init_from={model_dir}",
+       f"--model_dir={finetune_dir}", "--text_fields=text", "--label_field=label",
+       "--epochs=3", "--learning_rate=1e-4", "--max_seq_len=128", f"--seed={seed}", "--seeds=1",
+       "--overwrite"])
   with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
     result["docs_sections_accuracy"] = json.load(f)["accuracy"]
   with open(model_dir + ".train.log", encoding="utf-8") as f:
@@ -166,12 +144,10 @@ def main(argv):
   records = parity_records.read(FLAGS.records)
   done = {tuple(r[k] for k in KEY_FIELDS) for r in records}
   if not FLAGS.report_only:
-    corpora = {}
-    for spec in FLAGS.corpora:
-      name, _, source = spec.partition("=")
-      corpora[name] = source or name
+    corpora = cached_data.parse_corpora(FLAGS.corpora)
     for name, source in corpora.items():
-      shards = _shards(name, source)
+      shards = cached_data.corpus_shards(os.path.join(os.path.abspath(FLAGS.work_dir), name),
+                                         source)
       for seed in (int(s) for s in FLAGS.seeds):
         keys = {recipe: (name, seed, recipe, FLAGS.minutes, flags_sha(flagfile))
                 for recipe, flagfile in RECIPES.items()}

@@ -42,12 +42,13 @@ import time
 import psutil
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import commands
+
+REPO = commands.REPO
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"), "Corpus file.")
-flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
+flags.DEFINE_string("corpus", commands.DOCS_CORPUS, "Corpus file.")
+flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB,
                     "vocab.json + merges.txt (the fixture's 8K vocab was trained on the corpus).")
 flags.DEFINE_list("scales", ["1", "4"], "Corpus repetitions to run (RSS must not grow with it).")
 RUNS = {
@@ -97,7 +98,7 @@ def _tree_rss_peak(pid: int, peak: list, done: threading.Event) -> None:
     peak[0] = max(peak[0], total)
 
 
-def _run(input_spec: str, out: str, run: str, code: str = REPO) -> dict:
+def _measured_build(input_spec: str, out: str, run: str, code: str = REPO) -> dict:
   """Runs ``run`` (a RUNS key) of the build_shards in the checkout ``code``."""
   cmd = [sys.executable, "-m", "data_prep.build_shards", f"--input={input_spec}",
          f"--vocab_dir={FLAGS.vocab_dir}", f"--output_dir={out}", *RUNS[run],
@@ -191,7 +192,7 @@ def _run_scale(scale: int, runs: list, tmp: str, text_mb: float, file_mb: float,
   for run, code in runs:
     name = _name(run, code)
     out = os.path.join(tmp, f"out-{scale}-{name}")
-    r = _run(spec, out, run, code)
+    r = _measured_build(spec, out, run, code)
     rss_mb = r["usage"].ru_maxrss / 1024  # Linux reports KiB
     results[(scale, name)] = r | {"rss_mb": rss_mb}
     print(f"x{scale} {name:10s}: build {r['build_s']:6.2f} s "

@@ -1,4 +1,5 @@
-"""`python -m module args` from the repository root, for the benchmarks that chain binaries."""
+"""`python -m module args` from the repository root, for the benchmarks that chain binaries;
+the paths every benchmark shares; a script's absl flags as one object."""
 
 from __future__ import annotations
 
@@ -6,20 +7,38 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The corpus most benchmarks read by default: the Python docs beside the repository (not in it).
 DOCS_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
+# Its slice in the test data (the fallback where the corpus is absent) and the fixture's
+# 8000-id vocabulary trained on it.
+DOCS_SLICE = os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")
+FIXTURE_VOCAB = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
 
 
-def run_module(args: list[str], log_path: str | None = None, timed: bool = False) -> str:
-  """Runs `python -m args` in REPO; returns its stdout (also written with stderr to `log_path`).
+def docs_corpus() -> str:
+  """DOCS_CORPUS where it is, else DOCS_SLICE."""
+  return DOCS_CORPUS if os.path.isfile(DOCS_CORPUS) else DOCS_SLICE
+
+
+def flag_args(flag_values) -> types.SimpleNamespace:
+  """The parsed flags as a plain namespace that a script may adjust (e.g. a --quick preset)
+  without writing back into absl's FLAGS."""
+  return types.SimpleNamespace(**flag_values.flag_values_dict())
+
+
+def run_module(args: list[str], log_path: str | None = None, timed: bool = False,
+               cwd: str = REPO) -> str:
+  """Runs `python -m args` in `cwd` (another checkout's root runs that code); returns its
+  stdout (also written with stderr to `log_path`).
 
   Exits naming the command, with the end of its stderr, when it fails. `timed`: prints the
   command's first two words and its seconds.
   """
   start = time.time()
-  proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True,
+  proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True,
                         check=False)
   if log_path:
     with open(log_path, "w", encoding="utf-8") as f:

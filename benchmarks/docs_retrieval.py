@@ -46,7 +46,8 @@ import re
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import commands
+
 # Directives that describe one API object: the body's first sentence is its summary.
 API_DIRECTIVES = {"function", "method", "class", "exception", "attribute", "data", "decorator",
                   "classmethod", "staticmethod", "abstractmethod", "coroutinefunction",
@@ -249,8 +250,7 @@ def write(out_dir: str, splits: dict[str, list[Entry]], train_pairs: int, dev_qu
 
 
 def define_flags() -> None:
-  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                             "python-docs.jsonl.gz"),
+  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                       "The Python docs JSONL corpus (default: ../shared beside the repository).")
   flags.DEFINE_integer("train_pairs", 4000, "Training pairs (sampled from the train documents).")
   flags.DEFINE_integer("dev_queries", 300, "Dev queries (sampled; the corpus has all passages).")

@@ -53,16 +53,8 @@ from benchmarks import (
 FLAGS = flags.FLAGS
 docs_retrieval.define_flags()
 flags.DEFINE_string("work_dir", "runs/embedding_vs_st", "Set, checkpoint, runs, summary.json.")
-flags.DEFINE_string("vocab_dir", os.path.join(commands.REPO, "tests", "testdata",
-                                              "hf_roberta_tiny"),
-                    "vocab.json + merges.txt of the pretraining (the fixture's 8000 ids).")
-flags.DEFINE_string("init_from", "", "A pretrained model dir to start from (default: pretrain "
-                    "one in work_dir).")
-flags.DEFINE_string("config", "tiny", "Model size preset of the pretraining.")
-flags.DEFINE_integer("max_seq_len", 128, "Pretraining and fine-tuning sequence length (texts "
-                     "are truncated to it, specials included, on both sides).")
-flags.DEFINE_integer("pretrain_steps", 2000, "Pretraining steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Pretraining peak learning rate.")
+starting_checkpoint.define_flags(max_seq_len=128, pretrain_steps=2000, max_seq_len_help=(
+    "texts are truncated to it, specials included, on both sides."))
 flags.DEFINE_integer("batch_size", 32, "Fine-tuning batch size: in-batch negatives (both sides).")
 flags.DEFINE_float("learning_rate", 1e-3, "Fine-tuning peak learning rate (both sides; a tiny "
                    "model learns little at 3e-4 in 2 epochs here).")
@@ -93,12 +85,7 @@ def _train_texts():
 
 def pretrain(work: str) -> str:
   """The starting checkpoint: --init_from, or one pretrained here on the train documents."""
-  if FLAGS.init_from:
-    return FLAGS.init_from
-  return starting_checkpoint.pretrain(
-      work, _train_texts(), vocab_dir=FLAGS.vocab_dir, config=FLAGS.config,
-      max_seq_len=FLAGS.max_seq_len, steps=FLAGS.pretrain_steps,
-      learning_rate=FLAGS.pretrain_learning_rate)
+  return starting_checkpoint.from_flags(work, _train_texts())
 
 
 def retrieval_set(work: str) -> str:

@@ -21,15 +21,11 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from benchmarks import acceptability_task  # noqa: E402  pylint: disable=wrong-import-position
-from benchmarks import finetune_docs_sections as docs_bench  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks import acceptability_task
+from benchmarks import finetune_docs_sections as docs_bench
 
 FLAGS = docs_bench.FLAGS
 flags.DEFINE_enum("corruption", "replace", acceptability_task.CORRUPTIONS,
@@ -72,7 +68,6 @@ def finetune(task_dir, train_file, dev_file, name, init_from, seed) -> dict:
 def main(argv):
   del argv
   os.makedirs(FLAGS.work_dir, exist_ok=True)
-  print("pretraining (shared with finetune_docs_sections)", flush=True)
   model_dir = docs_bench.pretrain(FLAGS.work_dir)
   task_dir = os.path.join(FLAGS.work_dir, f"acceptability_{FLAGS.corruption}")
   train_file, dev_file = write_task(task_dir)

@@ -27,16 +27,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 
 import numpy as np
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from benchmarks import commands, glue_text_tasks, hf_finetune, starting_checkpoint
 
-from benchmarks import glue_text_tasks, hf_finetune  # noqa: E402  pylint: disable=wrong-import-position
+REPO = commands.REPO
 
 FLAGS = flags.FLAGS
 glue_text_tasks.define_data_flags("runs/finetune_batching", "Task, model, runs, summary.json.")
@@ -55,8 +53,8 @@ _EPOCH = re.compile(r"epoch (\d+)/\d+: .*\| ([0-9.]+)s \|")
 
 def _model(work: str) -> tuple[str, str]:
   """A random-init model dir and its --to_hf folder."""
-  model_dir, hf_dir = os.path.join(work, "model"), os.path.join(work, "hf")
-  if not os.path.isfile(os.path.join(hf_dir, "config.json")):
+  model_dir = os.path.join(work, "model")
+  if not os.path.isfile(os.path.join(work, "hf", "config.json")):
     import keras  # pylint: disable=import-outside-toplevel
 
     from roberta_tf import models  # pylint: disable=import-outside-toplevel
@@ -65,21 +63,13 @@ def _model(work: str) -> tuple[str, str]:
     config = models.preset(FLAGS.config, vocab_size=8000, max_seq_len=FLAGS.max_seq_len)
     models.save(model_dir, models.RobertaPretrainer(config), overwrite=True)
     vocab_files.copy_vocab_files(FLAGS.vocab_dir, model_dir)
-    subprocess.run([sys.executable, "-m", "roberta_tf.convert_checkpoint", "--to_hf",
-                    f"--model_dir={model_dir}", f"--hf_dir={hf_dir}"], cwd=REPO, check=True,
-                   capture_output=True)
-  return model_dir, hf_dir
+  return model_dir, starting_checkpoint.to_hf(work, model_dir, name="hf")
 
 
 def _ours(src: str, name: str, argv: list[str], work: str) -> list[float]:
   """Runs a roberta_tf.finetune command in `src`; returns each epoch's seconds."""
   log = os.path.join(work, f"{name}.log")
-  with open(log, "w", encoding="utf-8") as f:
-    proc = subprocess.run([sys.executable, "-m", "roberta_tf.finetune", *argv], cwd=src,
-                          stdout=f, stderr=subprocess.STDOUT, text=True,
-                          env={**os.environ, "PYTHONPATH": src})
-  if proc.returncode:
-    sys.exit(f"{name} failed; see {log}")
+  commands.run_module(["roberta_tf.finetune", *argv], log, cwd=src)
   with open(log, encoding="utf-8") as f:
     return [float(m.group(2)) for m in map(_EPOCH.search, f) if m]
 
@@ -91,6 +81,30 @@ def _before_src(work: str, ref: str) -> str:
     archive = subprocess.run(["git", "archive", ref], cwd=REPO, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", src], input=archive.stdout, check=True)
   return src
+
+
+def _one_run(name: str, work: str, task: str, hf_dir: str, common: list[str]) -> dict | None:
+  """{"seconds": [per epoch], ...} of one of --runs (None: `before` without --before)."""
+  out = os.path.join(work, "runs", name)
+  if name == "hf":
+    (a, _, y), (da, _, dy) = (glue_text_tasks.read_split("sst2", os.path.join(task, f"{s}.tsv"))
+                              for s in ("train", "dev"))
+    recipe = hf_finetune.Recipe(max_seq_len=FLAGS.max_seq_len, batch_size=FLAGS.batch_size,
+                                learning_rate=1e-4, epochs=FLAGS.epochs)
+    run = hf_finetune.finetune(hf_dir, (a, None, np.asarray(y)), (da, None, np.asarray(dy)),
+                               2, recipe, seed=0)
+    padding = 1 - run["epochs"][0]["tokens"] / run["epochs"][0]["padded_tokens"]
+    return {"seconds": [e["train_seconds"] for e in run["epochs"]], "pad_fraction": padding}
+  if name == "before":
+    if not FLAGS.before:
+      return None
+    return {"seconds": _ours(_before_src(work, FLAGS.before), name, [
+        "--task=classification", f"--train_file={task}/train.tsv",
+        f"--eval_file={task}/dev.tsv", "--text_fields=sentence", "--label_field=label",
+        f"--model_dir={out}", *common], work)}
+  return {"seconds": _ours(REPO, name, [
+      "--glue_task=sst2", f"--data_dir={task}", f"--model_dir={out}", "--seeds=1",
+      f"--batching={name}", *common], work)}
 
 
 def main(argv):
@@ -111,39 +125,20 @@ def main(argv):
   results = {}
   for name in FLAGS.runs:
     print(name, flush=True)
-    out = os.path.join(work, "runs", name)
     done = os.path.join(work, "results", f"{name}.json")
     if os.path.isfile(done):  # finished by an earlier invocation
       with open(done, encoding="utf-8") as f:
         results[name] = json.load(f)
       continue
-    if name == "hf":
-      (a, _, y), (da, _, dy) = (glue_text_tasks.read_split("sst2", os.path.join(task, f"{s}.tsv"))
-                                for s in ("train", "dev"))
-      recipe = hf_finetune.Recipe(max_seq_len=FLAGS.max_seq_len, batch_size=FLAGS.batch_size,
-                                  learning_rate=1e-4, epochs=FLAGS.epochs)
-      run = hf_finetune.finetune(hf_dir, (a, None, np.asarray(y)), (da, None, np.asarray(dy)),
-                                 2, recipe, seed=0)
-      seconds = [e["train_seconds"] for e in run["epochs"]]
-      padding = 1 - run["epochs"][0]["tokens"] / run["epochs"][0]["padded_tokens"]
-      results[name] = {"seconds": seconds, "pad_fraction": padding}
-    elif name == "before":
-      if not FLAGS.before:
-        continue
-      src = _before_src(work, FLAGS.before)
-      results[name] = {"seconds": _ours(src, name, [
-          "--task=classification", f"--train_file={task}/train.tsv",
-          f"--eval_file={task}/dev.tsv", "--text_fields=sentence", "--label_field=label",
-          f"--model_dir={out}", *common], work)}
-    else:
-      results[name] = {"seconds": _ours(REPO, name, [
-          "--glue_task=sst2", f"--data_dir={task}", f"--model_dir={out}", "--seeds=1",
-          f"--batching={name}", *common], work)}
-    results[name]["examples_per_sec"] = [FLAGS.examples / s for s in results[name]["seconds"]]
-    print(f"  {json.dumps(results[name])}", flush=True)
+    result = _one_run(name, work, task, hf_dir, common)
+    if result is None:
+      continue
+    result["examples_per_sec"] = [FLAGS.examples / s for s in result["seconds"]]
+    results[name] = result
+    print(f"  {json.dumps(result)}", flush=True)
     os.makedirs(os.path.dirname(done), exist_ok=True)
     with open(done, "w", encoding="utf-8") as f:
-      json.dump(results[name], f)
+      json.dump(result, f)
   summary = {"config": FLAGS.config, "max_seq_len": FLAGS.max_seq_len,
              "examples": FLAGS.examples, "batch_size": FLAGS.batch_size, "runs": results,
              "when": time.strftime("%Y-%m-%d %H:%M")}

@@ -22,27 +22,19 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
+from benchmarks import commands, starting_checkpoint
+
+TASK = os.path.join(commands.REPO, "tests", "testdata", "docs_sections")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
+flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                     "Pretraining corpus (the python-docs JSONL; default: ../shared beside the "
                     "repository); the task's dev paragraphs are removed from it.")
-flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
-                    "vocab.json + merges.txt (the fixture's 8000-id vocab).")
 flags.DEFINE_string("work_dir", "runs/docs_sections_bench", "Shards, models and summary.json.")
-flags.DEFINE_string("config", "tiny", "Model size preset or RobertaConfig JSON (both runs).")
-flags.DEFINE_integer("max_seq_len", 64, "Pretraining and fine-tuning sequence length.")
-flags.DEFINE_integer("pretrain_steps", 6000, "Pretraining steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Pretraining peak learning rate.")
+starting_checkpoint.define_flags(max_seq_len=64, pretrain_steps=6000, init_from=False)
 flags.DEFINE_list("learning_rates", ["3e-4", "1e-3", "3e-3"], "Fine-tuning LR sweep (tiny "
                   "models want larger rates than the paper's 1e-5..3e-5 for base/large).")
 flags.DEFINE_integer("epochs", 10, "Fine-tuning epochs (the paper: 10).")
@@ -50,37 +42,14 @@ flags.DEFINE_integer("short_epochs", 2, "The short fine-tuning budget also repor
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Fine-tuning seeds.")
 
 
-def _run(argv: list[str]) -> None:
-  start = time.perf_counter()
-  proc = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True)
-  if proc.returncode:
-    sys.exit(f"{argv[0]} failed:\n{proc.stderr[-3000:]}")
-  print(f"  {argv[0]}: {time.perf_counter() - start:.0f}s", flush=True)
-
-
 def pretrain(work_dir: str) -> str:
-  """Builds shards and pretrains (unless done before); returns the model dir."""
+  """Builds shards and pretrains on the corpus without the task's dev paragraphs (unless done
+  before); returns the model dir."""
   from roberta_tf.finetuning import docs_sections  # pylint: disable=import-outside-toplevel
-  model_dir = os.path.join(work_dir, "pretrained")
-  if os.path.isfile(os.path.join(model_dir, "checkpoint")):
-    return model_dir
   with open(os.path.join(TASK, "dev.jsonl"), encoding="utf-8") as f:
     dev = {json.loads(line)["text"] for line in f}
-  corpus = os.path.join(work_dir, "pretraining.jsonl")
-  with open(corpus, "w", encoding="utf-8") as out:
-    for text in docs_sections.pretraining_documents(FLAGS.corpus, dev):
-      out.write(json.dumps({"text": text}) + "\n")
-  shards = os.path.join(work_dir, "shards")
-  _run(["data_prep.build_shards", f"--input={corpus}", f"--vocab_dir={FLAGS.vocab_dir}",
-        f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
-        "--validation_fraction=0.02", "--overwrite", "--noprogress"])
-  _run(["roberta_tf.train", f"--config={FLAGS.config}", f"--train_data={shards}",
-        f"--eval_data={shards}", f"--model_dir={model_dir}", f"--max_seq_len={FLAGS.max_seq_len}",
-        "--batch_size=32", f"--train_steps={FLAGS.pretrain_steps}",
-        f"--learning_rate={FLAGS.pretrain_learning_rate}",
-        f"--warmup_steps={max(1, FLAGS.pretrain_steps // 20)}", "--log_every=500",
-        f"--checkpoint_every={FLAGS.pretrain_steps}", "--eval_steps=8", "--shuffle_buffer=5000"])
-  return model_dir
+  return starting_checkpoint.from_flags(
+      work_dir, docs_sections.pretraining_documents(FLAGS.corpus, dev), log_every=500)
 
 
 def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) -> dict:
@@ -98,7 +67,6 @@ def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) 
 def main(argv):
   del argv
   os.makedirs(FLAGS.work_dir, exist_ok=True)
-  print("pretraining", flush=True)
   model_dir = pretrain(FLAGS.work_dir)
   with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
     print(f"  pretrained model: {json.load(f)['model']}")

@@ -29,26 +29,19 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from benchmarks import glue_text_tasks, hf_finetune  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks import commands, glue_text_tasks, hf_finetune, starting_checkpoint
 
 FLAGS = flags.FLAGS
 glue_text_tasks.define_data_flags("runs/finetune_vs_hf", "Task, models, runs and "
                                   "<task>_summary.json.")
 flags.DEFINE_enum("task", "section", ["section", "same_document", "word_order"], "The task.")
-flags.DEFINE_string("config", "tiny", "Model size preset for the pretraining.")
-flags.DEFINE_integer("max_seq_len", 64, "Pretraining and fine-tuning sequence length.")
-flags.DEFINE_integer("pretrain_steps", 3000, "Pretraining steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Pretraining peak learning rate.")
+starting_checkpoint.define_flags(max_seq_len=64, pretrain_steps=3000, init_from=False,
+                                 vocab_dir=False)
 flags.DEFINE_integer("held_out_every", 2, "Every n-th corpus document gives the task, the rest "
                      "the pretraining.")
 flags.DEFINE_integer("train_examples", 3000, "Task training examples.")
@@ -60,48 +53,11 @@ flags.DEFINE_integer("epochs", 3, "Fine-tuning epochs (both sides; the best epoc
 flags.DEFINE_integer("seeds", 5, "Seeds 0..N-1 per side.")
 flags.DEFINE_integer("hf_threads", 0, "torch threads (0: torch's default).")
 
-
-def _run(argv: list[str], log: str) -> None:
-  start = time.perf_counter()
-  with open(log, "w", encoding="utf-8") as f:
-    proc = subprocess.run([sys.executable, "-m", *argv], cwd=REPO, stdout=f,
-                          stderr=subprocess.STDOUT, text=True)
-  if proc.returncode:
-    sys.exit(f"{argv[0]} failed; see {log}")
-  print(f"  {argv[0]}: {time.perf_counter() - start:.0f}s", flush=True)
+GLUE_LAYOUT = {"section": "sst2", "same_document": "mrpc", "word_order": "sst2"}
 
 
-def pretrain(work: str) -> str:
-  model_dir = os.path.join(work, "pretrained")
-  if os.path.isfile(os.path.join(model_dir, "checkpoint")):
-    return model_dir
-  corpus = os.path.join(work, "pretraining.jsonl")
-  with open(corpus, "w", encoding="utf-8") as f:
-    for text in glue_text_tasks.documents(FLAGS.corpus, FLAGS.held_out_every, held_out=False):
-      f.write(json.dumps({"text": text}) + "\n")
-  shards = os.path.join(work, "shards")
-  _run(["data_prep.build_shards", f"--input={corpus}", f"--vocab_dir={FLAGS.vocab_dir}",
-        f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
-        "--validation_fraction=0.02", "--overwrite", "--noprogress"],
-       os.path.join(work, "build_shards.log"))
-  _run(["roberta_tf.train", f"--config={FLAGS.config}", f"--train_data={shards}",
-        f"--eval_data={shards}", f"--model_dir={model_dir}", f"--max_seq_len={FLAGS.max_seq_len}",
-        "--batch_size=32", f"--train_steps={FLAGS.pretrain_steps}",
-        f"--learning_rate={FLAGS.pretrain_learning_rate}",
-        f"--warmup_steps={max(1, FLAGS.pretrain_steps // 20)}", "--log_every=500",
-        f"--checkpoint_every={FLAGS.pretrain_steps}", "--eval_steps=8", "--shuffle_buffer=5000"],
-       os.path.join(work, "pretrain.log"))
-  return model_dir
-
-
-def main(argv):
-  del argv
-  # torch's OpenMP threads spin while they wait; beside other jobs that burns their time slices
-  # (benchmarks/quality_vs_hf.py measured a step 1.7x as long as with passive waiting).
-  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-  work = FLAGS.work_dir
-  os.makedirs(work, exist_ok=True)
-  glue_task = {"section": "sst2", "same_document": "mrpc", "word_order": "sst2"}[FLAGS.task]
+def write_task(work: str) -> str:
+  """work/<task>: the task's GLUE-layout files (written once)."""
   task_dir = os.path.join(work, FLAGS.task)
   if not os.path.isfile(os.path.join(task_dir, "dev.tsv")):
     write = {"section": glue_text_tasks.write_section,
@@ -110,31 +66,27 @@ def main(argv):
     counts = write(FLAGS.corpus, task_dir, FLAGS.train_examples, FLAGS.dev_examples, 100,
                    held_out_every=FLAGS.held_out_every)
     print(f"task: {counts}", flush=True)
-  print("pretraining", flush=True)
-  model_dir = pretrain(work)
-  hf_dir = os.path.join(work, "hf")
-  if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-    _run(["roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
-          f"--hf_dir={hf_dir}"], os.path.join(work, "to_hf.log"))
+  return task_dir
 
+
+def ours(work: str, task_dir: str, model_dir: str) -> list[float]:
+  """Dev accuracy per seed of `roberta_tf.finetune` (one sweep over the seeds)."""
   ours_dir = os.path.join(work, f"{FLAGS.task}_ours")
   if not os.path.isfile(os.path.join(ours_dir, "eval_results.json")):
     print("ours", flush=True)
-    _run(["roberta_tf.finetune", f"--glue_task={glue_task}", f"--data_dir={task_dir}",
-          f"--init_from={model_dir}", f"--model_dir={ours_dir}",
-          f"--max_seq_len={FLAGS.max_seq_len}", f"--batch_size={FLAGS.batch_size}",
-          f"--learning_rate={FLAGS.learning_rate}", f"--epochs={FLAGS.epochs}",
-          f"--seeds={FLAGS.seeds}"], os.path.join(work, f"{FLAGS.task}_ours.log"))
+    commands.run_module(
+        ["roberta_tf.finetune", f"--glue_task={GLUE_LAYOUT[FLAGS.task]}",
+         f"--data_dir={task_dir}", f"--init_from={model_dir}", f"--model_dir={ours_dir}",
+         f"--max_seq_len={FLAGS.max_seq_len}", f"--batch_size={FLAGS.batch_size}",
+         f"--learning_rate={FLAGS.learning_rate}", f"--epochs={FLAGS.epochs}",
+         f"--seeds={FLAGS.seeds}"], os.path.join(work, f"{FLAGS.task}_ours.log"), timed=True)
   with open(os.path.join(ours_dir, "eval_results.json"), encoding="utf-8") as f:
-    ours = json.load(f)
-  ours_values = ours["configs"][0]["metrics"]["accuracy"]["values"]
+    return json.load(f)["configs"][0]["metrics"]["accuracy"]["values"]
 
-  recipe = hf_finetune.Recipe(max_seq_len=FLAGS.max_seq_len, batch_size=FLAGS.batch_size,
-                              learning_rate=FLAGS.learning_rate, epochs=FLAGS.epochs)
-  train, dev = ((a, b, np.asarray(y)) for a, b, y in (
-      glue_text_tasks.read_split(glue_task, os.path.join(task_dir, f"{s}.tsv"))
-      for s in ("train", "dev")))
-  hf_values = []
+
+def hf(work: str, hf_dir: str, recipe, train, dev) -> list[float]:
+  """Best-epoch dev accuracy per seed of benchmarks/hf_finetune.py (each seed cached)."""
+  values = []
   for seed in range(FLAGS.seeds):
     path = os.path.join(work, f"{FLAGS.task}_hf", f"seed{seed}.json")
     if not os.path.isfile(path):
@@ -147,10 +99,30 @@ def main(argv):
       with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     with open(path, encoding="utf-8") as f:
-      hf_values.append(json.load(f)["best"]["accuracy"])
+      values.append(json.load(f)["best"]["accuracy"])
+  return values
 
+
+def main(argv):
+  del argv
+  # torch's OpenMP threads spin while they wait; beside other jobs that burns their time slices
+  # (benchmarks/quality_vs_hf.py measured a step 1.7x as long as with passive waiting).
+  os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+  work = FLAGS.work_dir
+  os.makedirs(work, exist_ok=True)
+  task_dir = write_task(work)
+  texts = glue_text_tasks.documents(FLAGS.corpus, FLAGS.held_out_every, held_out=False)
+  model_dir = starting_checkpoint.from_flags(work, texts, log_every=500)
+  hf_dir = starting_checkpoint.to_hf(work, model_dir, name="hf")
+  ours_values = ours(work, task_dir, model_dir)
+  recipe = hf_finetune.Recipe(max_seq_len=FLAGS.max_seq_len, batch_size=FLAGS.batch_size,
+                              learning_rate=FLAGS.learning_rate, epochs=FLAGS.epochs)
+  train, dev = ((a, b, np.asarray(y)) for a, b, y in (
+      glue_text_tasks.read_split(GLUE_LAYOUT[FLAGS.task], os.path.join(task_dir, f"{s}.tsv"))
+      for s in ("train", "dev")))
+  hf_values = hf(work, hf_dir, recipe, train, dev)
   ours_median, hf_median = statistics.median(ours_values), statistics.median(hf_values)
-  summary = {"task": f"{FLAGS.task} ({glue_task} layout)", "train": len(train[0]),
+  summary = {"task": f"{FLAGS.task} ({GLUE_LAYOUT[FLAGS.task]} layout)", "train": len(train[0]),
              "dev": len(dev[0]),
              "pretrain_steps": FLAGS.pretrain_steps, "config": FLAGS.config,
              "recipe": vars(recipe), "seeds": FLAGS.seeds,

@@ -30,10 +30,9 @@ from collections.abc import Iterator
 
 from absl import flags
 
-from benchmarks import word_order_task
+from benchmarks import commands, word_order_task
 from roberta_tf.finetuning import docs_sections, glue
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = {"intact": "0", "swapped": "1"}
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
@@ -156,9 +155,8 @@ def read_split(glue_task: str, path: str) -> tuple[list[str], list[str] | None, 
 
 def define_data_flags(work_dir: str, work_dir_help: str) -> None:
   """--corpus, --vocab_dir and --work_dir of the fine-tuning benchmarks that use these tasks."""
-  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                             "python-docs.jsonl.gz"),
+  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                       "The Python docs JSONL corpus (default: ../shared beside the repository).")
-  flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny"),
+  flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB,
                       "vocab.json + merges.txt (the fixture's 8000-id vocab).")
   flags.DEFINE_string("work_dir", work_dir, work_dir_help)

@@ -43,6 +43,37 @@ def _metrics(labels: np.ndarray, logits: np.ndarray, regression: bool) -> dict:
   return metrics.classification_metrics(labels, logits.argmax(-1), logits.shape[-1])
 
 
+def optimizer_and_schedule(model, recipe: Recipe, total_steps: int):
+  """torch AdamW with the recipe's decay on matrices only, and the linear warmup + decay."""
+  import torch  # pylint: disable=import-outside-toplevel
+  import transformers  # pylint: disable=import-outside-toplevel
+  # Decay on matrices only: biases and LayerNorm scales are vectors (ours and fairseq's rule).
+  decay = [p for p in model.parameters() if p.ndim >= 2]
+  no_decay = [p for p in model.parameters() if p.ndim < 2]
+  optimizer = torch.optim.AdamW(
+      [{"params": decay, "weight_decay": recipe.weight_decay},
+       {"params": no_decay, "weight_decay": 0.0}],
+      lr=recipe.learning_rate, betas=(0.9, recipe.adam_beta2), eps=recipe.adam_epsilon)
+  scheduler = transformers.get_linear_schedule_with_warmup(
+      optimizer, int(round(recipe.warmup_ratio * total_steps)), total_steps)
+  return optimizer, scheduler
+
+
+def train_epoch(model, loader, optimizer, scheduler) -> dict:
+  """One pass over the training batches: {"train_seconds", "tokens", "padded_tokens"}."""
+  model.train()
+  start, tokens, padded = time.perf_counter(), 0, 0
+  for batch in loader:
+    model(**batch).loss.backward()  # the batch's mean loss
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    tokens += int(batch["attention_mask"].sum())
+    padded += batch["input_ids"].numel()
+  return {"train_seconds": time.perf_counter() - start, "tokens": tokens,
+          "padded_tokens": padded}
+
+
 def finetune(hf_dir: str, train: tuple[list, list | None, np.ndarray],
              dev: tuple[list, list | None, np.ndarray], num_labels: int, recipe: Recipe,
              seed: int, metric: str = "", threads: int = 0) -> dict:
@@ -61,7 +92,6 @@ def finetune(hf_dir: str, train: tuple[list, list | None, np.ndarray],
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    get_linear_schedule_with_warmup,
   )
   if threads:
     torch.set_num_threads(threads)
@@ -87,36 +117,17 @@ def finetune(hf_dir: str, train: tuple[list, list | None, np.ndarray],
                                        generator=generator, collate_fn=collate)
   dev_loader = torch.utils.data.DataLoader(dev_rows, batch_size=recipe.batch_size,
                                            collate_fn=collate)
-  decay = [p for p in model.parameters() if p.ndim >= 2]
-  no_decay = [p for p in model.parameters() if p.ndim < 2]
-  optimizer = torch.optim.AdamW(
-      [{"params": decay, "weight_decay": recipe.weight_decay},
-       {"params": no_decay, "weight_decay": 0.0}],
-      lr=recipe.learning_rate, betas=(0.9, recipe.adam_beta2), eps=recipe.adam_epsilon)
-  total = recipe.epochs * len(loader)
-  scheduler = get_linear_schedule_with_warmup(optimizer, int(round(recipe.warmup_ratio * total)),
-                                              total)
+  optimizer, scheduler = optimizer_and_schedule(model, recipe, recipe.epochs * len(loader))
   dev_labels = dev[2]
   epochs = []
   for _ in range(recipe.epochs):
-    model.train()
-    start, tokens, padded = time.perf_counter(), 0, 0
-    for batch in loader:
-      out = model(**batch)
-      out.loss.backward()
-      optimizer.step()
-      scheduler.step()
-      optimizer.zero_grad(set_to_none=True)
-      tokens += int(batch["attention_mask"].sum())
-      padded += batch["input_ids"].numel()
-    seconds = time.perf_counter() - start
+    epoch = train_epoch(model, loader, optimizer, scheduler)
     model.eval()
     with torch.no_grad():
       logits = np.concatenate([model(**{k: v for k, v in b.items() if k != "labels"})
                                .logits.float().numpy() for b in dev_loader])
-    epochs.append({"dev": _metrics(dev_labels, logits, regression), "train_seconds": seconds,
-                   "train_examples_per_sec": len(train_rows) / seconds, "tokens": tokens,
-                   "padded_tokens": padded})
+    epochs.append({"dev": _metrics(dev_labels, logits, regression), **epoch,
+                   "train_examples_per_sec": len(train_rows) / epoch["train_seconds"]})
   key = metric or ("pearson" if regression else "accuracy")
   best = max(epochs, key=lambda e: -e["dev"][key] if key == "mse" else e["dev"][key])
   return {"epochs": epochs, "best": best["dev"]}

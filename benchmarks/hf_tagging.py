@@ -20,8 +20,6 @@ trains it, in a plain loop with roberta_tf.finetune's recipe (benchmarks/hf_fine
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from benchmarks import hf_finetune
@@ -71,36 +69,6 @@ def _score(model, loader, id2label: dict[int, str]) -> dict:
   return seqeval_metrics(true_tags, predicted)
 
 
-def _optimizer(model, recipe: hf_finetune.Recipe, total_steps: int):
-  import torch  # pylint: disable=import-outside-toplevel
-  import transformers  # pylint: disable=import-outside-toplevel
-  # Decay on matrices only: biases and LayerNorm scales are vectors (ours and fairseq's rule).
-  decay = [p for p in model.parameters() if p.ndim >= 2]
-  no_decay = [p for p in model.parameters() if p.ndim < 2]
-  optimizer = torch.optim.AdamW(
-      [{"params": decay, "weight_decay": recipe.weight_decay},
-       {"params": no_decay, "weight_decay": 0.0}],
-      lr=recipe.learning_rate, betas=(0.9, recipe.adam_beta2), eps=recipe.adam_epsilon)
-  scheduler = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(round(recipe.warmup_ratio * total_steps)), total_steps)
-  return optimizer, scheduler
-
-
-def _train_epoch(model, loader, optimizer, scheduler) -> dict:
-  """One pass over the training batches: {"train_seconds", "tokens", "padded_tokens"}."""
-  model.train()
-  start, tokens, padded = time.perf_counter(), 0, 0
-  for batch in loader:
-    model(**batch).loss.backward()  # the mean over the labelled (first) pieces of the batch
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    tokens += int(batch["attention_mask"].sum())
-    padded += batch["input_ids"].numel()
-  return {"train_seconds": time.perf_counter() - start, "tokens": tokens,
-          "padded_tokens": padded}
-
-
 def finetune(hf_dir: str, train: Sentences, dev: Sentences, test: Sentences,
              recipe: hf_finetune.Recipe, seed: int, threads: int = 0) -> dict:
   """One HF token-classification run.
@@ -142,10 +110,11 @@ def finetune(hf_dir: str, train: Sentences, dev: Sentences, test: Sentences,
                                        collate_fn=collate)
   evaluation = {name: torch.utils.data.DataLoader(rows[name], batch_size=64, collate_fn=collate)
                 for name in ("dev", "test")}
-  optimizer, scheduler = _optimizer(model, recipe, recipe.epochs * len(loader))
+  optimizer, scheduler = hf_finetune.optimizer_and_schedule(model, recipe,
+                                                          recipe.epochs * len(loader))
   epochs = []
   for _ in range(recipe.epochs):
-    epoch = _train_epoch(model, loader, optimizer, scheduler)
+    epoch = hf_finetune.train_epoch(model, loader, optimizer, scheduler)
     epoch["train_examples_per_sec"] = len(train) / epoch["train_seconds"]
     epochs.append({**epoch, **{name: _score(model, evaluation[name], model.config.id2label)
                                for name in ("dev", "test")}})

@@ -1,6 +1,6 @@
 r"""Is the input pipeline ever the bottleneck? Its batches/s vs. the train step's consumption.
 
-    python benchmarks/input_pipeline.py [--data=SHARDS] [--batch_size=32] [--max_seq_len=128] \
+    python -m benchmarks.input_pipeline [--data=SHARDS] [--batch_size=32] [--max_seq_len=128] \
         [--config=small] [--num_batches=400] [--train_steps=20] [--whole_word] [--min_ratio=10]
 
 Without --data, shards are built first from the python-docs corpus (../shared/corpora, or the
@@ -13,46 +13,32 @@ ratio is below --min_ratio.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+import keras
+import tensorflow as tf
+from absl import app, flags
 
-import argparse  # noqa: E402
+from benchmarks import cached_data, commands
+from roberta_tf.data.masking import MaskingConfig
+from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
+from roberta_tf.data.vocab_info import VocabInfo
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from roberta_tf.data.masking import MaskingConfig  # noqa: E402
-from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset  # noqa: E402
-from roberta_tf.data.vocab_info import VocabInfo  # noqa: E402
-
-HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
-CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "python-docs.jsonl.gz"),
-           os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")]
-
-
-def parse_args(argv=None):
-  # argparse, not absl flags: this script imports data_prep.build_shards, whose absl flags
-  # (--vocab_dir, --seed, ...) would clash.
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--data", help="Shard directory; default: build one from the corpus.")
-  p.add_argument("--vocab_dir", default=HF_TINY, help="vocab.json + merges.txt of the shards.")
-  p.add_argument("--batch_size", type=int, default=32, help="Per-replica batch.")
-  p.add_argument("--max_seq_len", type=int, default=128, help="Padded sequence length S.")
-  p.add_argument("--config", default="small", help="Model preset for the train step.")
-  p.add_argument("--num_batches", type=int, default=400,
-                 help="Pipeline batches to time (after 20 warm-up).")
-  p.add_argument("--train_steps", type=int, default=20,
-                 help="Train steps to time (after 3 warm-up).")
-  p.add_argument("--whole_word", action="store_true", help="Time whole-word masking.")
-  p.add_argument("--min_ratio", type=float, default=10.0,
-                 help="Fail below this pipeline/train-step ratio.")
-  return p.parse_args(argv)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
+flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB, "vocab.json + merges.txt of the shards.")
+flags.DEFINE_integer("batch_size", 32, "Per-replica batch.")
+flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
+flags.DEFINE_string("config", "small", "Model preset for the train step.")
+flags.DEFINE_integer("num_batches", 400, "Pipeline batches to time (after 20 warm-up).")
+flags.DEFINE_integer("train_steps", 20, "Train steps to time (after 3 warm-up).")
+flags.DEFINE_bool("whole_word", False, "Time whole-word masking.")
+flags.DEFINE_float("min_ratio", 10.0, "Fail below this pipeline/train-step ratio.")
 
 
 def pipeline_rate(data_dir, vocab, config, masking, num_batches):
@@ -96,39 +82,44 @@ def train_step_rate(batch, vocab, preset_name, max_seq_len, steps):
   return steps / (time.perf_counter() - start)
 
 
-def main():
-  args = parse_args()
-  data_dir, built = args.data, None
-  if not data_dir:
-    from data_prep.build_shards import build_shards  # pylint: disable=import-outside-toplevel
-    corpus = next(c for c in CORPORA if os.path.isfile(c))
-    data_dir = built = tempfile.mkdtemp(prefix="bench_shards_")
-    start = time.perf_counter()
-    info = build_shards(corpus, args.vocab_dir, data_dir, max_seq_len=args.max_seq_len,
-                        num_shards=16, validation_fraction=0.0, encoder="hf", overwrite=True)
-    print(f"built {info['splits']['train']['num_sequences']} sequences from {corpus} in "
-          f"{time.perf_counter() - start:.1f}s")
+def built_shards(work: str) -> str:
+  """work/shards: the docs corpus (or its test slice) at --max_seq_len, 16 train shards."""
+  corpus = commands.docs_corpus()
+  start = time.perf_counter()
+  data_dir = cached_data.shards(os.path.join(work, "shards"), corpus, FLAGS.vocab_dir,
+                                max_seq_len=FLAGS.max_seq_len, num_shards=16,
+                                validation_fraction=0.0, extra=["--encoder=hf"])
+  with open(os.path.join(data_dir, "dataset_info.json"), encoding="utf-8") as f:
+    sequences = json.load(f)["splits"]["train"]["num_sequences"]
+  print(f"built {sequences} sequences from {corpus} in {time.perf_counter() - start:.1f}s")
+  return data_dir
+
+
+def main(argv):
+  del argv
+  work = None if FLAGS.data else tempfile.mkdtemp(prefix="bench_shards_")
   try:
-    vocab = VocabInfo.from_dir(args.vocab_dir)
-    config = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+    data_dir = FLAGS.data or built_shards(work)
+    vocab = VocabInfo.from_dir(FLAGS.vocab_dir)
+    config = InputConfig(per_replica_batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
                          seed=0)
-    masking = MaskingConfig(whole_word=args.whole_word)
-    rate, batch = pipeline_rate(data_dir, vocab, config, masking, args.num_batches)
+    masking = MaskingConfig(whole_word=FLAGS.whole_word)
+    rate, batch = pipeline_rate(data_dir, vocab, config, masking, FLAGS.num_batches)
   finally:
-    if built:
-      shutil.rmtree(built)
-  print(f"pipeline: {rate:.1f} batches/s ({rate * args.batch_size:.0f} sequences/s) at "
-        f"B={args.batch_size} S={args.max_seq_len}, whole_word={args.whole_word}, "
+    if work:
+      shutil.rmtree(work)
+  print(f"pipeline: {rate:.1f} batches/s ({rate * FLAGS.batch_size:.0f} sequences/s) at "
+        f"B={FLAGS.batch_size} S={FLAGS.max_seq_len}, whole_word={FLAGS.whole_word}, "
         f"{os.cpu_count()} CPUs")
   device = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
-  steps = train_step_rate(batch, vocab, args.config, args.max_seq_len, args.train_steps)
-  print(f"train step ({args.config}, {device}): {steps:.2f} steps/s")
+  steps = train_step_rate(batch, vocab, FLAGS.config, FLAGS.max_seq_len, FLAGS.train_steps)
+  print(f"train step ({FLAGS.config}, {device}): {steps:.2f} steps/s")
   ratio = rate / steps
-  print(f"ratio pipeline/train step: {ratio:.1f}x (need >= {args.min_ratio:g}x): "
-        f"{'OK' if ratio >= args.min_ratio else 'FAIL'}")
-  if ratio < args.min_ratio:
+  print(f"ratio pipeline/train step: {ratio:.1f}x (need >= {FLAGS.min_ratio:g}x): "
+        f"{'OK' if ratio >= FLAGS.min_ratio else 'FAIL'}")
+  if ratio < FLAGS.min_ratio:
     sys.exit(1)
 
 
 if __name__ == "__main__":
-  main()
+  app.run(main)

@@ -53,10 +53,9 @@ import time
 import numpy as np
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from benchmarks import cached_data, commands, parity_records, quality_report, quality_sides
 
-from benchmarks import parity_records, quality_report, quality_sides  # noqa: E402  pylint: disable=wrong-import-position
+REPO = commands.REPO
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "runs/quality_vs_hf", "Vocabs, shards, batches, run records.")
@@ -114,19 +113,6 @@ def file_hash(path: str) -> str:
     return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def parse_corpora(specs) -> dict:
-  """{name: data_prep input spec or "kjv"}; exits with one line on a malformed entry."""
-  corpora = {}
-  for spec in specs:
-    name, _, source = spec.partition("=")
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-      sys.exit(f"--corpora: bad corpus name in {spec!r} (use NAME or NAME=INPUT)")
-    if not source and name not in ("stdlib", "kjv"):
-      sys.exit(f"--corpora: {name!r} needs an input (NAME=FILES); built in: stdlib, kjv")
-    corpora[name] = source or name
-  return corpora
-
-
 def parse_learning_rates(specs, max_seeds: int) -> dict:
   """{"1e-3": seeds, ...} from LR or LR:K entries."""
   rates = {}
@@ -176,32 +162,6 @@ def plan(corpora, rates: dict, arms: dict) -> list[tuple]:
 
 
 # ---- data ------------------------------------------------------------------------------------
-def _prep(args: list[str]) -> None:
-  print("$ python -m " + " ".join(args), flush=True)
-  subprocess.run([sys.executable, "-m", *args, "--noprogress"], cwd=REPO, check=True,
-                 stdout=subprocess.DEVNULL)
-
-
-def build_shards(corpus_dir: str, source: str) -> str:
-  """Vocab + shards of one corpus under corpus_dir (skipped when already there)."""
-  vocab, shards = os.path.join(corpus_dir, "vocab"), os.path.join(corpus_dir, "shards")
-  if os.path.exists(os.path.join(shards, "dataset_info.json")):
-    return shards
-  if source == "kjv":
-    from benchmarks import kjv_corpus  # pylint: disable=import-outside-toplevel
-    source = os.path.join(corpus_dir, "kjv.txt")
-    try:
-      kjv_corpus.write_kjv(source)
-    except RuntimeError as e:
-      sys.exit(f"--corpora=kjv: {e}")
-  _prep(["data_prep.train_tokenizer", f"--input={source}", f"--vocab_size={FLAGS.vocab_size}",
-         f"--output_dir={vocab}", "--overwrite"])
-  _prep(["data_prep.build_shards", f"--input={source}", f"--vocab_dir={vocab}",
-         f"--output_dir={shards}", f"--max_seq_len={FLAGS.max_seq_len}", "--num_shards=4",
-         f"--validation_fraction={FLAGS.validation_fraction}", "--overwrite"])
-  return shards
-
-
 def _dump(path: str, make_dataset, take: int) -> dict:
   """Stacked batches of make_dataset().take(take), cached in `path` (.npz)."""
   if os.path.exists(path):
@@ -223,7 +183,9 @@ class Corpus:
     from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
     self.name = name
     self.dir = os.path.join(work_dir, name)
-    self.shards = build_shards(self.dir, source)
+    self.shards = cached_data.corpus_shards(
+        self.dir, source, vocab_size=FLAGS.vocab_size, max_seq_len=FLAGS.max_seq_len,
+        validation_fraction=FLAGS.validation_fraction)
     info = dataset_info.read(self.shards)
     special = info["special_ids"]
     self.model_config = models.preset(
@@ -310,6 +272,64 @@ def report(records: list[dict]) -> None:
     print(f"tables written into {FLAGS.docs}" + (f"; plot: {plotted}" if plotted else ""))
 
 
+def pending(done: set) -> tuple[list[tuple], int, int, dict]:
+  """(this process's runs still to do, the plan's runs, how many of them are recorded, the
+  corpora)."""
+  corpora = cached_data.parse_corpora(FLAGS.corpora)
+  rates = parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds)
+  arms = parse_arms(FLAGS.arms, FLAGS.seeds)
+  jobs = plan(corpora, rates, arms)
+  todo = [j for j in jobs if run_key(*j) not in done]
+  try:
+    index, count = (int(x) for x in FLAGS.shard.split("/"))
+    assert 0 <= index < count
+  except (ValueError, AssertionError):
+    sys.exit(f"--shard={FLAGS.shard!r}: use I/N with 0 <= I < N, e.g. 1/2")
+  return todo[index::count], len(jobs), len(jobs) - len(todo), corpora
+
+
+def record_of(corpus: Corpus, job: tuple, result: dict, code: str, revision: str) -> dict:
+  """The JSON line of a finished run: its key, figures, code and batch hashes."""
+  name, lr, seed, arm = job
+  losses = result.pop("train_loss")
+  result.pop("grad_norm")
+  record = dict(zip(parity_records.KEY_FIELDS, run_key(name, lr, seed, arm), strict=True))
+  record.update(
+      result, code=code, git=revision, host={"cpus": os.cpu_count()},
+      finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+      batches={"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
+               "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))},
+      unigram_ppl=corpus.unigram["ppl"], final=result["curve"][-1][1],
+      train_loss_every_10=[round(float(np.mean(losses[k:k + 10])), 4)
+                           for k in range(0, len(losses), 10)])
+  record["escaped"] = quality_report.escaped(record)
+  return record
+
+
+def run_all(todo: list[tuple], loaded: dict, records_path: str) -> None:
+  """Every pending run in order, each recorded as it finishes, with progress and an ETA."""
+  code, revision = code_hash(), git_revision()  # what this process runs: read once, at start
+  stop = FLAGS.stop_after or FLAGS.train_steps
+  seconds_per_step = []
+  for i, (name, lr, seed, arm) in enumerate(todo):
+    corpus = loaded[name]
+    train = corpus.train_batches(seed)
+    label = f"[{i + 1}/{len(todo)}] {name} lr {lr} seed {seed} {arm}"
+
+    def log(step, s, loss, label=label):
+      print(f"  {label} step {step}: held-out ppl {s['ppl']:,.1f} acc {s['acc']:.3f}, "
+            f"train loss {loss:.3f} ({time.strftime('%H:%M:%S')})", flush=True)
+    result = run_one(corpus, lr, seed, arm, train, log)
+    record = record_of(corpus, (name, lr, seed, arm), result, code, revision)
+    parity_records.append(records_path, record)
+    seconds_per_step.append(record["seconds"] / stop)
+    eta = statistics.median(seconds_per_step) * stop * (len(todo) - i - 1)
+    final = record["final"]["ppl"]
+    print(f"{label}: ppl {final:,.1f} ({final / corpus.unigram['ppl']:.2f}x unigram) in "
+          f"{record['seconds'] / 60:.1f} min; ETA {eta / 3600:.1f} h "
+          f"({time.strftime('%H:%M', time.localtime(time.time() + eta))})", flush=True)
+
+
 def main(argv):
   del argv
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -325,60 +345,20 @@ def main(argv):
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   work_dir = os.path.abspath(FLAGS.work_dir)
-  corpora = parse_corpora(FLAGS.corpora)
-  rates = parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds)
-  arms = parse_arms(FLAGS.arms, FLAGS.seeds)
-  jobs = plan(corpora, rates, arms)
-  todo = [j for j in jobs if run_key(*j) not in done]
-  recorded = len(jobs) - len(todo)
-  try:
-    index, count = (int(x) for x in FLAGS.shard.split("/"))
-    assert 0 <= index < count
-  except (ValueError, AssertionError):
-    sys.exit(f"--shard={FLAGS.shard!r}: use I/N with 0 <= I < N, e.g. 1/2")
-  todo = todo[index::count]
+  todo, planned, recorded, corpora = pending(done)
   needed = {j[0] for j in todo}
   loaded = {name: Corpus(name, source, work_dir) for name, source in corpora.items()
             if name in needed}
   for c in loaded.values():
     print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
-  code, revision = code_hash(), git_revision()  # what this process runs: read once, at start
   stop = FLAGS.stop_after or FLAGS.train_steps
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
-        f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code}: {len(jobs)} runs, "
+        f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code_hash()}: {planned} runs, "
         f"{recorded} in {records_path} already, {len(todo)} to go"
         + (f" in this process (--shard={FLAGS.shard})" if FLAGS.shard != "0/1" else ""),
         flush=True)
-  seconds_per_step = []
-  for i, (name, lr, seed, arm) in enumerate(todo):
-    corpus = loaded[name]
-    train = corpus.train_batches(seed)
-    label = f"[{i + 1}/{len(todo)}] {name} lr {lr} seed {seed} {arm}"
-
-    def log(step, s, loss, label=label):
-      print(f"  {label} step {step}: held-out ppl {s['ppl']:,.1f} acc {s['acc']:.3f}, "
-            f"train loss {loss:.3f} ({time.strftime('%H:%M:%S')})", flush=True)
-    result = run_one(corpus, lr, seed, arm, train, log)
-    losses = result.pop("train_loss")
-    result.pop("grad_norm")
-    record = dict(zip(parity_records.KEY_FIELDS, run_key(name, lr, seed, arm), strict=True))
-    record.update(
-        result, code=code, git=revision, host={"cpus": os.cpu_count()},
-        finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        batches={"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
-                 "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))},
-        unigram_ppl=corpus.unigram["ppl"], final=result["curve"][-1][1],
-        train_loss_every_10=[round(float(np.mean(losses[k:k + 10])), 4)
-                             for k in range(0, len(losses), 10)])
-    record["escaped"] = quality_report.escaped(record)
-    parity_records.append(records_path, record)
-    seconds_per_step.append(record["seconds"] / stop)
-    eta = statistics.median(seconds_per_step) * stop * (len(todo) - i - 1)
-    final = record["final"]["ppl"]
-    print(f"{label}: ppl {final:,.1f} ({final / corpus.unigram['ppl']:.2f}x unigram) in "
-          f"{record['seconds'] / 60:.1f} min; ETA {eta / 3600:.1f} h "
-          f"({time.strftime('%H:%M', time.localtime(time.time() + eta))})", flush=True)
+  run_all(todo, loaded, records_path)
   report(parity_records.read(records_path))
   return 0
 

@@ -1,6 +1,6 @@
 r"""Does resuming cost more the further a run got? Time to the first batch at a data position.
 
-    python benchmarks/resume_speed.py [--data=SHARDS] [--batch_size=32] [--max_seq_len=128] \
+    python -m benchmarks.resume_speed [--data=SHARDS] [--batch_size=32] [--max_seq_len=128] \
         [--positions=100,1000000] [--repeats=3]
 
 A resumed run rebuilds the training input at its checkpoint's data position (sequences of the
@@ -17,36 +17,25 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from absl import app, flags
 
-import argparse  # noqa: E402
+from benchmarks import cached_data, commands
+from roberta_tf.data import dataset_info
+from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
+from roberta_tf.data.vocab_info import VocabInfo
 
-from roberta_tf.data import dataset_info  # noqa: E402
-from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset  # noqa: E402
-from roberta_tf.data.vocab_info import VocabInfo  # noqa: E402
-
-HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
-CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "python-docs.jsonl.gz"),
-           os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")]
 REPLAY_BATCHES = 1000
 
-
-def parse_args(argv=None):
-  # argparse, not absl flags: this script imports data_prep, whose absl flags would clash.
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--data", help="Shard directory; default: build one from the corpus.")
-  p.add_argument("--vocab_dir", default=HF_TINY, help="vocab.json + merges.txt of the shards.")
-  p.add_argument("--batch_size", type=int, default=32, help="Sequences per micro-batch.")
-  p.add_argument("--max_seq_len", type=int, default=128, help="Padded sequence length S.")
-  p.add_argument("--positions", default="100,1000000",
-                 help="Consumed micro-batches to resume at (comma list).")
-  p.add_argument("--repeats", type=int, default=3, help="Timings per position.")
-  return p.parse_args(argv)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
+flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB, "vocab.json + merges.txt of the shards.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per micro-batch.")
+flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
+flags.DEFINE_list("positions", ["100", "1000000"], "Consumed micro-batches to resume at.")
+flags.DEFINE_integer("repeats", 3, "Timings per position.")
 
 
 def time_to_first_batch(data_dir, vocab, config) -> float:
@@ -63,32 +52,37 @@ def replay_seconds_per_batch(data_dir, vocab, config) -> float:
   return (time.perf_counter() - start) / REPLAY_BATCHES
 
 
-def main(argv=None):
-  args = parse_args(argv)
-  positions = [int(p) for p in args.positions.split(",")]
+def first_batch_times(data_dir: str, positions: list[int]) -> dict[int, list[float]]:
+  """{position: seconds to the first batch, --repeats times}, the positions alternating."""
+  vocab = VocabInfo.for_dataset(data_dir, dataset_info.read(data_dir))
+  config = InputConfig(per_replica_batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len)
+  time_to_first_batch(data_dir, vocab, config)  # warm-up: imports, first graph building
+  times = {p: [] for p in positions}
+  for _ in range(FLAGS.repeats):
+    for p in positions:
+      at = InputConfig(per_replica_batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len,
+                       start=p * FLAGS.batch_size)
+      times[p].append(time_to_first_batch(data_dir, vocab, at))
+  return times
+
+
+def main(argv):
+  del argv
+  positions = [int(p) for p in FLAGS.positions]
+  corpus = commands.docs_corpus()
   with tempfile.TemporaryDirectory() as tmp:
-    data_dir = args.data
-    if not data_dir:
-      from data_prep.shard_builder import build_shards  # pylint: disable=import-outside-toplevel
-      corpus = next(c for c in CORPORA if os.path.exists(c))
-      data_dir = os.path.join(tmp, "shards")
-      build_shards(corpus, args.vocab_dir, data_dir, max_seq_len=args.max_seq_len,
-                   num_shards=16, validation_fraction=0.01)
+    data_dir = FLAGS.data or cached_data.shards(
+        os.path.join(tmp, "shards"), corpus, FLAGS.vocab_dir, max_seq_len=FLAGS.max_seq_len,
+        num_shards=16, validation_fraction=0.01)
+    times = first_batch_times(data_dir, positions)
     vocab = VocabInfo.for_dataset(data_dir, dataset_info.read(data_dir))
-    config = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len)
-    time_to_first_batch(data_dir, vocab, config)  # warm-up: imports, first graph building
-    times = {p: [] for p in positions}
-    for _ in range(args.repeats):
-      for p in positions:
-        at = InputConfig(per_replica_batch_size=args.batch_size, max_seq_len=args.max_seq_len,
-                         start=p * args.batch_size)
-        times[p].append(time_to_first_batch(data_dir, vocab, at))
+    config = InputConfig(per_replica_batch_size=FLAGS.batch_size, max_seq_len=FLAGS.max_seq_len)
     replay = replay_seconds_per_batch(data_dir, vocab, config)
-  print(f"data {args.data or 'built from ' + corpus}; batch {args.batch_size}, "
-        f"S {args.max_seq_len}; {os.cpu_count()} CPUs")
+  print(f"data {FLAGS.data or 'built from ' + corpus}; batch {FLAGS.batch_size}, "
+        f"S {FLAGS.max_seq_len}; {os.cpu_count()} CPUs")
   for p in positions:
     print(f"resume at {p:>12,} consumed micro-batches: first batch after "
-          f"{statistics.median(times[p]):.3f} s (median of {args.repeats}: "
+          f"{statistics.median(times[p]):.3f} s (median of {FLAGS.repeats}: "
           f"{', '.join(f'{t:.3f}' for t in times[p])}) | replay by ds.skip: "
           f"~{replay * p:,.1f} s (from {REPLAY_BATCHES} batches in "
           f"{replay * REPLAY_BATCHES:.2f} s)")
@@ -97,4 +91,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  app.run(main)

@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterator
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import commands
+
 TYPES = {"func": "FUNC", "class": "CLASS", "meth": "METH", "mod": "MOD", "exc": "EXC",
          "attr": "ATTR", "const": "CONST", "data": "DATA"}
 SPLITS = ("train", "dev", "test")
@@ -325,8 +326,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """The set's flags (also the driver's: benchmarks/tagging_vs_hf.py)."""
-  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                             "python-docs.jsonl.gz"),
+  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                       "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
   flags.DEFINE_integer("train_sentences", 4000, "Train sentences at most.")
   flags.DEFINE_integer("dev_sentences", 800, "Dev sentences at most.")

@@ -12,7 +12,6 @@ but the tokenizer reads all of it). As a peer, the same batch through the
 in-memory Keras model (tokenizer + `RobertaPretrainer`, no SavedModel) is timed in the same run.
 """
 
-import argparse
 import os
 import random
 import shutil
@@ -22,7 +21,9 @@ import time
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
+from absl import app, flags
 
+from benchmarks import commands
 from roberta_tf import models
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -31,6 +32,11 @@ from roberta_tf.tokenization.vocab_files import copy_vocab_files
 SHORT = "The capital of France is <mask>, and it is a large city."
 LONG = ("Dynamic masking samples a new <mask> every time a sequence is fed to the model, so the "
         "model never sees the same masked positions twice. ") * 5
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB, "vocab.json + merges.txt of the model.")
+flags.DEFINE_integer("repeats", 20, "Timed calls at batch 1 (a quarter, at least 3, at 32).")
+flags.DEFINE_string("preset", "base", "Model size preset.")
 
 
 def _time(fn, repeats: int) -> list[float]:
@@ -43,14 +49,9 @@ def _time(fn, repeats: int) -> list[float]:
   return out
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--vocab_dir", default=os.path.join(
-      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "testdata",
-      "hf_roberta_tiny"))
-  parser.add_argument("--repeats", type=int, default=20)
-  parser.add_argument("--preset", default="base")
-  args = parser.parse_args()
+def main(argv):
+  del argv
+  args = FLAGS
 
   tokenizer = BytePairTokenizer.from_dir(args.vocab_dir)
   config = models.preset(args.preset, vocab_size=tokenizer.vocab_size, max_seq_len=512)
@@ -87,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  app.run(main)

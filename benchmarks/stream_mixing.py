@@ -32,16 +32,15 @@ import tempfile
 import numpy as np
 from absl import app, flags
 
-from data_prep import corpus, shard_builder
+from benchmarks import cached_data, commands
+from data_prep import corpus
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import unmask
 from roberta_tf.data.pipeline import build_dataset
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sources", None, "name=corpus spec pairs, in file order.")
-flags.DEFINE_string("vocab_dir", os.path.join(REPO, "tests/testdata/hf_roberta_tiny"),
+flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB,
                     "vocab.json + merges.txt to encode with.")
 flags.DEFINE_integer("num_shards", 2, "Train shards of the whole build.")
 flags.DEFINE_integer("shuffle_buffer", 1000, "The reader's shuffle window (train's flag).")
@@ -99,17 +98,16 @@ def main(argv):
   root = os.path.join(work, "corpus")
   os.makedirs(root, exist_ok=True)
   owner = _corpus_dir(sources, root)
-  kw = {"max_seq_len": FLAGS.max_seq_len, "validation_fraction": 0, "overwrite": True}
+  kw = {"max_seq_len": FLAGS.max_seq_len, "validation_fraction": 0, "rebuild": True}
   label = {}
   for name in sorted(owner):
-    out = os.path.join(work, "alone", name)
-    shard_builder.build_shards(os.path.join(root, name), FLAGS.vocab_dir, out, num_shards=1,
-                               **kw)
+    out = cached_data.shards(os.path.join(work, "alone", name), os.path.join(root, name),
+                             FLAGS.vocab_dir, num_shards=1, **kw)
     for r in _records(out):
       label[r] = owner[name] if label.get(r, owner[name]) == owner[name] else "?"
-  whole = os.path.join(work, "shards")
-  info = shard_builder.build_shards(root, FLAGS.vocab_dir, whole, num_shards=FLAGS.num_shards,
-                                    **kw)
+  whole = cached_data.shards(os.path.join(work, "shards"), root, FLAGS.vocab_dir,
+                             num_shards=FLAGS.num_shards, **kw)
+  info = dataset_info.read(whole)
   split = info["splits"]["train"]
   per_shard = [s["num_sequences"] for s in split["shards"]]
   print(f"corpus: {len(owner)} files from {len(sources)} sources, "

@@ -46,16 +46,8 @@ from benchmarks import (
 FLAGS = flags.FLAGS
 roles_tagging.define_flags()
 flags.DEFINE_string("work_dir", "runs/tagging_vs_hf", "Set, checkpoint, runs, summary.json.")
-flags.DEFINE_string("vocab_dir", os.path.join(commands.REPO, "tests", "testdata",
-                                              "hf_roberta_tiny"),
-                    "vocab.json + merges.txt of the pretraining (the fixture's 8000 ids).")
-flags.DEFINE_string("init_from", "", "A pretrained model dir to start from (default: pretrain "
-                    "one in work_dir).")
-flags.DEFINE_string("config", "tiny", "Model size preset of the pretraining.")
-flags.DEFINE_integer("max_seq_len", 64, "Pretraining and fine-tuning sequence length; also the "
-                     "longest sentence kept, in pieces.")
-flags.DEFINE_integer("pretrain_steps", 3000, "Pretraining steps (batch 32).")
-flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Pretraining peak learning rate.")
+starting_checkpoint.define_flags(max_seq_len=64, pretrain_steps=3000, max_seq_len_help=(
+    "also the longest sentence kept, in pieces."))
 flags.DEFINE_integer("batch_size", 16, "Fine-tuning batch size (both sides).")
 flags.DEFINE_float("learning_rate", 1e-3, "Fine-tuning peak learning rate (both sides; tiny "
                    "models want more than the paper's 1e-5..3e-5).")
@@ -74,13 +66,9 @@ KEY_FIELDS = ("side", "run_key")
 def pretrain(work: str) -> str:
   """The starting checkpoint: --init_from, or one pretrained here on the train documents (dev
   and test text is never seen before fine-tuning)."""
-  if FLAGS.init_from:
-    return FLAGS.init_from
   texts = (text for source, text in roles_tagging.documents(FLAGS.corpus)
            if roles_tagging.split_of(source, FLAGS.dev_percent, FLAGS.test_percent) == "train")
-  return starting_checkpoint.pretrain(
-      work, texts, vocab_dir=FLAGS.vocab_dir, config=FLAGS.config, max_seq_len=FLAGS.max_seq_len,
-      steps=FLAGS.pretrain_steps, learning_rate=FLAGS.pretrain_learning_rate)
+  return starting_checkpoint.from_flags(work, texts)
 
 
 def tagging_set(work: str, hf_dir: str) -> str:

@@ -40,15 +40,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from benchmarks import commands  # noqa: E402
 from data_prep import corpus  # noqa: E402
 from roberta_tf.tokenization.tokenizer import SPECIAL_TOKENS, BytePairTokenizer  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURE = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
+REPO = commands.REPO
+FIXTURE = commands.FIXTURE_VOCAB
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO), "shared", "corpora",
-                                           "python-docs.jsonl.gz"),
+flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
                     "The main corpus, .jsonl(.gz) with a 'text' field or .txt.")
 flags.DEFINE_string("vocab_dir", FIXTURE, "Vocabulary trained on --corpus (arms a and d).")
 flags.DEFINE_string("other_corpus", "stdlib-docstrings",

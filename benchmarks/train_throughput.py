@@ -1,7 +1,7 @@
 r"""Training throughput: our TrainStep vs. keras-hub `RobertaMaskedLM.fit` (or vs. our own step
 under --jit_compile), tokens/s and MFU.
 
-    python benchmarks/train_throughput.py [--quick] [--presets=small,medium] \
+    python -m benchmarks.train_throughput [--quick] [--presets=small,medium] \
         [--precisions=float32,mixed_bfloat16] [--batch_size=32] [--max_seq_len=128] \
         [--warmup_steps=3] [--rounds=4] [--window=3] [--dropout=0.0] [--jit_compile]
 
@@ -34,63 +34,37 @@ this machine in the precision (training/precision_probe.peak_flops, as a trainin
 
 from __future__ import annotations
 
+import json
 import os
-import sys
+import shutil
+import statistics
+import tempfile
+import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+from benchmarks import commands, throughput_flags
+from roberta_tf import models
+from roberta_tf.data import dataset_info, pipeline
+from roberta_tf.pretraining import flops, inputs
+from roberta_tf.pretraining.task import PretrainingTask, model_config_for
+from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.training import precision_probe
+from roberta_tf.training.task import build_train_step
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from roberta_tf import models  # noqa: E402
-from roberta_tf.data import dataset_info, pipeline  # noqa: E402
-from roberta_tf.pretraining import flops, inputs  # noqa: E402
-from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # noqa: E402
-from roberta_tf.pretraining.train_config import TrainConfig  # noqa: E402
-from roberta_tf.tokenization import vocab_files  # noqa: E402
-from roberta_tf.training import precision_probe  # noqa: E402
-from roberta_tf.training.task import build_train_step  # noqa: E402
-
-HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
+HF_TINY = commands.FIXTURE_VOCAB
 VOCAB_SIZE = 8000
 SPECIAL_IDS = {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}  # the fixture vocab's
 
-
-def parse_args(argv=None):
-  # argparse, not absl: this script is not a binary of the package and defines no flags.
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--quick", action="store_true",
-                 help="small preset only, fewer steps (a smoke run of the comparison).")
-  p.add_argument("--presets", default="small,medium", help="Comma list of model presets.")
-  p.add_argument("--precisions", default="float32,mixed_bfloat16", help="Comma list.")
-  p.add_argument("--batch_size", type=int, default=32, help="Sequences per step.")
-  p.add_argument("--max_seq_len", type=int, default=128, help="S.")
-  p.add_argument("--warmup_steps", type=int, default=3,
-                 help="Untimed steps per side (tracing, first allocations).")
-  p.add_argument("--rounds", type=int, default=8, help="Timed windows per side.")
-  p.add_argument("--window", type=int, default=1, help="Steps per timing window.")
-  p.add_argument("--dropout", type=float, default=-1.0,
-                 help="Dropout of both sides (-1: the preset's, 0.1).")
-  p.add_argument("--jit_compile", action="store_true",
-                 help="Compare our default step with our step under --jit_compile (XLA) instead "
-                 "of keras-hub.")
-  p.add_argument("--peak_flops_fp32", type=float, default=0.0,
-                 help="Peak fp32 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
-  p.add_argument("--peak_flops_bf16", type=float, default=0.0,
-                 help="Peak bf16 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
-  args = p.parse_args(argv)
-  if args.quick:
-    args.presets, args.rounds, args.warmup_steps = "small", 5, 2
-  return args
+throughput_flags.define_flags(
+    warmup_steps=3, window=1, dropout=-1.0, dropout_help="Dropout of both sides (-1: the "
+    "preset's, 0.1).", quick_help="small preset only, fewer steps (a smoke run of the "
+    "comparison).")
+flags.DEFINE_bool("jit_compile", False, "Compare our default step with our step under "
+                  "--jit_compile (XLA) instead of keras-hub.")
 
 
 def write_synthetic_shards(out: str, num_sequences: int, seq_len: int, seed: int = 0) -> str:
@@ -255,8 +229,9 @@ def measure(args, data: str, preset: str, precision: str, peer: str,
   return row
 
 
-def main(argv=None):
-  args = parse_args(argv)
+def main(argv):
+  del argv
+  args = throughput_flags.args(presets="small", rounds=5, warmup_steps=2)
   work = tempfile.mkdtemp(prefix="train_throughput_")
   try:
     shards = os.path.join(work, "shards")
@@ -300,4 +275,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)

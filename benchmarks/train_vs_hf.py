@@ -51,22 +51,18 @@ peaks. --json_out appends one JSON line per
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import statistics
 import sys
+import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import app, flags
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from benchmarks.train_workers import Worker, WorkerError, serve  # noqa: E402
+from benchmarks import commands, throughput_flags
+from benchmarks.train_workers import Worker, WorkerError, serve
 
 # Module level imports stay TF- and torch-free: each worker imports only its own library.
 SIDES = ("ours", "hf", "hf_masked")
@@ -75,41 +71,19 @@ LABELS = {"ours": "ours", "hf": "HF stock", "hf_masked": "HF masked-only head"}
 HEAD_OF = {"hf": "stock", "hf_masked": "masked"}  # hf_train_worker.HEADS
 RATIO_KEYS = {"hf": "ratio", "hf_masked": "ratio_masked_head"}  # "ratio": as earlier records
 
-
-def parse_args(argv=None):
-  # argparse, not absl: this script is not a binary of the package and defines no flags.
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--quick", action="store_true",
-                 help="small preset, float32, fewer rounds (a smoke run of the comparison).")
-  p.add_argument("--presets", default="small,medium", help="Comma list of model presets.")
-  p.add_argument("--precisions", default="float32,mixed_bfloat16", help="Comma list.")
-  p.add_argument("--batch_size", type=int, default=32, help="Sequences per step (B).")
-  p.add_argument("--max_seq_len", type=int, default=128, help="S.")
-  p.add_argument("--warmup_steps", type=int, default=5, help="Untimed steps per side.")
-  p.add_argument("--rounds", type=int, default=8, help="Timed windows per side.")
-  p.add_argument("--window", type=int, default=3, help="Steps per timing window.")
-  p.add_argument("--dropout", type=float, default=0.0, help="Dropout of every side.")
-  p.add_argument("--clip_norm", type=float, default=None,
-                 help="Gradient-norm clipping of every side (default: TrainConfig's).")
-  p.add_argument("--data", default="",
-                 help="A data_prep.build_shards output dir (default: synthetic shards).")
-  p.add_argument("--num_batches", type=int, default=16, help="Distinct batches dumped.")
-  p.add_argument("--threads", type=int, default=0,
-                 help="Intra-op threads of each side (0: os.cpu_count()).")
-  p.add_argument("--peak_flops_fp32", type=float, default=0.0,
-                 help="Peak fp32 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
-  p.add_argument("--peak_flops_bf16", type=float, default=0.0,
-                 help="Peak bf16 FLOP/s for MFU (0: measured, precision_probe.peak_flops).")
-  p.add_argument("--json_out", default="", help="Append one JSON line per preset x precision.")
-  p.add_argument("--worker_timeout", type=float, default=3600.0,
-                 help="Seconds to wait for a worker's answer before giving up.")
-  p.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)  # internal
-  args = p.parse_args(argv)
-  if args.quick:
-    args.presets, args.precisions, args.rounds, args.window = "small", "float32", 4, 2
-    args.warmup_steps = 2
-  args.threads = args.threads or os.cpu_count()
-  return args
+throughput_flags.define_flags(
+    warmup_steps=5, window=3, dropout=0.0, dropout_help="Dropout of every side.",
+    quick_help="small preset, float32, fewer rounds (a smoke run of the comparison).")
+flags.DEFINE_float("clip_norm", None, "Gradient-norm clipping of every side (default: "
+                   "TrainConfig's).")
+flags.DEFINE_string("data", "", "A data_prep.build_shards output dir (default: synthetic "
+                    "shards).")
+flags.DEFINE_integer("num_batches", 16, "Distinct batches dumped.")
+flags.DEFINE_integer("threads", 0, "Intra-op threads of each side (0: os.cpu_count()).")
+flags.DEFINE_string("json_out", "", "Append one JSON line per preset x precision.")
+flags.DEFINE_float("worker_timeout", 3600.0, "Seconds to wait for a worker's answer before "
+                   "giving up.")
+flags.DEFINE_enum("worker", None, SIDES, "Internal: serve one side's steps on stdin/stdout.")
 
 
 # ---- the workers (one per side, in their own process) -----------------------------------------
@@ -204,7 +178,8 @@ def start_workers(args, specs: dict, work: str, header: dict) -> dict:
     for side in SIDES:
       workers[side] = Worker(LABELS[side], [sys.executable, "-m", "benchmarks.train_vs_hf",
                                             f"--worker={side}"], specs[side],
-                             os.path.join(work, f"{side}.stderr"), args.worker_timeout, REPO)
+                             os.path.join(work, f"{side}.stderr"), args.worker_timeout,
+                             commands.REPO)
       ready = workers[side].start()
       header.setdefault("peak_lines", {})
       if side == "ours" and specs["ours"]["precision"] not in header["peak_lines"]:
@@ -312,8 +287,12 @@ def run_all(args, data: str, batches: str, work: str, extra: dict) -> list[dict]
   return rows
 
 
-def main(argv=None):
-  args = parse_args(argv)
+def main(argv):
+  del argv
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the workers' TF (they inherit it)
+  args = throughput_flags.args(presets="small", precisions="float32", rounds=4, window=2,
+                               warmup_steps=2)
+  args.threads = args.threads or os.cpu_count()
   if args.worker:
     return serve(build_worker(args.worker))
   from benchmarks.starting_checkpoint import git_head  # pylint: disable=import-outside-toplevel
@@ -349,4 +328,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)

@@ -1,6 +1,6 @@
 r"""Does each worker read only its share of the shards? Reads per worker at 1, 2 and 4 workers.
 
-    python benchmarks/worker_reads.py [--data=SHARDS] [--workers=1,2,4] [--steps=300] \
+    python -m benchmarks.worker_reads [--data=SHARDS] [--workers=1,2,4] [--steps=300] \
         [--batch_size=64] [--grad_accum_steps=2] [--max_seq_len=128] [--input_lanes=8]
 
 For each number of workers W, W processes on localhost (TF_CONFIG, MultiWorkerMirroredStrategy,
@@ -17,7 +17,6 @@ python-docs corpus (../shared/corpora, or the test slice) with the fixture vocab
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -26,27 +25,20 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from absl import app, flags
 
-HF_TINY = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
-CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "python-docs.jsonl.gz"),
-           os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")]
+from benchmarks import cached_data, commands
 
-
-def parse_args(argv=None):
-  # argparse, not absl flags: this script imports data_prep, whose absl flags would clash.
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--data", help="Shard directory; default: build one from the corpus.")
-  p.add_argument("--workers", default="1,2,4", help="Worker counts to run (comma list).")
-  p.add_argument("--steps", type=int, default=300, help="Steps each run takes.")
-  p.add_argument("--batch_size", type=int, default=64, help="Global sequences per step.")
-  p.add_argument("--grad_accum_steps", type=int, default=2, help="Micro-batches per step.")
-  p.add_argument("--max_seq_len", type=int, default=128, help="Padded sequence length S.")
-  p.add_argument("--input_lanes", type=int, default=8, help="--input_lanes of the lane runs.")
-  p.add_argument("--timeout", type=int, default=600, help="Seconds per run.")
-  p.add_argument("--worker_out", help=argparse.SUPPRESS)  # set in the worker processes
-  return p.parse_args(argv)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
+flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts to run.")
+flags.DEFINE_integer("steps", 300, "Steps each run takes.")
+flags.DEFINE_integer("batch_size", 64, "Global sequences per step.")
+flags.DEFINE_integer("grad_accum_steps", 2, "Micro-batches per step.")
+flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
+flags.DEFINE_integer("input_lanes", 8, "--input_lanes of the lane runs.")
+flags.DEFINE_integer("timeout", 600, "Seconds per run.")
+flags.DEFINE_string("worker_out", None, "Internal: set in the worker processes.")
 
 
 def _rchar() -> int:
@@ -121,13 +113,13 @@ def run(args, data, workers: int, lanes: int, tmp: str) -> list[dict]:
     tf_config = {"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                  "task": {"type": "worker", "index": index}}
     env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "3",
-           "PYTHONPATH": REPO, "CUDA_VISIBLE_DEVICES": ""}
+           "CUDA_VISIBLE_DEVICES": ""}
     procs.append(subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), f"--data={data}",
+        [sys.executable, "-m", "benchmarks.worker_reads", f"--data={data}",
          f"--worker_out={os.path.join(out, f'{index}.json')}", f"--steps={args.steps}",
          f"--batch_size={args.batch_size}", f"--grad_accum_steps={args.grad_accum_steps}",
          f"--max_seq_len={args.max_seq_len}", f"--input_lanes={lanes}"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        cwd=commands.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   for index, proc in enumerate(procs):
     log = proc.communicate(timeout=args.timeout)[0]
     if proc.returncode:
@@ -139,28 +131,23 @@ def run(args, data, workers: int, lanes: int, tmp: str) -> list[dict]:
   return results
 
 
-def build_data(tmp: str, max_seq_len: int) -> tuple[str, str]:
-  from data_prep.shard_builder import build_shards  # pylint: disable=import-outside-toplevel
-  corpus = next(c for c in CORPORA if os.path.exists(c))
-  data = os.path.join(tmp, "shards")
-  build_shards(corpus, HF_TINY, data, max_seq_len=max_seq_len, num_shards=16,
-               validation_fraction=0.01)
-  return data, corpus
-
-
-def main(argv=None):
-  args = parse_args(argv)
+def main(argv):
+  del argv
+  args = commands.flag_args(FLAGS)
   if args.worker_out:
     worker(args)
     return
   from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
-  counts = [int(w) for w in args.workers.split(",")]
+  counts = [int(w) for w in args.workers]
+  corpus = commands.docs_corpus()
   with tempfile.TemporaryDirectory() as tmp:
-    data, corpus = (args.data, None) if args.data else build_data(tmp, args.max_seq_len)
+    data = args.data or cached_data.shards(
+        os.path.join(tmp, "shards"), corpus, commands.FIXTURE_VOCAB,
+        max_seq_len=args.max_seq_len, num_shards=16, validation_fraction=0.01)
     info = dataset_info.read(data)
     shard_files = [os.path.join(data, s["file"]) for s in info["splits"]["train"]["shards"]]
     total = sum(os.path.getsize(f) for f in shard_files)
-    print(f"data: {data if args.data else 'built from ' + os.path.relpath(corpus, REPO)}: "
+    print(f"data: {data if args.data else 'built from ' + os.path.relpath(corpus, commands.REPO)}: "
           f"{len(shard_files)} train shards, {info['splits']['train']['num_sequences']:,} "
           f"sequences, {total:,} bytes; --batch_size={args.batch_size} "
           f"--grad_accum_steps={args.grad_accum_steps} --max_seq_len={args.max_seq_len}, "
@@ -187,4 +174,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  app.run(main)
