@@ -55,11 +55,8 @@ from roberta_tf.finetuning import docs_sections
 
 FLAGS = flags.FLAGS
 cloze_qa.define_flags()
-flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
-                    "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
-flags.DEFINE_integer("dev_percent", 10, "docs_retrieval.split_of's dev percent (embedding_vs_st's"
-                     " split: its checkpoint never saw the dev and test documents).")
-flags.DEFINE_integer("test_percent", 15, "docs_retrieval.split_of's test percent.")
+# embedding_vs_st's split: its checkpoint never saw the dev and test documents.
+commands.define_corpus_flags(dev_percent=10, test_percent=15)
 flags.DEFINE_integer("seed", 0, "Seed of the sets' sampling and of fine-tuning.")
 flags.DEFINE_string("work_dir", "runs/bf16_accuracy", "Sets, models, exports, summary.json.")
 # embedding_vs_st's recipe, on the train documents.

@@ -162,10 +162,7 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
-                      "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
-  flags.DEFINE_integer("dev_percent", 10, "Percent of the documents (by hash) for dev.")
-  flags.DEFINE_integer("test_percent", 15, "Percent of the documents also held out (dev).")
+  commands.define_corpus_flags(dev_percent=10, test_percent=15)
   flags.DEFINE_integer("seed", 0, "Seed of the picking and shuffling.")
   flags.DEFINE_string("output_dir", None, "Where train.json, dev.json, counts.json go.")
   flags.mark_flag_as_required("output_dir")

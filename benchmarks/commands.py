@@ -9,6 +9,8 @@ import sys
 import time
 import types
 
+from absl import flags
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The corpus most benchmarks read by default: the Python docs beside the repository (not in it).
 DOCS_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
@@ -21,6 +23,17 @@ FIXTURE_VOCAB = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
 def docs_corpus() -> str:
   """DOCS_CORPUS where it is, else DOCS_SLICE."""
   return DOCS_CORPUS if os.path.isfile(DOCS_CORPUS) else DOCS_SLICE
+
+
+def define_corpus_flags(dev_percent: int, test_percent: int) -> None:
+  """--corpus (DOCS_CORPUS) and its split by document hash, --dev_percent and --test_percent
+  (docs_retrieval.split_of), with a set's defaults."""
+  flags.DEFINE_string("corpus", DOCS_CORPUS, "The Python docs JSONL corpus ({\"text\", "
+                      "\"source\"} per line; default: ../shared beside the repository).")
+  flags.DEFINE_integer("dev_percent", dev_percent, "Percent of the documents (by hash) held out "
+                       "for dev.")
+  flags.DEFINE_integer("test_percent", test_percent, "Percent of the documents (by hash) held "
+                       "out for test.")
 
 
 def flag_args(flag_values) -> types.SimpleNamespace:

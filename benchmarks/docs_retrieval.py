@@ -250,14 +250,12 @@ def write(out_dir: str, splits: dict[str, list[Entry]], train_pairs: int, dev_qu
 
 
 def define_flags() -> None:
-  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
-                      "The Python docs JSONL corpus (default: ../shared beside the repository).")
+  """The set's flags (also the drivers': embedding_vs_st.py)."""
+  commands.define_corpus_flags(dev_percent=10, test_percent=15)
   flags.DEFINE_integer("train_pairs", 4000, "Training pairs (sampled from the train documents).")
-  flags.DEFINE_integer("dev_queries", 300, "Dev queries (sampled; the corpus has all passages).")
-  flags.DEFINE_integer("test_queries", 500, "Test queries (sampled; the corpus has all "
-                       "passages).")
-  flags.DEFINE_integer("dev_percent", 10, "Percent of the documents (by hash) held out for dev.")
-  flags.DEFINE_integer("test_percent", 15, "Percent of the documents held out for test.")
+  for split, most in (("dev", 300), ("test", 500)):
+    flags.DEFINE_integer(f"{split}_queries", most, f"{split.capitalize()} queries (sampled; the "
+                         "corpus has all passages).")
   flags.DEFINE_integer("max_words", 120, "Words kept of a passage's text.")
   flags.DEFINE_integer("data_seed", 0, "Seed of the sampling.")
 

@@ -326,17 +326,13 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """The set's flags (also the driver's: benchmarks/tagging_vs_hf.py)."""
-  flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
-                      "The Python docs JSONL corpus ({\"text\", \"source\"} per line).")
-  flags.DEFINE_integer("train_sentences", 4000, "Train sentences at most.")
-  flags.DEFINE_integer("dev_sentences", 800, "Dev sentences at most.")
-  flags.DEFINE_integer("test_sentences", 800, "Test sentences at most.")
+  commands.define_corpus_flags(dev_percent=15, test_percent=15)
+  for split, most in (("train", 4000), ("dev", 800), ("test", 800)):
+    flags.DEFINE_integer(f"{split}_sentences", most, f"{split.capitalize()} sentences at most.")
   flags.DEFINE_integer("min_words", 4, "Shortest sentence kept, in words.")
   flags.DEFINE_integer("max_words", 80, "Longest sentence kept, in words.")
   flags.DEFINE_float("no_entity_share", 0.1, "Share of each split's sentences without an "
                      "entity.")
-  flags.DEFINE_integer("dev_percent", 15, "Percent of the documents (by hash) that go to dev.")
-  flags.DEFINE_integer("test_percent", 15, "Percent of the documents that go to test.")
   flags.DEFINE_integer("seed", 0, "Seed of the sampling and shuffling.")
 
 
