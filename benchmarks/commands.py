@@ -36,6 +36,16 @@ def define_corpus_flags(dev_percent: int, test_percent: int) -> None:
                        "out for test.")
 
 
+def define_batch_flags(batch_size: int | None, max_seq_len: int,
+                       batch_help: str = "Sequences per step.",
+                       seq_help: str = "Tokens per sequence (S).") -> None:
+  """--batch_size (None: none) and --max_seq_len, the batch's shape, with a benchmark's
+  defaults."""
+  if batch_size is not None:
+    flags.DEFINE_integer("batch_size", batch_size, batch_help)
+  flags.DEFINE_integer("max_seq_len", max_seq_len, seq_help)
+
+
 def flag_args(flag_values) -> types.SimpleNamespace:
   """The parsed flags as a plain namespace that a script may adjust (e.g. a --quick preset)
   without writing back into absl's FLAGS."""

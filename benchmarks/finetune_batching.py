@@ -39,9 +39,9 @@ REPO = commands.REPO
 FLAGS = flags.FLAGS
 glue_text_tasks.define_data_flags("runs/finetune_batching", "Task, model, runs, summary.json.")
 flags.DEFINE_string("config", "small", "Model size preset.")
-flags.DEFINE_integer("max_seq_len", 512, "The model's and fine-tuning's max_seq_len.")
+commands.define_batch_flags(batch_size=32, max_seq_len=512, batch_help="Batch size.",
+                            seq_help="The model's and fine-tuning's max_seq_len.")
 flags.DEFINE_integer("examples", 2000, "Training sentences.")
-flags.DEFINE_integer("batch_size", 32, "Batch size.")
 flags.DEFINE_integer("epochs", 2, "Epochs per run.")
 flags.DEFINE_string("before", "", "A git ref of this repository to run as `before` (its "
                     "roberta_tf.finetune, --task=classification on the same TSV files).")

@@ -32,8 +32,8 @@ from roberta_tf.data.vocab_info import VocabInfo
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
 flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB, "vocab.json + merges.txt of the shards.")
-flags.DEFINE_integer("batch_size", 32, "Per-replica batch.")
-flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
+commands.define_batch_flags(batch_size=32, max_seq_len=128, batch_help="Per-replica batch.",
+                            seq_help="Padded sequence length S.")
 flags.DEFINE_string("config", "small", "Model preset for the train step.")
 flags.DEFINE_integer("num_batches", 400, "Pipeline batches to time (after 20 warm-up).")
 flags.DEFINE_integer("train_steps", 20, "Train steps to time (after 3 warm-up).")

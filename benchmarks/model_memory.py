@@ -1,7 +1,7 @@
 r"""Peak host memory (RSS) of one RoBERTa training step on CPU.
 
-  python benchmarks/model_memory.py                    # base, B=8, S=512, float32
-  python benchmarks/model_memory.py --preset=tiny --batch_size=2 --seq_len=64
+  python -m benchmarks.model_memory                    # base, B=8, S=512, float32
+  python -m benchmarks.model_memory --preset=tiny --batch_size=2 --seq_len=64
 
 The step runs in a child process (a fresh interpreter: nothing else's memory counts) that
 builds the pretrainer, then does one compiled forward + backward + plain SGD update on a random
@@ -21,6 +21,8 @@ import sys
 import time
 
 from absl import app, flags
+
+from benchmarks import commands
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base", "Model preset (roberta_tf.models.config).")
@@ -78,12 +80,10 @@ def measure(preset: str, batch_size: int, seq_len: int, dtype: str) -> dict:
   """Runs `run_step` in a child process, sampling its RSS; returns the child's figures + peak."""
   import psutil
 
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  cmd = [sys.executable, os.path.abspath(__file__), "--child", f"--preset={preset}",
+  cmd = [sys.executable, "-m", "benchmarks.model_memory", "--child", f"--preset={preset}",
          f"--batch_size={batch_size}", f"--seq_len={seq_len}", f"--dtype={dtype}"]
   child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env)
+                           cwd=commands.REPO)
   proc = psutil.Process(child.pid)
   peak = 0
   while child.poll() is None:

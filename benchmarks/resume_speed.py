@@ -32,8 +32,8 @@ REPLAY_BATCHES = 1000
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
 flags.DEFINE_string("vocab_dir", commands.FIXTURE_VOCAB, "vocab.json + merges.txt of the shards.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per micro-batch.")
-flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
+commands.define_batch_flags(batch_size=32, max_seq_len=128, batch_help="Sequences per micro-batch.",
+                            seq_help="Padded sequence length S.")
 flags.DEFINE_list("positions", ["100", "1000000"], "Consumed micro-batches to resume at.")
 flags.DEFINE_integer("repeats", 3, "Timings per position.")
 

@@ -38,3 +38,11 @@ def args(**quick) -> types.SimpleNamespace:
     for name, value in quick.items():
       setattr(values, name, value)
   return values
+
+
+def verdict(slower: list, peer: str) -> int:
+  """The exit status of a comparison: 1, saying where, when ours is slower than `peer`
+  anywhere (`slower`: where), else 0."""
+  if slower:
+    print(f"SLOWER than {peer} at: {slower}")
+  return 1 if slower else 0

@@ -59,12 +59,6 @@ HF_TINY = commands.FIXTURE_VOCAB
 VOCAB_SIZE = 8000
 SPECIAL_IDS = {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}  # the fixture vocab's
 
-throughput_flags.define_flags(
-    warmup_steps=3, window=1, dropout=-1.0, dropout_help="Dropout of both sides (-1: the "
-    "preset's, 0.1).", quick_help="small preset only, fewer steps (a smoke run of the "
-    "comparison).")
-flags.DEFINE_bool("jit_compile", False, "Compare our default step with our step under "
-                  "--jit_compile (XLA) instead of keras-hub.")
 
 
 def write_synthetic_shards(out: str, num_sequences: int, seq_len: int, seed: int = 0) -> str:
@@ -266,13 +260,22 @@ def main(argv):
     print(json.dumps(rows))
     if args.jit_compile:  # a measurement, not a target
       return 0
-    slower = [r for r in rows if r["ratio"] < 1.0]
-    if slower:
-      print(f"SLOWER than keras-hub at: {[(r['preset'], r['precision']) for r in slower]}")
-    return 1 if slower else 0
+    return throughput_flags.verdict(
+        [(r["preset"], r["precision"]) for r in rows if r["ratio"] < 1.0], "keras-hub")
   finally:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def define_flags() -> None:
+  """This script's flags (defined when it runs: train_vs_hf and the profilers import it)."""
+  throughput_flags.define_flags(
+      warmup_steps=3, window=1, dropout=-1.0, dropout_help="Dropout of both sides (-1: the "
+      "preset's, 0.1).", quick_help="small preset only, fewer steps (a smoke run of the "
+      "comparison).")
+  flags.DEFINE_bool("jit_compile", False, "Compare our default step with our step under "
+                    "--jit_compile (XLA) instead of keras-hub.")
+
+
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -71,20 +71,6 @@ LABELS = {"ours": "ours", "hf": "HF stock", "hf_masked": "HF masked-only head"}
 HEAD_OF = {"hf": "stock", "hf_masked": "masked"}  # hf_train_worker.HEADS
 RATIO_KEYS = {"hf": "ratio", "hf_masked": "ratio_masked_head"}  # "ratio": as earlier records
 
-throughput_flags.define_flags(
-    warmup_steps=5, window=3, dropout=0.0, dropout_help="Dropout of every side.",
-    quick_help="small preset, float32, fewer rounds (a smoke run of the comparison).")
-flags.DEFINE_float("clip_norm", None, "Gradient-norm clipping of every side (default: "
-                   "TrainConfig's).")
-flags.DEFINE_string("data", "", "A data_prep.build_shards output dir (default: synthetic "
-                    "shards).")
-flags.DEFINE_integer("num_batches", 16, "Distinct batches dumped.")
-flags.DEFINE_integer("threads", 0, "Intra-op threads of each side (0: os.cpu_count()).")
-flags.DEFINE_string("json_out", "", "Append one JSON line per preset x precision.")
-flags.DEFINE_float("worker_timeout", 3600.0, "Seconds to wait for a worker's answer before "
-                   "giving up.")
-flags.DEFINE_enum("worker", None, SIDES, "Internal: serve one side's steps on stdin/stdout.")
-
 
 # ---- the workers (one per side, in their own process) -----------------------------------------
 def build_ours_worker(spec: dict):
@@ -318,14 +304,29 @@ def main(argv):
     if rows is None:
       return 2
     print("\n" + TABLE_HEADER + "\n" + "\n".join(table_line(r) for r in rows))
-    slower = [(r["preset"], r["precision"], LABELS[p]) for r in rows for p in PEERS
-              if r[RATIO_KEYS[p]] < 1.0]
-    if slower:
-      print(f"SLOWER than HF at: {slower}")
-    return 1 if slower else 0
+    return throughput_flags.verdict([(r["preset"], r["precision"], LABELS[p]) for r in rows
+                                     for p in PEERS if r[RATIO_KEYS[p]] < 1.0], "HF")
   finally:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def define_flags() -> None:
+  """This script's flags (defined when it runs: train_step_profile imports it)."""
+  throughput_flags.define_flags(
+      warmup_steps=5, window=3, dropout=0.0, dropout_help="Dropout of every side.",
+      quick_help="small preset, float32, fewer rounds (a smoke run of the comparison).")
+  flags.DEFINE_float("clip_norm", None, "Gradient-norm clipping of every side (default: "
+                     "TrainConfig's).")
+  flags.DEFINE_string("data", "", "A data_prep.build_shards output dir (default: synthetic "
+                      "shards).")
+  flags.DEFINE_integer("num_batches", 16, "Distinct batches dumped.")
+  flags.DEFINE_integer("threads", 0, "Intra-op threads of each side (0: os.cpu_count()).")
+  flags.DEFINE_string("json_out", "", "Append one JSON line per preset x precision.")
+  flags.DEFINE_float("worker_timeout", 3600.0, "Seconds to wait for a worker's answer before "
+                     "giving up.")
+  flags.DEFINE_enum("worker", None, SIDES, "Internal: serve one side's steps on stdin/stdout.")
+
+
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

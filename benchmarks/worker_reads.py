@@ -33,9 +33,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "Shard directory; default: build one from the corpus.")
 flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts to run.")
 flags.DEFINE_integer("steps", 300, "Steps each run takes.")
-flags.DEFINE_integer("batch_size", 64, "Global sequences per step.")
+commands.define_batch_flags(batch_size=64, max_seq_len=128, batch_help="Global sequences per "
+                            "step.", seq_help="Padded sequence length S.")
 flags.DEFINE_integer("grad_accum_steps", 2, "Micro-batches per step.")
-flags.DEFINE_integer("max_seq_len", 128, "Padded sequence length S.")
 flags.DEFINE_integer("input_lanes", 8, "--input_lanes of the lane runs.")
 flags.DEFINE_integer("timeout", 600, "Seconds per run.")
 flags.DEFINE_string("worker_out", None, "Internal: set in the worker processes.")
