@@ -242,14 +242,8 @@ def _main_extend():
   counts = extend(FLAGS.input, FLAGS.extend_from, FLAGS.add_tokens, FLAGS.output_dir,
                   min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
                   overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
-  print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens: "
-        f"{counts['old_vocab_size']} of {FLAGS.extend_from} with their ids, {counts['added']} "
-        f"new at ids {counts['old_vocab_size']}..{counts['vocab_size'] - 1}) and {MERGES_FILE} "
-        f"({counts['num_merges']} merges) from {counts['documents']} documents, "
-        f"{counts['sentences']} sentences; tokens per word on them "
-        f"{counts['old_tokens_per_word']:.3f} -> {counts['new_tokens_per_word']:.3f}"
-        + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
-           if counts["invalid_utf8"] else ""), file=sys.stderr)
+  print(vocab_extension.report(counts, FLAGS.extend_from, FLAGS.output_dir, FLAGS.add_tokens,
+                               FLAGS.min_frequency), file=sys.stderr)
   return 0
 
 

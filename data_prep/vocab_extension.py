@@ -1,7 +1,7 @@
 """Grows a byte-level BPE vocabulary for a new domain: `train_tokenizer --extend_from=VOCAB_DIR
 --add_tokens=N` (data_prep/train_tokenizer.py calls `extend`).
 
-The contract (what continued pretraining relies on, roberta_tf/models/vocab_growth.py):
+The contract (what continued pretraining relies on, roberta_tf/tokenization/vocab_growth.py):
 - every old token keeps its id and every old merge its rank; the new tokens take the ids after
   the old ones (V, V+1, ...: `<mask>`, last in a RoBERTa vocabulary, stays where it is), and
   the new merges rank after every old one, one new merge per new token (merge V_merges + k
@@ -174,3 +174,23 @@ def extend(vocab: dict[str, int], merges: list[tuple[str, str]], sentences: Iter
       "words": len(words), "added": len(new_merges),
       "old_tokens_per_word": sum(len(pieces[w]) * c for w, c in words.items()) / total,
       "new_tokens_per_word": sum(len(new_pieces[w]) * c for w, c in words.items()) / total}
+
+
+def report(counts: dict, extend_from: str, output_dir: str, add_tokens: int,
+           min_frequency: int) -> str:
+  """What `train_tokenizer --extend_from` prints: the grown files' line; a warning instead when
+  the corpus gave no new token (the files written are then the old vocabulary's copy)."""
+  read = (f"from {counts['documents']} documents, {counts['sentences']} sentences")
+  replaced = (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
+              if counts["invalid_utf8"] else "")
+  if not counts["added"]:
+    return (f"warning: --add_tokens={add_tokens} added nothing: no pair of --extend_from="
+            f"{extend_from}'s tokens that is not already a token occurs --min_frequency="
+            f"{min_frequency} times in --input ({counts['documents']} documents, "
+            f"{counts['sentences']} sentences{replaced}); {output_dir}/vocab.json and merges.txt "
+            f"are the same {counts['old_vocab_size']} tokens as --extend_from's")
+  return (f"wrote {output_dir}/vocab.json ({counts['vocab_size']} tokens: "
+          f"{counts['old_vocab_size']} of {extend_from} with their ids, {counts['added']} new at "
+          f"ids {counts['old_vocab_size']}..{counts['vocab_size'] - 1}) and merges.txt "
+          f"({counts['num_merges']} merges) {read}; tokens per word on them "
+          f"{counts['old_tokens_per_word']:.3f} -> {counts['new_tokens_per_word']:.3f}{replaced}")

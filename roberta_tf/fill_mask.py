@@ -11,6 +11,9 @@ decoded with U+FFFD for the bad bytes (and says so); the other texts are unaffec
 With --held_out, masked words of a shard directory's held-out split (chosen by a fixed rule,
 serving/held_out_ranks.py) are ranked by the model and by the unigram baseline, and the median
 ranks printed: a model that uses context ranks the right word higher than the baseline does.
+The shards, --vocab_dir and the SavedModel must be of one vocabulary (by content: the sha256 of
+vocab.json and merges.txt; the SavedModel's as its export copied them into assets.extra/):
+anything else is refused in one line naming both, since ranks over other ids mean nothing.
 """
 
 import re
@@ -36,6 +39,9 @@ flags.DEFINE_integer("rank_sample", 200, "--held_out: held-out sequences ranked 
 flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
 
 MASK = "<mask>"
+# Where an export keeps the vocabulary files it built its tokenizer from (the SavedModel
+# convention for files the graph does not read).
+EXPORT_VOCAB_DIR = "assets.extra"
 # Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
 # look-behind) always ends a token: where a whitespace run follows a non-space. Token counts of
 # pieces cut there add up to the whole text's.
@@ -154,12 +160,51 @@ def _fill(loaded, args) -> str:
   return format_predictions(texts, out, notes)
 
 
-def _held_out(loaded, data_dir: str, vocab_dir: str, shown: int, sample: int) -> str:
+def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) -> str:
+  """Refuses --vocab_dir or a SavedModel of another vocabulary than the --held_out shards'
+  (vocab_growth.VocabGrowthError, one line naming both); returns a warning when the SavedModel
+  records no vocabulary (an older export: only its size can be checked), else ""."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from roberta_tf.data import dataset_info, vocab_info  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenization import vocab_growth  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenization.vocab_files import VocabId  # pylint: disable=import-outside-toplevel
+  shards, shards_dir = vocab_info.shards_vocabulary(data_dir, dataset_info.read(data_dir))
+  hint = ("rank shards encoded with the model's vocabulary, and pass that vocabulary as "
+          "--vocab_dir")
+  vocab_growth.check(VocabId.of_dir(vocab_dir), shards, model_side=("--vocab_dir", vocab_dir),
+                     other_side=("--held_out", data_dir), model_dir=vocab_dir,
+                     other_dir=shards_dir, grow=False, hint=hint)
+  recorded_dir = files.join(saved_model, EXPORT_VOCAB_DIR)
+  recorded = VocabId.of_dir(recorded_dir)
+  if recorded is not None:
+    vocab_growth.check(recorded, shards, model_side=("--saved_model", saved_model),
+                       other_side=("--held_out", data_dir), model_dir=recorded_dir,
+                       other_dir=shards_dir or vocab_dir, grow=False, hint=hint)
+    return ""
+  logits = loaded.signatures["mlm_logits"](input_ids=tf.constant([[0, 2]]),
+                                           padding_mask=tf.constant([[1, 1]]))["logits"]
+  size = int(np.shape(logits)[-1])
+  if size != shards.size:
+    raise vocab_growth.VocabGrowthError(
+        f"--held_out={data_dir!r} is of another vocabulary ({shards.describe()}) than "
+        f"--saved_model={saved_model!r} ({size} ids): {hint}")
+  return (f"warning: --saved_model={saved_model} records no vocabulary (no "
+          f"{EXPORT_VOCAB_DIR}/vocab.json: an older export), so only its size ({size} ids) is "
+          f"checked against --held_out's; the ranks assume it was trained on {data_dir}'s")
+
+
+def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: int,
+              sample: int) -> str:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.serving import held_out_ranks  # pylint: disable=import-outside-toplevel
   files.check(data_dir, "--held_out")
   files.check(vocab_dir, "--vocab_dir")
+  warning = check_vocabularies(loaded, saved_model, data_dir, vocab_dir)
+  if warning:
+    print(warning, flush=True)
   examples, counts, special, decode = held_out_ranks.read_held_out(data_dir, vocab_dir, sample)
   if not examples:
     raise ValueError(f"--held_out={data_dir}: its validation split has no sequence with a "
@@ -184,8 +229,8 @@ def main(argv):
   if args:
     print(_fill(loaded, args))
   if FLAGS.held_out:
-    print(_held_out(loaded, FLAGS.held_out, FLAGS.vocab_dir, FLAGS.examples, FLAGS.rank_sample),
-          flush=True)
+    print(_held_out(loaded, FLAGS.saved_model, FLAGS.held_out, FLAGS.vocab_dir, FLAGS.examples,
+                    FLAGS.rank_sample), flush=True)
   return 0
 
 

@@ -20,9 +20,10 @@ import tensorflow as tf
 from data_prep import train_tokenizer
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.models import growth, hf_weights, position_growth, vocab_growth
+from roberta_tf.models import growth, hf_weights, position_growth
 from roberta_tf.pretraining import model_dir_setup
 from roberta_tf.serving import mlm_export
+from roberta_tf.tokenization import vocab_growth
 from roberta_tf.tokenization.vocab_files import paths as vocab_paths
 from tests.conftest import HF_TINY
 from tests.domain_text import domain_lines, write_domain_corpus

@@ -1,7 +1,7 @@
 """`data_prep.train_tokenizer --extend_from --add_tokens` (data_prep/vocab_extension.py): a
 vocabulary grown on a domain corpus keeps every old id and merge rank, HF `tokenizers` gives the
 same ids as ours on the grown files, words no new merge touches keep their ids, and the model
-side (roberta_tf/models/vocab_growth.py) reads the growth back."""
+side (roberta_tf/tokenization/vocab_growth.py) reads the growth back."""
 
 import json
 import os
@@ -11,8 +11,7 @@ from tokenizers import models as hf_models
 
 from data_prep import train_tokenizer, vocab_extension
 from roberta_tf.common import files
-from roberta_tf.models import vocab_growth
-from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import HF_TINY, TESTDATA
 from tests.domain_text import domain_lines, write_domain_corpus

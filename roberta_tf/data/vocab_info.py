@@ -120,3 +120,9 @@ def find_vocab_dir(data_dir: str, info: dict) -> str | None:
         and vocab_files.file_sha256(path) == info["vocab"]["sha256"]):
       return candidate
   return None
+
+
+def shards_vocabulary(data_dir: str, info: dict) -> tuple[vocab_files.VocabId, str | None]:
+  """(the vocabulary the shards in `data_dir` were encoded with, as dataset_info.json records
+  it; the directory holding its files, `find_vocab_dir`, or None)."""
+  return vocab_files.VocabId.of_record(info["vocab"]), find_vocab_dir(data_dir, info)

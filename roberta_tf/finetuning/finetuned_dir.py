@@ -17,7 +17,8 @@ model_dir/
   runs/bs<B>_lr<rate>_seed<S>/   one directory per run of the sweep (its own best checkpoint,
                        eval_results.json and QA predictions)
 ```
-`roberta_tf.models.read_config` reads config.json's "model" like any model dir's.
+config.json is read and written through models/model_dir.py's `ModelDir` (its "model" like
+any model dir's, "task" and "finetune" here).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write, directory_lock, files
+from roberta_tf.common import directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import hf_weights
@@ -35,11 +36,10 @@ from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
-CONFIG_FILE = "config.json"
 RESULTS_FILE = "eval_results.json"
 TOKENIZER_FILES = vocab_files.FILES
 # What a fine-tuning run writes at the top of model_dir (besides checkpoints and runs/).
-_WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.json",
+_WRITTEN = (model_dir_lib.CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.json",
             "nbest_predictions.json", "predictions.conll", "test_predictions.conll",
             glue.DIAGNOSTIC_FILE,
             *(name for preset in glue.PRESETS.values() for name, _ in preset.test_files))
@@ -49,25 +49,21 @@ _WRITTEN = (CONFIG_FILE, RESULTS_FILE, "results.md", "checkpoint", "predictions.
 
 def write_config(model_dir: str, model_config: models.RobertaConfig, info: ProblemInfo,
                  finetune: dict | None = None) -> None:
-  files.makedirs(model_dir)
-  atomic_write.write_json(files.join(model_dir, CONFIG_FILE),
-             {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
+  model_dir_lib.ModelDir(model_dir).write(
+      {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 
 def read_problem_info(model_dir: str) -> ProblemInfo:
   """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
-  path = files.join(model_dir, CONFIG_FILE)
+  directory = model_dir_lib.ModelDir(model_dir)
+  task = directory.read().get("task")  # ModelDirError naming the file if unreadable
+  if not isinstance(task, dict):
+    raise models.ModelDirError(f"{directory.config_path} has no \"task\": {model_dir!r} is not "
+                               "a fine-tuned model dir (roberta_tf.finetune writes one)")
   try:
-    doc = files.read_json(path)
-  except (OSError, ValueError, tf.errors.OpError) as e:  # ValueError: bad JSON or UTF-8
-    raise models.ModelDirError(f"cannot read {path}: {e}") from e
-  if not isinstance(doc, dict) or not isinstance(doc.get("task"), dict):
-    raise models.ModelDirError(f"{path} has no \"task\": {model_dir!r} is not a fine-tuned model "
-                               "dir (roberta_tf.finetune writes one)")
-  try:
-    return ProblemInfo.from_dict(doc["task"])
+    return ProblemInfo.from_dict(task)
   except TypeError as e:
-    raise models.ModelDirError(f"{path}: bad \"task\": {e}") from e
+    raise models.ModelDirError(f"{directory.config_path}: bad \"task\": {e}") from e
 
 
 def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,

@@ -27,7 +27,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write, error_text, files
+from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, heads, problem_types, tagging_scores
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import hf_weights
@@ -49,15 +49,7 @@ _OTHER_HEADS = (("ForSequenceClassification", ("classifier.out_proj.weight",)),
 def is_finetuned_dir(model_dir: str) -> bool:
   """Whether model_dir/config.json has a "task" (a fine-tuned model dir); False when it cannot be
   read (model_dir.load then says why)."""
-  try:
-    doc = files.read_json(files.join(model_dir, finetuned_dir.CONFIG_FILE))
-  except (OSError, ValueError):  # ValueError: bad JSON or UTF-8
-    return False
-  except Exception as e:  # a TF file system's error on a URL
-    if not error_text.is_tf_error(e):
-      raise
-    return False
-  return isinstance(doc, dict) and isinstance(doc.get("task"), dict)
+  return model_dir_lib.ModelDir(model_dir).section("task") is not None
 
 
 def is_token_classifier(hf_config: dict, tensors: dict) -> bool:

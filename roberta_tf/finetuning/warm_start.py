@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from roberta_tf import models
-from roberta_tf.common import files
 from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
@@ -22,7 +21,7 @@ from roberta_tf.models import model_dir as model_dir_lib
 
 def source_info(init_from: str) -> ProblemInfo | None:
   """The ProblemInfo of a fine-tuned init_from dir; None for a pretrained one (or none)."""
-  if not init_from or not files.isfile(files.join(init_from, finetuned_dir.CONFIG_FILE)):
+  if not init_from or not model_dir_lib.ModelDir(init_from).has_config():
     return None
   try:
     return finetuned_dir.read_problem_info(init_from)

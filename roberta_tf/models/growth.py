@@ -1,23 +1,36 @@
 """A trained model's weights in a larger model of the same architecture: a grown vocabulary
-(models/vocab_growth.py) and/or a longer position table (models/position_growth.py).
+(its plan: tokenization/vocab_growth.py; its rows: `grown_rows`, `grown_bias` here) and/or a
+longer position table (models/position_growth.py).
 
 `copy_grown(source, target, ...)` assigns every weight of `source` to the same weight of
 `target`; the token embedding (= the tied MLM decoder), the decoder's bias and the position
 table may be larger in `target` and grow as those modules say; every other weight must have the
 same shape. `train --init_from` uses it when the shards need more ids or positions than the
 init model has (pretraining/task.py: model_config_for).
+
+A new token's row starts as
+- `mean` (the default; the usual initialisation of a token spelled by existing pieces): the
+  mean of its pieces' embedding rows (the plan's `pieces`: the old merges applied to its
+  bytes), and its decoder bias the mean of its pieces' biases, so the new token starts where
+  the model already puts its spelling;
+- `normal`: N(0, initializer_range) (the model's own init) and bias 0.
+The old rows are copied unchanged, so on inputs made of old ids the logits over the old ids are
+the source model's exactly (the softmax over the grown vocabulary is not: the new tokens take a
+share of the probability).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from roberta_tf.models import position_growth, vocab_growth
+from roberta_tf.models import position_growth
 from roberta_tf.models.encoder import EMBEDDINGS_NAME
 from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.tokenization.vocab_growth import VocabGrowth
 
 # Config fields that may differ between the source and the grown target.
 GROWABLE = ("vocab_size", "max_positions")
+NEW_TOKEN_INITS = ("mean", "normal")
 
 
 class GrowthError(ValueError):
@@ -54,7 +67,7 @@ def _tables(model: RobertaPretrainer) -> dict[str, object]:
 
 
 def copy_grown(source: RobertaPretrainer, target: RobertaPretrainer,
-               growth: vocab_growth.VocabGrowth | None = None, new_token_init: str = "mean",
+               growth: VocabGrowth | None = None, new_token_init: str = "mean",
                seed: int = 0) -> dict[str, tuple[int, int]]:
   """Assigns `source`'s weights to `target`, growing the vocabulary rows and positions.
 
@@ -63,7 +76,7 @@ def copy_grown(source: RobertaPretrainer, target: RobertaPretrainer,
     target: a model whose config equals the source's but for a larger vocab_size and/or
       max_positions (check_growable).
     growth: the vocabulary's growth (vocab_growth.plan), needed when vocab_size grows.
-    new_token_init: "mean" or "normal" (vocab_growth).
+    new_token_init: "mean" or "normal" (the module docstring).
     seed: the normal init's seed.
 
   Returns:
@@ -88,10 +101,10 @@ def copy_grown(source: RobertaPretrainer, target: RobertaPretrainer,
     if name is not None and src is not src_tables[name]:
       raise GrowthError(f"weight order differs at {dst.path}")
     if name == "token" and "vocab_size" in diff:
-      value = vocab_growth.grown_rows(value, growth, new_token_init,
+      value = grown_rows(value, growth, new_token_init,
                                       target.config.initializer_range, rng)
     elif name == "bias" and "vocab_size" in diff:
-      value = vocab_growth.grown_bias(value, growth, new_token_init)
+      value = grown_bias(value, growth, new_token_init)
     elif name == "position" and "max_positions" in diff:
       value = position_growth.grown_positions(value, target.config.max_positions,
                                               target.config.pad_id)
@@ -100,3 +113,29 @@ def copy_grown(source: RobertaPretrainer, target: RobertaPretrainer,
                         f"{tuple(dst.shape)} in the grown model")
     dst.assign(value)
   return diff
+
+
+def grown_rows(old: np.ndarray, growth: VocabGrowth, init: str, stddev: float,
+               rng: np.random.Generator) -> np.ndarray:
+  """A token table [old_size, H] -> [new_size, H]: old rows kept, new rows by `init`."""
+  _check_init(init)
+  if init == "mean":
+    new = np.stack([old[list(p)].mean(axis=0) for p in growth.pieces])
+  else:
+    new = rng.normal(0.0, stddev, size=(len(growth.tokens), old.shape[1]))
+  return np.concatenate([old, new.astype(old.dtype)], axis=0)
+
+
+def grown_bias(old: np.ndarray, growth: VocabGrowth, init: str) -> np.ndarray:
+  """The decoder bias [old_size] -> [new_size]: mean of the pieces' biases, or 0 (normal)."""
+  _check_init(init)
+  if init == "mean":
+    new = np.array([old[list(p)].mean() for p in growth.pieces], old.dtype)
+  else:
+    new = np.zeros(len(growth.tokens), old.dtype)
+  return np.concatenate([old, new])
+
+
+def _check_init(init: str) -> None:
+  if init not in NEW_TOKEN_INITS:
+    raise ValueError(f"--new_token_init={init!r}: must be one of {', '.join(NEW_TOKEN_INITS)}")

@@ -1,11 +1,19 @@
-"""A model directory: `config.json` + TF checkpoints of `tf.train.Checkpoint(model=pretrainer)`.
+"""A model directory: `config.json` + TF checkpoints of `tf.train.Checkpoint(model=pretrainer)`
+(+ the vocabulary's vocab.json and merges.txt).
 
 ```
 model_dir/
-  config.json                      RobertaConfig.to_json(), or {"model": ..., "training": ...}
+  config.json                      RobertaConfig.to_json(), or sections: {"model": ...,
+                                   "training": ..., "data": ...} (pretraining), {"model": ...,
+                                   "task": ..., "finetune": ...} (fine-tuning)
   checkpoint                       the CheckpointManager index (latest_checkpoint reads it)
   ckpt-N.index, ckpt-N.data-*      variables; the object key "model" is the RobertaPretrainer
+  vocab.json, merges.txt           the vocabulary the model reads (training copies the shards')
 ```
+`ModelDir` is the one owner of config.json and of the vocabulary files' place in a model dir:
+nothing else opens config.json. Its vocabulary is known by its content (`ModelDir.vocabulary`:
+the sha256 of vocab.json and merges.txt, computed when read; tokenization/vocab_files.VocabId)
+and checked wherever the model meets shards or another vocabulary (`check_vocabulary`).
 Training writes more keys into the same checkpoints (optimizer, step, data position); `load`
 restores only "model" and ignores the rest. A model dir may be a URL (gs://, ram://, ...):
 `save` writes it locally and publishes it whole (atomic_write.atomic_dir).
@@ -27,6 +35,8 @@ from roberta_tf.common import files as fileio  # `files` is save()'s argument
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models.config import ConfigError, RobertaConfig
 from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.tokenization import vocab_files, vocab_growth
+from roberta_tf.tokenization.vocab_files import VocabId
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_NAME = "ckpt"
@@ -36,30 +46,100 @@ class ModelDirError(ValueError):
   """A model directory is missing files or its checkpoint does not fit its config."""
 
 
-def read_config(model_dir: str) -> RobertaConfig:
-  """The RobertaConfig in `model_dir/config.json`.
+class ModelDir:
+  """A model directory's config.json sections and vocabulary files (see the module docstring).
 
-  config.json is either a RobertaConfig object or a run's resolved config
-  `{"model": RobertaConfig, "training": ..., ...}` as training writes it.
+  `flag` names the directory in messages ("--init_from", "--model_dir", ...).
   """
-  path = fileio.join(model_dir, CONFIG_FILE)
-  if not fileio.exists(path):
-    raise ModelDirError(f"{path} not found: {model_dir!r} is not a model directory "
-                        f"(expected {CONFIG_FILE} and a TF checkpoint)")
-  try:
-    values = fileio.read_json(path)
-  except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
-    raise ModelDirError(f"{path} is not valid JSON: {e}") from e
-  except Exception as e:  # a TF file system's error on a URL
-    if not error_text.is_tf_error(e):
-      raise
-    raise ModelDirError(f"cannot read {path}: {error_text.one_line(e)}") from e
-  if isinstance(values, dict) and isinstance(values.get("model"), dict):
-    values = values["model"]
-  try:
-    return RobertaConfig.from_dict(values)
-  except (ConfigError, TypeError) as e:
-    raise ModelDirError(f"{path}: {e}") from e
+
+  def __init__(self, path: str, flag: str = "--model_dir"):
+    self.path, self.flag = path, flag
+
+  @property
+  def config_path(self) -> str:
+    return fileio.join(self.path, CONFIG_FILE)
+
+  def has_config(self) -> bool:
+    return fileio.isfile(self.config_path)
+
+  def read(self) -> dict:
+    """config.json as {section: value}; a bare RobertaConfig object is {"model": it}.
+
+    Raises:
+      ModelDirError: one line naming the file: absent, unreadable, not JSON, not an object.
+    """
+    path = self.config_path
+    if not fileio.exists(path):
+      raise ModelDirError(f"{path} not found: {self.path!r} is not a model directory "
+                          f"(expected {CONFIG_FILE} and a TF checkpoint)")
+    try:
+      doc = fileio.read_json(path)
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+      raise ModelDirError(f"{path} is not valid JSON: {e}") from e
+    except Exception as e:  # a TF file system's error on a URL
+      if not error_text.is_tf_error(e):
+        raise
+      raise ModelDirError(f"cannot read {path}: {error_text.one_line(e)}") from e
+    if not isinstance(doc, dict):
+      raise ModelDirError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc if isinstance(doc.get("model"), dict) else {"model": doc}
+
+  def section(self, name: str) -> dict | None:
+    """config.json's `name` section ("training", "data", "task", "finetune", ...), or None when
+    config.json is absent or unreadable or has no such object (for readers with a fallback)."""
+    try:
+      value = self.read().get(name)
+    except ModelDirError:
+      return None
+    return value if isinstance(value, dict) else None
+
+  def model_config(self) -> RobertaConfig:
+    """The RobertaConfig in config.json ("model", or the whole object); ModelDirError if none."""
+    try:
+      return RobertaConfig.from_dict(self.read()["model"])
+    except (ConfigError, TypeError) as e:
+      raise ModelDirError(f"{self.config_path}: {e}") from e
+
+  def write(self, doc: dict) -> str:
+    """Writes config.json (`doc`: {section: value}) atomically, creating the directory."""
+    fileio.makedirs(self.path)
+    return atomic_write.write_json(self.config_path, doc)
+
+  def config_text(self) -> str:
+    return fileio.read_text(self.config_path)
+
+  def vocabulary(self) -> VocabId | None:
+    """The model's vocabulary by content: of the vocab.json + merges.txt beside the
+    checkpoints; else as config.json's "data" section records the training shards' (a run
+    whose vocab files were not found); None when neither exists."""
+    found = VocabId.of_dir(self.path)
+    if found is not None:
+      return found
+    record = (self.section("data") or {}).get("vocab")
+    return VocabId.of_record(record) if isinstance(record, dict) and "sha256" in record else None
+
+  def copy_vocabulary(self, src_dir: str) -> list[str]:
+    """Copies vocab.json + merges.txt (where present) from `src_dir`; returns the names."""
+    return vocab_files.copy_vocab_files(src_dir, self.path)
+
+  def check_vocabulary(self, other: VocabId, other_side: tuple[str, str],
+                       other_dir: str | None, *, hint: str,
+                       grow: bool = False) -> vocab_growth.VocabGrowth | None:
+    """Refuses `other` (shards' or a vocabulary directory's, named by `other_side` = (flag,
+    value), its files in `other_dir` if known) unless it is this model's vocabulary or, with
+    `grow`, one that extends it; returns the growth plan then (vocab_growth.check).
+
+    Raises:
+      vocab_growth.VocabGrowthError: one line naming both (`hint`: what to do instead).
+    """
+    return vocab_growth.check(self.vocabulary(), other, model_side=(self.flag, self.path),
+                              other_side=other_side, model_dir=self.path, other_dir=other_dir,
+                              grow=grow, hint=hint)
+
+
+def read_config(model_dir: str) -> RobertaConfig:
+  """The RobertaConfig in `model_dir/config.json` (ModelDir.model_config)."""
+  return ModelDir(model_dir).model_config()
 
 
 def latest_checkpoint(model_dir: str) -> str:

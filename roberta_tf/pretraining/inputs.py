@@ -4,15 +4,14 @@ unigram baseline (the plateau check's reference)."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import files
 from roberta_tf.data import dataset_info, pipeline, training_stream, unigram
 from roberta_tf.models import checkpoint_files
+from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
@@ -29,12 +28,8 @@ def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int
 def recorded_input_lanes(model_dir: str) -> int | None:
   """The input lanes config.json's "training" section records; 1 for a config.json written
   before lanes (its run read the one-lane stream); None without a readable config.json."""
-  try:
-    with tf.io.gfile.GFile(files.join(model_dir, "config.json"), "r") as f:
-      training = json.load(f).get("training")
-  except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError):
-    return None
-  return int(training.get("input_lanes", 1)) if isinstance(training, dict) else None
+  training = ModelDir(model_dir).section("training")
+  return None if training is None else int(training.get("input_lanes", 1))
 
 
 def input_lanes(cfg: TrainConfig, info: dict) -> int:

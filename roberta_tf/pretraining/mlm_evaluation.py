@@ -7,16 +7,15 @@ over the whole eval set before dividing, so the batch size does not change the r
 
 from __future__ import annotations
 
-import json
 import math
 
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import files
-from roberta_tf.data import dataset_info, pipeline
+from roberta_tf.data import dataset_info, pipeline, vocab_info
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.data import unigram as unigram_lib
+from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining.losses import mlm_sums, nsp_sums
 from roberta_tf.pretraining.objective import model_inputs
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -121,14 +120,8 @@ def eval_line(prefix: str, metrics: dict) -> str:
 
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
-  path = files.join(model_dir, "config.json")
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      doc = json.load(f)
-  except (OSError, tf.errors.OpError, json.JSONDecodeError):
-    return None
-  training = doc.get("training") if isinstance(doc, dict) else None
-  return TrainConfig.from_dict(training) if isinstance(training, dict) else None
+  training = ModelDir(model_dir).section("training")
+  return None if training is None else TrainConfig.from_dict(training)
 
 
 def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | None = None,
@@ -162,6 +155,11 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   """
   strategy = strategy or tf.distribute.get_strategy()
   info = dataset_info.read(eval_data)
+  shards, shards_dir = vocab_info.shards_vocabulary(eval_data, info)
+  ModelDir(model_dir).check_vocabulary(
+      shards, ("--eval_data", eval_data), shards_dir,
+      hint="evaluate it on shards encoded with its vocabulary (data_prep.build_shards "
+      "--vocab_dir=the model dir)")
   trained = training_config(model_dir)
   if trained is not None:
     max_seq_len = max_seq_len or trained.max_seq_len
@@ -197,13 +195,13 @@ def _unigram_table(model_dir: str, eval_data: str, info: dict, vocab_size: int):
   """
   source = eval_data if "train" in info.get("splits", {}) else None
   if source is None:
+    recorded = (ModelDir(model_dir).section("data") or {}).get("train")
+    if not (isinstance(recorded, str) and recorded):
+      return None
     try:
-      with tf.io.gfile.GFile(files.join(model_dir, "config.json"), "r") as f:
-        recorded = json.load(f).get("data", {}).get("train")
-      if recorded and "train" in dataset_info.read(recorded).get("splits", {}):
+      if "train" in dataset_info.read(recorded).get("splits", {}):
         source = recorded
-    except (OSError, tf.errors.OpError, json.JSONDecodeError, AttributeError,
-            dataset_info.DatasetInfoError):
+    except dataset_info.DatasetInfoError:
       return None
   if source is None:
     return None

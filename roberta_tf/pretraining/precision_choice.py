@@ -12,15 +12,14 @@ a collective).
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import keras
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import files
 from roberta_tf.common.option_groups import PRECISIONS
 from roberta_tf.models import checkpoint_files
+from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -34,11 +33,7 @@ def recorded_precision(model_dir: str) -> str | None:
   checkpoint to resume (else None: a new run chooses afresh)."""
   if not checkpoint_files.steps_on_disk(model_dir):
     return None
-  try:
-    training = json.loads(files.read_bytes(files.join(model_dir, "config.json"))).get("training")
-  except (OSError, ValueError, AttributeError):
-    return None
-  precision = training.get("precision") if isinstance(training, dict) else None
+  precision = (ModelDir(model_dir).section("training") or {}).get("precision")
   return precision if precision in PRECISIONS else None
 
 

@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import packings, vocab_info
-from roberta_tf.models import vocab_growth
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.objective import MlmObjective
+from roberta_tf.tokenization import vocab_growth
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import model_config as model_config_lib
 from roberta_tf.training import optimizer as optimizer_lib

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roberta_tf.common import atomic_write, files
+from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
   PRECISIONS,
   GroupViews,
@@ -177,9 +177,10 @@ class TrainConfig(GroupViews):
 def write_config_json(model_dir: str, model_config: dict, train_config: TrainConfig | None,
                       extra: dict | None = None) -> str:
   """Writes model_dir/config.json: {"model": ..., "training": ..., ...} atomically."""
-  files.makedirs(model_dir)
+  # Imported here: the flags' module stays free of TensorFlow (models/ imports it).
+  from roberta_tf.models.model_dir import ModelDir  # pylint: disable=import-outside-toplevel
   doc = {"model": model_config}
   if train_config is not None:
     doc["training"] = train_config.to_dict()
   doc.update(extra or {})
-  return atomic_write.write_json(files.join(model_dir, "config.json"), doc)
+  return ModelDir(model_dir).write(doc)

@@ -7,5 +7,8 @@ Modules, in the order text flows through them:
   tokenizer       `BytePairTokenizer` (a tf.Module: eager, tf.function, tf.data, SavedModel) and
                   the byte <-> unicode alphabet of byte-level pieces
   vocab_files     the single owner of vocab.json + merges.txt: file names, special tokens,
-                  reading (with checks), hashing, copying (no TensorFlow: data_prep uses it)
+                  reading (with checks), hashing, copying (no TensorFlow: data_prep uses it);
+                  a vocabulary known by its content (`VocabId`)
+  vocab_growth    a grown vocabulary's plan (new ids, the old pieces spelling each) and the one
+                  check of whether a model's vocabulary may meet another
 """

@@ -9,10 +9,16 @@ Paths may be URLs (gs://, ram://, ...): read and copied through roberta_tf.commo
 Formats (GPT-2 / RoBERTa, as HF `tokenizers` reads them):
   vocab.json   a JSON object: byte-level piece -> int id >= 0, each id once
   merges.txt   an optional `#version` line, then one merge a line: "left right", by rank
+
+A vocabulary is known by its content (`VocabId`): the sha256 of vocab.json's bytes and of
+merges.txt's, as data_prep records them in dataset_info.json ("vocab": {"sha256",
+"merges_sha256", "size"}). A model dir's is computed when read, from the files beside its
+checkpoints (models/model_dir.py `ModelDir.vocabulary`): nothing stored can go stale.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -44,6 +50,49 @@ def file_sha256(path: str) -> str:
     for chunk in iter(lambda: f.read(1 << 20), b""):
       h.update(chunk)
   return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabId:
+  """A vocabulary by its content.
+
+  Attributes:
+    sha256: of vocab.json's bytes.
+    merges_sha256: of merges.txt's bytes; None when unknown (no merges.txt, or shards written
+      before it was recorded): then vocab.json alone decides.
+    size: ids (max id + 1).
+  """
+  sha256: str
+  merges_sha256: str | None
+  size: int
+
+  def same(self, other: VocabId) -> bool:
+    """The same vocabulary: equal vocab.json bytes, and equal merges.txt bytes where both are
+    known."""
+    return self.sha256 == other.sha256 and (
+        self.merges_sha256 is None or other.merges_sha256 is None
+        or self.merges_sha256 == other.merges_sha256)
+
+  def describe(self) -> str:
+    """`462 tokens, vocab.json sha256 398af66d33db, merges.txt 751fbdcb7429` (for messages)."""
+    merges = f", merges.txt {self.merges_sha256[:12]}" if self.merges_sha256 else ""
+    return f"{self.size} tokens, vocab.json sha256 {self.sha256[:12]}{merges}"
+
+  @classmethod
+  def of_dir(cls, directory: str) -> VocabId | None:
+    """The vocabulary in `directory` (its vocab.json, and merges.txt if there), or None when it
+    has no vocab.json."""
+    vocab_path, merges_path = paths(directory)
+    if not files.isfile(vocab_path):
+      return None
+    size = max(read_vocab(vocab_path).values()) + 1
+    merges = file_sha256(merges_path) if files.isfile(merges_path) else None
+    return cls(file_sha256(vocab_path), merges, size)
+
+  @classmethod
+  def of_record(cls, record: dict) -> VocabId:
+    """From dataset_info.json's "vocab" ({"sha256", "merges_sha256", "size"})."""
+    return cls(str(record["sha256"]), record.get("merges_sha256"), int(record["size"]))
 
 
 def read_vocab(path: str, dense: bool = False) -> dict[str, int]:
