@@ -15,7 +15,7 @@ runner and worker count (buckets are key ranges: how many there are does not cha
 Shards are written as ``<name>.tmp`` in ``output_dir``, sorted buckets and the counters (one
 JSON file that the launcher reads back) in ``spill_dir``; shard_builder.py renames, writes
 dataset_info.json and removes ``spill_dir``. Memory per worker: one group's blocks, or one
-bucket (``settings["sort_bytes"]``). Parallelism is per file (reading), per group (encoding)
+bucket (``settings.sort_buffer_bytes``). Parallelism is per file (reading), per group (encoding)
 and per bucket (sorting): a corpus of one huge file reads on one worker.
 
 File access inside the pipeline goes through Beam's own file systems
@@ -52,6 +52,7 @@ from data_prep import (
   sentence_encoders,
   shard_writer,
 )
+from data_prep.shard_settings import ShardSettings
 
 RESULT_FILE = "_beam_result.json"
 _COPY_CHUNK = 1 << 20
@@ -105,15 +106,15 @@ class ReadGroups(beam.DoFn):
   """file index → its document groups as (key, [(split, sentences)], last_in_corpus); the
   file's corpus counters go to the ``stats`` output."""
 
-  def __init__(self, files: list[str], settings: dict):
+  def __init__(self, files: list[str], settings: ShardSettings):
     self._files, self._s = files, settings
 
   def process(self, file_index: int):
     stats = corpus.CorpusStats()
     for g in doc_groups.read_file_groups(
-        self._files, file_index, text_field=self._s["text_field"],
-        max_line_bytes=self._s["max_line_bytes"], seed=self._s["seed"],
-        validation_fraction=self._s["validation_fraction"], group_bytes=self._s["group_bytes"],
+        self._files, file_index, text_field=self._s.text_field,
+        max_line_bytes=self._s.max_line_bytes, seed=self._s.seed,
+        validation_fraction=self._s.validation_fraction, group_bytes=self._s.group_bytes,
         stats=stats, fs=BeamFiles):
       yield g.key, g.docs, g.last_in_corpus
     yield beam.pvalue.TaggedOutput("stats", {k: getattr(stats, k) for k in (
@@ -145,32 +146,32 @@ class EncodePack(beam.DoFn):
   Holds the vocabulary's bytes (``sentence_encoders.Vocab``): workers never read --vocab_dir.
   """
 
-  def __init__(self, vocab: sentence_encoders.Vocab, encoder: str, settings: dict):
-    self._vocab, self._encoder, self._s = vocab, encoder, settings
+  def __init__(self, vocab: sentence_encoders.Vocab, settings: ShardSettings):
+    self._vocab, self._s = vocab, settings
     self._bos, self._eos = vocab.special_ids["bos"], vocab.special_ids["eos"]
     self._encode = None
 
   def setup(self):
     # Once per worker: building the tokenizer and tracing its graph take seconds.
-    self._encode = sentence_encoders.make_encoder(self._encoder, self._vocab)
+    self._encode = sentence_encoders.make_encoder(self._s.encoder, self._vocab)
 
   def process(self, group):
     key, docs, last = group
     encoded = group_packing.encoded_batches([doc_groups.Group(key, docs, last)], self._encode,
-                                            self._s["batch_sentences"], num_workers=1,
-                                            packing=self._s["packing"])
+                                            self._s.batch_sentences, num_workers=1,
+                                            packing=self._s.packing)
     for group_key, blocks in group_packing.pack_groups(
-        encoded, max_seq_len=self._s["max_seq_len"], packing=self._s["packing"],
-        bos_id=self._bos, eos_id=self._eos, seed=self._s["seed"]):
-      for split, entry in group_packing.group_entries(group_key, blocks, seed=self._s["seed"]):
-        yield (split, block_order.shard_of(entry[0], self._s["num_shards"][split])), entry
+        encoded, max_seq_len=self._s.max_seq_len, packing=self._s.packing,
+        bos_id=self._bos, eos_id=self._eos, seed=self._s.seed):
+      for split, entry in group_packing.group_entries(group_key, blocks, seed=self._s.seed):
+        yield (split, block_order.shard_of(entry[0], self._s.shard_count(split))), entry
 
 
-def _bucket(keyed, shard_bytes: dict, settings: dict):
+def _bucket(keyed, shard_bytes: dict, settings: ShardSettings):
   """((split, shard), entry) → ((split, shard, bucket), entry): key-range buckets that each
   fit the sort buffer (data_prep/external_sort.py)."""
   shard, entry = keyed
-  n = external_sort.num_buckets(shard_bytes[shard], settings["sort_bytes"], settings["order"])
+  n = external_sort.num_buckets(shard_bytes[shard], settings.sort_buffer_bytes, settings.order)
   return (*shard, external_sort.bucket_of(entry[0], n)), entry
 
 
@@ -178,7 +179,7 @@ class SortBucket(beam.DoFn):
   """((split, shard, bucket), entries) → the bucket sorted into a spill-format file in
   ``spill_dir`` (``FileSystems.create``); yields ((split, shard), (bucket, path))."""
 
-  def __init__(self, spill_dir: str, settings: dict):
+  def __init__(self, spill_dir: str, settings: ShardSettings):
     self._dir, self._s = spill_dir, settings
 
   def process(self, element):
@@ -186,7 +187,7 @@ class SortBucket(beam.DoFn):
     path = FileSystems.join(self._dir, f"{split}-{shard:05d}-{bucket:05d}")
     f = _create(path)
     try:
-      external_sort.write_entries(f, sorted(entries, key=block_order.sort_key(self._s["order"])))
+      external_sort.write_entries(f, sorted(entries, key=block_order.sort_key(self._s.order)))
     finally:
       f.close()
     yield (split, shard), (bucket, path)
@@ -220,17 +221,17 @@ class WriteShard(beam.DoFn):
   TF's TFRecordWriter writes the shard to a worker-local scratch file (the local engine's
   bytes, gzip included), which is then copied through ``FileSystems.create``."""
 
-  def __init__(self, output_dir: str, settings: dict):
+  def __init__(self, output_dir: str, settings: ShardSettings):
     self._dir, self._s = output_dir, settings
 
   def process(self, element):
     (split, shard), parts = element
     paths = [path for _, path in sorted(p for p in parts if p is not None)]
-    name = shard_writer.shard_name(split, shard, self._s["num_shards"][split])
+    name = shard_writer.shard_name(split, shard, self._s.shard_count(split))
     with tempfile.TemporaryDirectory(prefix="roberta_tf-shard-") as tmp:  # local-only: scratch
       local = os.path.join(tmp, name)
       stats = shard_writer.write_records(local, name, _read_buckets(paths),
-                                         self._s["compression"])
+                                         self._s.compression)
       _copy_to(local, FileSystems.join(self._dir, name + shard_writer.TMP_SUFFIX))
     if paths:
       FileSystems.delete(paths)
@@ -246,7 +247,7 @@ def _write_result(parts: list, spill_dir: str) -> None:
 
 
 def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_dir: str, *,
-                   vocab: sentence_encoders.Vocab, encoder: str, settings: dict) -> None:
+                   vocab: sentence_encoders.Vocab, settings: ShardSettings) -> None:
   """Adds the shard-building steps to ``p`` (see the module docstring)."""
   read = (p | "FileIndices" >> beam.Create(list(range(len(files))))
           # One file per worker: without the reshuffle a runner may fuse all files into one.
@@ -257,9 +258,9 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_di
             | "SumDocs" >> beam.CombineGlobally(_sum_dicts))
   groups = read.groups | "LastDocRule" >> beam.Map(
       _last_document_rule, counts=beam.pvalue.AsSingleton(counts),
-      validation_fraction=settings["validation_fraction"])
+      validation_fraction=settings.validation_fraction)
   packed = (groups | "SpreadGroups" >> beam.Reshuffle()
-            | "EncodePack" >> beam.ParDo(EncodePack(vocab, encoder, settings)))
+            | "EncodePack" >> beam.ParDo(EncodePack(vocab, settings)))
   shard_bytes = (packed | "EntryBytes" >> beam.Map(
       lambda x: (x[0], external_sort.entry_bytes(x[1])))
                  | "ShardBytes" >> beam.CombinePerKey(sum))
@@ -268,8 +269,8 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_di
            | "SortBucket" >> beam.ParDo(SortBucket(spill_dir, settings)))
   # Every shard gets written, also one no block goes to.
   every_shard = p | "EveryShard" >> beam.Create([
-      ((split, i), None) for split in settings["splits"]
-      for i in range(settings["num_shards"][split])])
+      ((split, i), None) for split in settings.splits
+      for i in range(settings.shard_count(split))])
   shards = ((parts, every_shard) | "AddEmpty" >> beam.Flatten()
             | "ByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.ParDo(WriteShard(output_dir, settings)))
@@ -281,17 +282,18 @@ def build_pipeline(p: beam.Pipeline, files: list[str], output_dir: str, spill_di
 
 
 def run(files: list[str], output_dir: str, spill_dir: str, *, vocab: sentence_encoders.Vocab,
-        encoder: str, settings: dict, beam_options: str):
+        settings: ShardSettings):
   """Runs the pipeline to completion; returns (shard stats per split, documents per split,
   corpus stats) as shard_builder's local engine does. Temporary shards stay for the caller.
+  ``settings`` (shard_settings.ShardSettings, pickled with the DoFns that read it) names the
+  encoder and the pipeline options (--beam_options).
 
   ``files``, ``output_dir`` and ``spill_dir`` are paths of Beam's file systems (``check_paths``);
   the launcher reads the result file through them too."""
   check_paths({"--input": files, "--output_dir": [output_dir, spill_dir]})
-  options = PipelineOptions(shlex.split(beam_options or ""))
+  options = PipelineOptions(shlex.split(settings.beam_options or ""))
   with beam.Pipeline(options=options) as p:
-    build_pipeline(p, files, output_dir, spill_dir, vocab=vocab, encoder=encoder,
-                   settings=settings)
+    build_pipeline(p, files, output_dir, spill_dir, vocab=vocab, settings=settings)
   path = FileSystems.join(spill_dir, RESULT_FILE)
   f = _open(path)
   try:
@@ -300,8 +302,8 @@ def run(files: list[str], output_dir: str, spill_dir: str, *, vocab: sentence_en
     f.close()
   FileSystems.delete([path])
   shard_stats = {split: [shard_writer.ShardStats(shard_writer.shard_name(
-      split, i, settings["num_shards"][split])) for i in range(settings["num_shards"][split])]
-                 for split in settings["splits"]}
+      split, i, settings.shard_count(split))) for i in range(settings.shard_count(split))]
+                 for split in settings.splits}
   doc_counts = collections.Counter({doc_groups.TRAIN: 0, doc_groups.VALIDATION: 0})
   stats = corpus.CorpusStats(files=len(files))
   for part in parts:

@@ -9,7 +9,7 @@ Two passes, the same steps as the Beam engine (data_prep/beam_engine.py), so the
       written as the shard (data_prep/shard_writer.py, under its temporary name)
 
 Memory: a few encoding batches, one group's blocks and one sort buffer
-(``settings["sort_bytes"]``), whatever the corpus size. shard_builder.py decides the
+(``settings.sort_buffer_bytes``), whatever the corpus size. shard_builder.py decides the
 settings, renames the shards and writes dataset_info.json.
 """
 
@@ -30,7 +30,7 @@ def run(files, output_dir, spill_dir, *, vocab, encode, settings, num_workers, p
     files: the resolved inputs (corpus.resolve_inputs); output_dir: where the shards go;
     spill_dir: an existing local directory for the spill files.
     vocab: sentence_encoders' vocabulary (its special ids); encode: the sentence encoder.
-    settings: shard_builder.make_settings(...); num_workers: encoding threads.
+    settings: the build's shard_settings.ShardSettings; num_workers: encoding threads.
     progress: a data_prep.progress.Progress, or None.
   """
   reading = _Reading(files, settings, progress)
@@ -70,15 +70,15 @@ class _Reading:
     settings = self.settings
     for i in range(len(self.files)):
       for group in doc_groups.read_file_groups(
-          self.files, i, text_field=settings["text_field"],
-          max_line_bytes=settings["max_line_bytes"], seed=settings["seed"],
-          validation_fraction=settings["validation_fraction"],
-          group_bytes=settings["group_bytes"], stats=self.file_stats):
+          self.files, i, text_field=settings.text_field,
+          max_line_bytes=settings.max_line_bytes, seed=settings.seed,
+          validation_fraction=settings.validation_fraction,
+          group_bytes=settings.group_bytes, stats=self.file_stats):
         for split, _ in group.docs:
           self.doc_counts[split] += 1
         # The last group comes last here: every other document is counted by now.
         yield doc_groups.apply_last_document_rule(group, self.doc_counts,
-                                                  settings["validation_fraction"])
+                                                  settings.validation_fraction)
       _add_stats(self.stats, self.file_stats)
       self.file_stats = corpus.CorpusStats()  # counted once: progress reads both
 
@@ -97,20 +97,20 @@ def _add_stats(total: corpus.CorpusStats, part: corpus.CorpusStats) -> None:
 
 def _spill_writers(spill_dir: str, settings) -> dict[str, list[external_sort.SpillWriter]]:
   return {split: [external_sort.SpillWriter(files_lib.join(spill_dir, shard_writer.shard_name(
-      split, i, settings["num_shards"][split]))) for i in range(settings["num_shards"][split])]
-          for split in settings["splits"]}
+      split, i, settings.shard_count(split)))) for i in range(settings.shard_count(split))]
+          for split in settings.splits}
 
 
 def _scatter(reading: _Reading, spills, *, vocab, encode, settings, num_workers) -> int:
   """Encodes and packs the corpus into the spill files; returns the sequences written."""
   sequences = 0
-  encoded = group_packing.encoded_batches(reading.groups(), encode, settings["batch_sentences"],
-                                          num_workers, packing=settings["packing"])
+  encoded = group_packing.encoded_batches(reading.groups(), encode, settings.batch_sentences,
+                                          num_workers, packing=settings.packing)
   for key, blocks in group_packing.pack_groups(
-      encoded, max_seq_len=settings["max_seq_len"], packing=settings["packing"],
+      encoded, max_seq_len=settings.max_seq_len, packing=settings.packing,
       bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"],
-      seed=settings["seed"]):
-    for split, entry in group_packing.group_entries(key, blocks, seed=settings["seed"]):
+      seed=settings.seed):
+    for split, entry in group_packing.group_entries(key, blocks, seed=settings.seed):
       spills[split][block_order.shard_of(entry[0], len(spills[split]))].add(entry)
       sequences += 1
     reading.report(sequences)
@@ -127,11 +127,11 @@ def _gather(spills, output_dir, settings, sequences, progress):
   for split, writers in spills.items():
     shard_stats[split] = []
     for i, w in enumerate(writers):
-      ordered = external_sort.sorted_entries(w.path, order=settings["order"],
-                                             sort_bytes=settings["sort_bytes"])
+      ordered = external_sort.sorted_entries(w.path, order=settings.order,
+                                             sort_bytes=settings.sort_buffer_bytes)
       shard_stats[split].append(shard_writer.write_shard(
           output_dir, shard_writer.shard_name(split, i, len(writers)), ordered,
-          settings["compression"]))
+          settings.compression))
       done += w.num_bytes
       if progress:
         progress.update(done, total, sequences, force=done == total)

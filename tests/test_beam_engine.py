@@ -21,6 +21,7 @@ from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
 
 from data_prep import beam_engine, sentence_encoders
 from data_prep import shard_builder as bs
+from data_prep.shard_settings import ShardSettings
 from tests.conftest import TESTDATA
 from tests.harness import call_module
 
@@ -44,13 +45,17 @@ def _corpus(root):
   return root
 
 
+def _settings(src, out, **kwargs):
+  return ShardSettings(input=src, vocab_dir=VOCAB, output_dir=str(out), progress=False, **kwargs)
+
+
 def _files(out):
   return {n: open(os.path.join(out, n), "rb").read() for n in sorted(os.listdir(out))}
 
 
 def test_beam_writes_the_local_engines_files_with_one_and_two_workers(tmp_path):
   src = _corpus(str(tmp_path / "corpus"))
-  local = bs.build_shards(src, VOCAB, str(tmp_path / "local"), encoder="tf", **FLAGS)
+  local = bs.build_shards(_settings(src, tmp_path / "local", **FLAGS))
   assert local["splits"]["validation"]["num_sequences"] > 0
   assert local["source"]["documents"]["train"] > 10
   # Several groups per file: blocks of many groups meet in every shard.
@@ -59,9 +64,8 @@ def test_beam_writes_the_local_engines_files_with_one_and_two_workers(tmp_path):
 
   # A sort buffer of a few records: Beam sorts many key-range buckets per shard, the local
   # engine one; the bytes are the same.
-  bs.build_shards(src, VOCAB, str(tmp_path / "beam1"), encoder="tf", engine="beam",
-                  beam_options="--runner=DirectRunner --direct_num_workers=1", sort_bytes=3000,
-                  **FLAGS)
+  bs.build_shards(_settings(src, tmp_path / "beam1", engine="beam", sort_bytes=3000,
+                            beam_options="--runner=DirectRunner --direct_num_workers=1", **FLAGS))
   assert _files(tmp_path / "beam1") == expected
 
   flags = [f"--{k}={v}" for k, v in FLAGS.items()]
@@ -78,10 +82,10 @@ def test_beam_writes_the_local_engines_pair_shards(tmp_path):
   """The NSP ablation's pairs draw coins per (seed, split, group): the same bytes either way."""
   src = _corpus(str(tmp_path / "corpus"))
   flags = {**FLAGS, "packing": "segment_pair"}
-  local = bs.build_shards(src, VOCAB, str(tmp_path / "local"), encoder="tf", **flags)
+  local = bs.build_shards(_settings(src, tmp_path / "local", **flags))
   assert local["packing"] == "segment_pair" and local["splits"]["train"]["num_sequences"] > 50
-  bs.build_shards(src, VOCAB, str(tmp_path / "beam"), encoder="tf", engine="beam",
-                  beam_options="--runner=DirectRunner --direct_num_workers=1", **flags)
+  bs.build_shards(_settings(src, tmp_path / "beam", engine="beam",
+                            beam_options="--runner=DirectRunner --direct_num_workers=1", **flags))
   assert _files(tmp_path / "beam") == _files(tmp_path / "local")
 
 
@@ -171,17 +175,17 @@ def test_the_pipeline_does_all_its_file_access_through_beams_file_systems(tmp_pa
                  row_group_size=2)
   names = sorted(os.listdir(src))
   flags = {**FLAGS, "compression": "gzip"}
-  local = bs.build_shards(src, VOCAB, str(tmp_path / "local"), encoder="hf", **flags)
+  local = bs.build_shards(_settings(src, tmp_path / "local", encoder="hf", **flags))
   MemFileSystem.FILES.clear()
   for name in names:
     with open(os.path.join(src, name), "rb") as f:
       MemFileSystem.FILES[f"mem://corpus/{name}"] = f.read()
 
-  settings = bs.make_settings(**flags)
+  settings = _settings("mem://corpus", "mem://out", encoder="hf", engine="beam",
+                       beam_options="--runner=DirectRunner --direct_num_workers=1", **flags)
   shard_stats, doc_counts, stats = beam_engine.run(
       [f"mem://corpus/{n}" for n in names], "mem://out", "mem://out/_build_shards.tmp",
-      vocab=sentence_encoders.load_vocab(VOCAB), encoder="hf", settings=settings,
-      beam_options="--runner=DirectRunner --direct_num_workers=1")
+      vocab=sentence_encoders.load_vocab(VOCAB), settings=settings)
   assert doc_counts == local["source"]["documents"]
   assert stats.total_bytes == sum(len(MemFileSystem.FILES[f"mem://corpus/{n}"]) for n in names)
   expected = {n: b for n, b in _files(tmp_path / "local").items() if n.endswith(".tfrecord")}
@@ -198,4 +202,4 @@ def test_the_pipeline_does_all_its_file_access_through_beams_file_systems(tmp_pa
     beam_engine.check_paths({"--input": ["mem://corpus/part1.jsonl.gz"],
                              "--output_dir": ["ram://x"]})
   with pytest.raises(beam_engine.BeamPathError, match="--output_dir=ram://o"):
-    bs.build_shards(src, VOCAB, "ram://o", encoder="hf", engine="beam", **FLAGS)
+    bs.build_shards(_settings(src, "ram://o", encoder="hf", engine="beam", **FLAGS))

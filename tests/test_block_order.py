@@ -11,6 +11,7 @@ import pytest
 
 from data_prep import block_order, external_sort
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.data import dataset_info
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo
@@ -47,6 +48,11 @@ def two_sources(tmp_path_factory):
   return str(root), digit
 
 
+def _settings(corpus, out):
+  return ShardSettings(input=corpus, vocab_dir=HF_TINY, output_dir=out, max_seq_len=S,
+                       num_shards=2, validation_fraction=0, encoder="hf", progress=False)
+
+
 def _source_b(rows, digit):
   """1 for a row (ids) from source B (mostly digit tokens), else 0."""
   return np.array([digit[np.array(r[1:-1])].mean() > 0.5 for r in rows], float)
@@ -55,8 +61,7 @@ def _source_b(rows, digit):
 def test_every_window_of_the_stream_holds_each_source_in_proportion(two_sources, tmp_path):
   corpus, digit = two_sources
   out = str(tmp_path / "shards")
-  build_shards(corpus, HF_TINY, out, max_seq_len=S, num_shards=2, validation_fraction=0,
-               encoder="hf")
+  build_shards(_settings(corpus, out))
   info = dataset_info.read(out)
   assert dataset_info.is_globally_shuffled(info)
   per_shard = [s["num_sequences"] for s in info["splits"]["train"]["shards"]]
@@ -81,8 +86,7 @@ def test_every_window_of_the_stream_holds_each_source_in_proportion(two_sources,
 def test_old_shards_are_read_with_a_note_on_their_order(two_sources, tmp_path, capsys):
   corpus, _ = two_sources
   out = str(tmp_path / "shards")
-  build_shards(corpus, HF_TINY, out, max_seq_len=S, num_shards=2, validation_fraction=0,
-               encoder="hf")
+  build_shards(_settings(corpus, out))
   info = dataset_info.read(out)
   del info["shuffle"]  # as written before the global shuffle
   dataset_info.write(out, info)

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from data_prep import corpus, sentence_encoders
 from data_prep import shard_builder as bs
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.tokenization import vocab_files
@@ -30,9 +31,15 @@ def _encoder(kind):
   return sentence_encoders.make_encoder(kind, sentence_encoders.load_vocab(VOCAB))
 
 
+def _settings(input_spec, vocab_dir, out, **kwargs) -> ShardSettings:
+  return ShardSettings(input=input_spec, vocab_dir=vocab_dir, output_dir=str(out), progress=False,
+                       **kwargs)
+
+
 def _build(out, input_spec=SMALL, encoder="tf", **kwargs):
   kwargs = {"max_seq_len": 64, "num_shards": 4, **kwargs}
-  return bs.build_shards(input_spec, VOCAB, str(out), encoder=_encoder(encoder), **kwargs)
+  return bs.build_shards(_settings(input_spec, VOCAB, out, encoder=encoder, **kwargs),
+                         encode=_encoder(encoder))
 
 
 def _records(path, compression="none"):
@@ -264,8 +271,8 @@ def test_any_encoder_callable_plugs_in(tmp_path):
   byte_ids = sentence_encoders.from_lists(lambda ss: [[5 + b for b in s.encode()] for s in ss])
   path = tmp_path / "c.txt"
   path.write_text("ab\ncd\n\nef\n")
-  bs.build_shards(str(path), VOCAB, str(tmp_path / "out"), max_seq_len=6, num_shards=1,
-                  validation_fraction=0, shuffle_blocks=False, encoder=byte_ids)
+  bs.build_shards(_settings(str(path), VOCAB, tmp_path / "out", max_seq_len=6, num_shards=1,
+                            validation_fraction=0, shuffle_blocks=False), encode=byte_ids)
   assert _split_records(tmp_path / "out", "train") == [
       [[BOS, 102, 103, 104, 105, EOS], [BOS, 106, 107, EOS]]]  # "abcd" fills a block
 
@@ -296,10 +303,10 @@ def test_urls_for_input_vocab_and_output_give_the_local_files(tmp_path):
   _ram_copy(ram)
   kw = {"max_seq_len": 64, "num_shards": 2, "validation_fraction": 0.2, "compression": "gzip",
         "sort_bytes": 5000}  # a small sort buffer: the local spill files are bucketed
-  bs.build_shards(SMALL, VOCAB, str(tmp_path / "local"), encoder=_encoder("tf"), **kw)
+  bs.build_shards(_settings(SMALL, VOCAB, tmp_path / "local", **kw), encode=_encoder("tf"))
   expected = _files(tmp_path / "local")
-  info = bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", encoder=_encoder("tf"),
-                         **kw)
+  info = bs.build_shards(_settings(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", **kw),
+                         encode=_encoder("tf"))
   assert info["source"]["files"] == [f"{ram}/corpus/small.jsonl.gz"]
   got = _url_files(f"{ram}/out")
   assert got.keys() == expected.keys()  # no spill folder or temporary file left there
@@ -327,11 +334,12 @@ def test_urls_for_input_vocab_and_output_give_the_local_files(tmp_path):
   with files.open(f"{ram}/corpus/z_corrupt.jsonl.gz", "wb") as f:
     f.write(gzip.compress(b'{"text": "fine"}\n' * 1000)[:-40] + b"garbage" * 10)
   with pytest.raises(corpus.CorpusError, match=f"{ram}/corpus/z_corrupt.jsonl.gz"):
-    bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/new", encoder=_encoder("tf"), **kw)
+    bs.build_shards(_settings(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/new", **kw),
+                    encode=_encoder("tf"))
   assert not files.exists(f"{ram}/new")
   with pytest.raises(corpus.CorpusError, match="z_corrupt"):
-    bs.build_shards(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", encoder=_encoder("tf"),
-                    overwrite=True, **kw)
+    bs.build_shards(_settings(f"{ram}/corpus", f"{ram}/vocab", f"{ram}/out", overwrite=True,
+                              **kw), encode=_encoder("tf"))
   names = files.listdir(f"{ram}/out")
   assert "dataset_info.json" not in names and not any(n.endswith(".tmp") for n in names)
   assert not os.path.exists("ram:")  # nothing went to a local "ram:" folder

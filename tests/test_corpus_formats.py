@@ -14,6 +14,7 @@ import pytest
 
 from data_prep import corpus, sentence_encoders, stdlib_corpus, train_tokenizer
 from data_prep import shard_builder as bs
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.common import files
 from tests.conftest import TESTDATA
 
@@ -64,7 +65,9 @@ def _twins(root, texts=None):
 def _build(input_spec, out, **kwargs):
   kwargs = {"max_seq_len": 64, "num_shards": 2, "validation_fraction": 0.2, "seed": 3,
             "group_bytes": 5000, **kwargs}
-  return bs.build_shards(input_spec, VOCAB, out, encoder=_encoder(), **kwargs)
+  return bs.build_shards(ShardSettings(input=input_spec, vocab_dir=VOCAB, output_dir=out,
+                                       encoder="hf", progress=False, **kwargs),
+                         encode=_encoder())
 
 
 def _shards(out):

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tokenizers
 
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf import inspect_data as inspect_lib
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info, example_spec
@@ -22,9 +23,10 @@ from tests.harness import call_module
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("shards"))
-  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out,
-               max_seq_len=64, num_shards=2, validation_fraction=0.0, encoder="hf",
-               overwrite=True)
+  build_shards(ShardSettings(
+      input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=HF_TINY,
+      output_dir=out, max_seq_len=64, num_shards=2, validation_fraction=0.0, encoder="hf",
+      overwrite=True, progress=False))
   return out
 
 
@@ -66,8 +68,10 @@ def test_decodes_with_the_vocab_copied_beside_the_shards(tmp_path):
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(HF_TINY, name), vocab_dir)
   out = str(tmp_path / "shards")
-  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), str(vocab_dir), out,
-               max_seq_len=64, num_shards=1, validation_fraction=0.0, encoder="hf")
+  build_shards(ShardSettings(
+      input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=str(vocab_dir),
+      output_dir=out, max_seq_len=64, num_shards=1, validation_fraction=0.0, encoder="hf",
+      progress=False))
   shutil.rmtree(vocab_dir)
   report = inspect_lib.inspect_data(out, num_batches=1, batch_size=2, num_examples=1)
   assert report["decoder"] == os.path.join(out, "vocab.json")

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import (
   Masker,
@@ -32,9 +33,10 @@ def vocab():
 def rows(tmp_path_factory):
   """int32 [N, S]: every train sequence of the small corpus (data_prep shards), padded."""
   out = str(tmp_path_factory.mktemp("shards"))
-  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out,
-               max_seq_len=S, num_shards=2, validation_fraction=0.0, encoder="hf",
-               overwrite=True)
+  build_shards(ShardSettings(
+      input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=HF_TINY,
+      output_dir=out, max_seq_len=S, num_shards=2, validation_fraction=0.0, encoder="hf",
+      overwrite=True, progress=False))
   info = dataset_info.read(out)
   seqs = [example_spec.parse(r).numpy() for f in dataset_info.split_files(out, info, "train")
           for r in tf.data.TFRecordDataset(f)]

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf import models
 from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.data import dataset_info, example_spec, pipeline
@@ -30,9 +31,10 @@ S = 64
 @pytest.fixture(scope="module")
 def pair_shards(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("pairs"))
-  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out,
-               max_seq_len=S, packing="segment_pair", num_shards=2, validation_fraction=0.1,
-               seed=0, encoder="hf", overwrite=True)
+  build_shards(ShardSettings(
+      input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=HF_TINY,
+      output_dir=out, max_seq_len=S, packing="segment_pair", num_shards=2,
+      validation_fraction=0.1, seed=0, encoder="hf", overwrite=True, progress=False))
   return out
 
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_dataset, build_pretraining_dataset
@@ -25,9 +26,10 @@ S = 64
 def shards(tmp_path_factory):
   """The small corpus encoded by data_prep into 4 train shards (S=64) and 1 validation shard."""
   out = str(tmp_path_factory.mktemp("shards"))
-  build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out,
-               max_seq_len=S, num_shards=4, validation_fraction=0.1, seed=0, encoder="hf",
-               overwrite=True)
+  build_shards(ShardSettings(
+      input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=HF_TINY,
+      output_dir=out, max_seq_len=S, num_shards=4, validation_fraction=0.1, seed=0,
+      encoder="hf", overwrite=True, progress=False))
   return out
 
 

@@ -44,6 +44,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
@@ -102,9 +103,10 @@ def shards(tmp_path_factory):
   out = {}
   for packing in ("full_sentences", "segment_pair"):
     out[packing] = str(root / packing)
-    build_shards(os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), HF_TINY, out[packing],
-                 max_seq_len=S, packing=packing, num_shards=2, validation_fraction=0.1, seed=0,
-                 encoder="hf", overwrite=True)
+    build_shards(ShardSettings(
+        input=os.path.join(TESTDATA, "python_docs_small.jsonl.gz"), vocab_dir=HF_TINY,
+        output_dir=out[packing], max_seq_len=S, packing=packing, num_shards=2,
+        validation_fraction=0.1, seed=0, encoder="hf", overwrite=True, progress=False))
   return out
 
 

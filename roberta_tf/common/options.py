@@ -15,6 +15,10 @@ Options both binaries share (optimizer, runtime, loop cadence...) are declared o
 roberta_tf/common/option_groups.py and composed into each config with its `use()`; a field of
 one binary only is declared in place with `option()`.
 
+A settings object may also hold fields that are no flags, declared with `setting()`: knobs of
+the library's callers (tests, benchmarks) that define_flags and from_flags leave alone (from_flags
+gives them their defaults).
+
 A field without a default is a required flag (or, with define_flags(required=False), a flag
 that defaults to None, which from_flags turns into ""). Field types (`str`, `int`, `float`,
 `bool`, and `tuple[str, ...]` / `tuple[int, ...]` / `tuple[float, ...]` for comma-separated
@@ -63,19 +67,30 @@ def option(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disabl
       "help": help, "choices": choices, "check": check, "flag_type": flag_type, "group": group})
 
 
+def setting(default: Any, help: str):  # pylint: disable=redefined-builtin
+  """A dataclass field that is no flag (see the module docstring): a library caller's knob."""
+  return dataclasses.field(default=default, metadata={"help": help, "flag": False})
+
+
+def flag_fields(cls) -> list[dataclasses.Field]:
+  """The fields of dataclass `cls` that are flags (all but `setting()`s), in declaration order."""
+  return [f for f in dataclasses.fields(cls) if f.metadata.get("flag", True)]
+
+
 def _type(f: dataclasses.Field) -> str:
   """The field's annotation as a string: "int", "tuple[int,...]"."""
   return f.type.__name__ if isinstance(f.type, type) else str(f.type).replace(" ", "")
 
 
 def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> None:
-  """Defines one absl flag per field of dataclass `cls` (see the module docstring) in
-  `flag_values`, the FlagValues of the binary that owns them (common/cli.py's binary_flags()).
+  """Defines one absl flag per field of dataclass `cls` but its `setting()`s (see the module
+  docstring) in `flag_values`, the FlagValues of the binary that owns them (common/cli.py's
+  binary_flags()).
   required=False: a field without a default is a flag defaulting to None, not a required flag
   (the config's validate() says what is missing, so that a mode like finetune's --export_only
   can do without it)."""
   required_names = []
-  for f in dataclasses.fields(cls):
+  for f in flag_fields(cls):
     help_text, choices = f.metadata.get("help"), f.metadata.get("choices")
     if not help_text:
       raise ValueError(f"{cls.__name__}.{f.name} has no help text: declare it with option()")
@@ -99,9 +114,9 @@ def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> N
 def from_flags(cls, flag_values: flags.FlagValues):
   """An instance of `cls` from the parsed flags of its fields: list flags become tuples of
   their item type (ValueError naming the flag when an item is not one), an unset flag of a
-  field without a default ""."""
+  field without a default ""; a `setting()` keeps its default."""
   values = {}
-  for f in dataclasses.fields(cls):
+  for f in flag_fields(cls):
     value = flag_values[f.name].value
     if value is None and f.default is dataclasses.MISSING:
       value = ""
