@@ -6,7 +6,7 @@
 
 Every arm of a study pretrains with the same token budget and seeds on the same corpus (shards
 of its packing: input_format's arms differ in that, at equal real tokens per update), is
-evaluated on one shared fixed-mask held-out set, and is fine-tuned on a small downstream task
+evaluated on one shared fixed-mask held-out set, and is fine-tuned on a small downstream problem
 (docs-sections by default; --task_* for your own). Writes DIR/results.md (the table),
 DIR/results.json and DIR/<study>.png (held-out perplexity against tokens seen). Rerunning the
 same command continues an interrupted study (finished runs are kept). --work_dir and the
@@ -18,24 +18,18 @@ import os
 
 from absl import app, flags
 
-from roberta_tf.common import cli, directory_lock, files
-
-# The default downstream task: this checkout's own test data.
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: the package
-TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
+from roberta_tf.ablation.settings import StudySettings
+from roberta_tf.common import cli, directory_lock, files, options
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+# What every arm's commands take (--config, --warmup_fraction, --vocab_size, --train_flags,
+# --task_*, --minimal_pairs, --pairs_per_paradigm): one flag per StudySettings field.
+options.define_flags(StudySettings, FLAGS)
 flags.DEFINE_enum("study", None, ["masking", "input_format", "batch_size", "recipe"],
                   "The ablation: masking (Table 1), input_format (Table 2: SEGMENT-PAIR / "
                   "SENTENCE-PAIR with NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3), "
                   "recipe (the budget recipe's choices one at a time, at equal wall clock: "
                   "--minutes).", flag_values=FLAGS)
-flags.DEFINE_string("minimal_pairs", "", "Also score every arm on BLiMP-format minimal pairs "
-                    "(evaluate --minimal_pairs: a .jsonl[.gz] file or BLiMP's data/ directory); "
-                    "the table gains a BLiMP column.", flag_values=FLAGS)
-flags.DEFINE_integer("pairs_per_paradigm", 0, "--minimal_pairs: a fixed sample of at most this "
-                     "many pairs per paradigm (evaluate --pairs_per_paradigm); 0: all.",
-                     lower_bound=0, flag_values=FLAGS)
 flags.DEFINE_integer("parallel", 1, "Arm x seed runs at once (each arm then trains beside "
                      "another; ~2x the wall time of each run on 2 cores, about half the total).",
                      lower_bound=1, flag_values=FLAGS)
@@ -52,7 +46,6 @@ flags.DEFINE_list("seeds", ["0"], "Seeds: every arm runs once per seed; the tabl
                   "± half the range over them (one seed keeps each default study within "
                   "~30 min on 2 CPU cores; rerunning with more seeds adds their runs).",
                   flag_values=FLAGS)
-flags.DEFINE_string("config", "small", "Model size preset.", flag_values=FLAGS)
 flags.DEFINE_integer("steps", None, "Optimizer updates of the base arm (the token budget is "
                      "base_batch x steps for every arm). Default: 400 (masking, input_format), "
                      "1024 (batch_size).", flag_values=FLAGS)
@@ -62,20 +55,6 @@ flags.DEFINE_integer("base_batch", 32, "Batch of the base arm (default 32; input
 flags.DEFINE_float("base_lr", 1e-3, "Peak LR of the base arm (batch_size default 1e-4, the "
                    "paper's for its smallest batch; scaled x7 and x10 with the batch).",
                    flag_values=FLAGS)
-flags.DEFINE_float("warmup_fraction", 0.25, "Warmup steps as a fraction of each arm's steps.",
-                   flag_values=FLAGS)
-flags.DEFINE_integer("vocab_size", 8000, "Byte-level BPE vocabulary trained on the corpus.",
-                     flag_values=FLAGS)
-flags.DEFINE_list("train_flags", [], "Extra roberta_tf.train flags for every arm, e.g. "
-                  "--train_flags=--precision=mixed_bfloat16.", flag_values=FLAGS)
-flags.DEFINE_string("task_train", os.path.join(TASK, "train.jsonl"), "Downstream training table.",
-                    flag_values=FLAGS)
-flags.DEFINE_string("task_dev", os.path.join(TASK, "dev.jsonl"), "Downstream dev table.",
-                    flag_values=FLAGS)
-flags.DEFINE_string("task_text_field", "text", "Downstream text field.", flag_values=FLAGS)
-flags.DEFINE_string("task_label_field", "label", "Downstream label field.", flag_values=FLAGS)
-flags.DEFINE_integer("task_epochs", 3, "Fine-tuning epochs.", flag_values=FLAGS)
-flags.DEFINE_float("task_learning_rate", 1e-4, "Fine-tuning peak learning rate.", flag_values=FLAGS)
 flags.DEFINE_bool("overwrite", False, "Start the study over: delete what an earlier study wrote "
                   "in --work_dir (its settings, corpus subset, vocab, shards, runs, results).",
                   flag_values=FLAGS)
@@ -85,18 +64,17 @@ flags.mark_flags_as_required(["study", "work_dir"], flag_values=FLAGS)
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  settings = options.from_flags(StudySettings, FLAGS)
   for name in ("work_dir", "task_train", "task_dev", "minimal_pairs", "corpus"):
     if FLAGS[name].value:  # an unknown URL scheme: one line naming the flag
       files.check(FLAGS[name].value, f"--{name}")
   from roberta_tf.ablation import runner, studies  # pylint: disable=import-outside-toplevel
-  for name in ("steps", "base_batch", "vocab_size", "task_epochs"):
+  for name in ("steps", "base_batch"):
     if FLAGS[name].value is not None and FLAGS[name].value < 1:
       raise app.UsageError(f"--{name}={FLAGS[name].value}: must be >= 1")
-  for name in ("base_lr", "task_learning_rate"):
-    if FLAGS[name].value <= 0:
-      raise app.UsageError(f"--{name}={FLAGS[name].value}: must be > 0")
-  if not 0 <= FLAGS.warmup_fraction < 1:
-    raise app.UsageError(f"--warmup_fraction={FLAGS.warmup_fraction}: must be in [0, 1)")
+  if FLAGS.base_lr <= 0:
+    raise app.UsageError(f"--base_lr={FLAGS.base_lr}: must be > 0")
+  options.check_options(settings)  # --vocab_size, --task_epochs, --warmup_fraction, ...
   try:
     seeds = [int(s) for s in FLAGS.seeds]
   except ValueError as e:
@@ -117,22 +95,16 @@ def main(argv):
   # line from cli.
   study = studies.select(studies.build(FLAGS.study, steps, base_batch, base_lr,
                                       minutes=FLAGS.minutes), FLAGS.arm)
-  for path in (FLAGS.task_train, FLAGS.task_dev):
+  for path in (settings.task_train, settings.task_dev):
     if not files.isfile(path):
-      raise ValueError(f"downstream task file {path} does not exist (--task_train/--task_dev)")
-  opts = {"config": FLAGS.config, "warmup_fraction": FLAGS.warmup_fraction,
-          "vocab_size": FLAGS.vocab_size, "train_flags": list(FLAGS.train_flags),
-          "task_train": FLAGS.task_train, "task_dev": FLAGS.task_dev,
-          "task_text_field": FLAGS.task_text_field,
-          "task_label_field": FLAGS.task_label_field, "task_epochs": FLAGS.task_epochs,
-          "task_learning_rate": FLAGS.task_learning_rate, "minimal_pairs": FLAGS.minimal_pairs,
-          "pairs_per_paradigm": FLAGS.pairs_per_paradigm}
+      raise ValueError(f"downstream problem file {path} does not exist "
+                       "(--task_train/--task_dev)")
   # Absolute, as the printed commands give it (a URL stays as given).
   work_dir = (files.normalize(FLAGS.work_dir) if files.is_url(FLAGS.work_dir)
               else os.path.abspath(FLAGS.work_dir))  # local-only: a local path
   # One study a work dir: a second command there is refused (the first is unaffected).
   with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):
-    runner.run_study(FLAGS.study, study, FLAGS.corpus, work_dir, seeds, opts,
+    runner.run_study(FLAGS.study, study, FLAGS.corpus, work_dir, seeds, settings,
                      overwrite=FLAGS.overwrite, parallel=FLAGS.parallel)
   return 0
 

@@ -1,6 +1,7 @@
 """roberta_tf.ablate: the studies' arms, the paper-style table, and the runner end to end on a
 tiny config (results.md rows, a PNG, finite values, a rerun that keeps finished runs)."""
 
+import dataclasses
 import json
 import math
 import os
@@ -9,7 +10,8 @@ import uuid
 import pytest
 
 from roberta_tf.ablation import report, runner, studies
-from roberta_tf.common import files
+from roberta_tf.ablation.settings import StudySettings
+from roberta_tf.common import files, options
 from tests.conftest import REPO, TESTDATA
 from tests.harness import call_module
 
@@ -76,8 +78,24 @@ def test_a_done_run_is_read_back_with_its_old_keys_renamed(tmp_path):
   (and does not train) with today's keys."""
   (tmp_path / "result.json").write_text(json.dumps({"arm": "a", "task_metric": "accuracy",
                                                     "task_value": 0.5}), encoding="utf-8")
-  assert runner.run_arm(None, 0, {}, str(tmp_path), {}, 1.0) == {
+  assert runner.run_arm(None, 0, {}, str(tmp_path), StudySettings(), 1.0) == {
       "arm": "a", "problem_metric": "accuracy", "problem_value": 0.5}
+
+
+def test_study_settings_are_study_jsons_keys_and_check_their_flags():
+  """An earlier study's study.json compares equal key by key (work dirs made before the
+  settings object still resume); each option's check names its flag."""
+  assert list(dataclasses.asdict(StudySettings())) == [
+      "config", "warmup_fraction", "vocab_size", "train_flags", "task_train", "task_dev",
+      "task_text_field", "task_label_field", "task_epochs", "task_learning_rate",
+      "minimal_pairs", "pairs_per_paradigm"]
+  for field, value, message in (
+      ("vocab_size", 0, "--vocab_size=0: must be >= 1"),
+      ("warmup_fraction", 1.0, r"--warmup_fraction=1.0: must be in"),
+      ("task_learning_rate", 0.0, "--task_learning_rate=0.0: must be > 0"),
+      ("pairs_per_paradigm", -1, "--pairs_per_paradigm must be >= 0")):
+    with pytest.raises(ValueError, match=message):
+      options.check_options(StudySettings(**{field: value}))
 
 
 def test_results_and_settings_in_a_work_dir_on_a_url(tmp_path):

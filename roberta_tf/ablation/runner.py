@@ -28,6 +28,7 @@ from concurrent import futures
 
 from data_prep import corpus as corpus_lib
 from roberta_tf.ablation import report, studies
+from roberta_tf.ablation.settings import StudySettings
 from roberta_tf.common import atomic_write, files
 from roberta_tf.data import packings
 
@@ -115,7 +116,7 @@ def tokens_per_sequence(shard_dir: str) -> float:
   return train["num_tokens"] / max(train["num_sequences"], 1)
 
 
-def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
+def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, settings: StudySettings,
             real_per_sequence: float) -> dict:
   """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result.
 
@@ -130,10 +131,10 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
   model = files.join(run_dir, "model")
   train_data, eval_data = shards[arm.packing], shards["eval"]
   log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={train_data}",
-              f"--eval_data={eval_data}", f"--config={opts['config']}", f"--max_seq_len={SEQ_LEN}",
+              f"--eval_data={eval_data}", f"--config={settings.config}", f"--max_seq_len={SEQ_LEN}",
               f"--seed={seed}", "--dropout=0.1", "--checkpoint_every=100000",
               "--eval_steps=20", "--log_every=50",
-              *arm.train_flags(opts["warmup_fraction"]), *opts["train_flags"]],
+              *arm.train_flags(settings.warmup_fraction), *settings.train_flags],
              files.join(run_dir, "train.log"))
   real_per_step = arm.batch_size * real_per_sequence
   # A wall-clock arm (--train_minutes) ends when its budget is spent: count the steps it took.
@@ -142,8 +143,8 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
       else arm.train_steps
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
-  metrics, extra = _evaluate_arm(arm, model, train_data, eval_data, opts)
-  scores = _finetune_arm(model, seed, run_dir, opts)
+  metrics, extra = _evaluate_arm(arm, model, train_data, eval_data, settings)
+  scores = _finetune_arm(model, seed, run_dir, settings)
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
             "train_steps": trained, "learning_rate": arm.learning_rate,
             "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
@@ -157,9 +158,9 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, opts: dict,
 
 
 def _evaluate_arm(arm: studies.Arm, model: str, train_data: str, eval_data: str,
-                  opts: dict) -> tuple[dict, dict]:
+                  settings: StudySettings) -> tuple[dict, dict]:
   """(metrics on the shared held-out set, extra results: the NSP head's on the arm's own
-  pairs for a pair packing, BLiMP-format minimal pairs when `opts` names them)."""
+  pairs for a pair packing, BLiMP-format minimal pairs when --minimal_pairs names them)."""
   # RoBERTa's 15% / 80-10-10 masks whatever the arm trained with (the recipe study's 40% arm).
   metrics = json.loads(_json_tail(_run(
       ["roberta_tf.evaluate", f"--model_dir={model}", f"--eval_data={eval_data}", "--json",
@@ -173,23 +174,24 @@ def _evaluate_arm(arm: studies.Arm, model: str, train_data: str, eval_data: str,
     if "nsp_accuracy" in own:
       nsp = {"nsp_accuracy": own["nsp_accuracy"], "own_perplexity": own["perplexity"]}
   linguistic = {}
-  if opts.get("minimal_pairs"):  # BLiMP-format pairs: accuracy by pseudo-log-likelihood
+  if settings.minimal_pairs:  # BLiMP-format pairs: accuracy by pseudo-log-likelihood
     pairs = json.loads(_run(["roberta_tf.evaluate", f"--model_dir={model}",
-                             f"--minimal_pairs={opts['minimal_pairs']}", "--json",
-                             f"--pairs_per_paradigm={opts.get('pairs_per_paradigm', 0)}"],
+                             f"--minimal_pairs={settings.minimal_pairs}", "--json",
+                             f"--pairs_per_paradigm={settings.pairs_per_paradigm}"],
                             stdout_only=True).strip().splitlines()[-1])
     linguistic = {"blimp": pairs["accuracy"], "blimp_pairs": pairs["pairs"]}
   return metrics, {**nsp, **linguistic}
 
 
-def _finetune_arm(model: str, seed: int, run_dir: str, opts: dict) -> dict:
+def _finetune_arm(model: str, seed: int, run_dir: str, settings: StudySettings) -> dict:
   """Fine-tunes the pretrained `model` on the study's problem (--task_train, --task_dev);
   returns its eval_results.json."""
   finetune_dir = files.join(run_dir, "finetune")
-  _run(["roberta_tf.finetune", "--task=classification", f"--train_file={opts['task_train']}",
-        f"--eval_file={opts['task_dev']}", f"--init_from={model}", f"--model_dir={finetune_dir}",
-        f"--text_fields={opts['task_text_field']}", f"--label_field={opts['task_label_field']}",
-        f"--epochs={opts['task_epochs']}", f"--learning_rate={opts['task_learning_rate']}",
+  _run(["roberta_tf.finetune", "--task=classification", f"--train_file={settings.task_train}",
+        f"--eval_file={settings.task_dev}", f"--init_from={model}", f"--model_dir={finetune_dir}",
+        f"--text_fields={settings.task_text_field}",
+        f"--label_field={settings.task_label_field}", f"--epochs={settings.task_epochs}",
+        f"--learning_rate={settings.task_learning_rate}",
         f"--max_seq_len={SEQ_LEN}", f"--seed={seed}", "--seeds=1", "--overwrite"],
        files.join(run_dir, "finetune.log"))
   return files.read_json(files.join(finetune_dir, "eval_results.json"))
@@ -253,7 +255,7 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
 
 
 def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
-              seeds: Sequence[int], opts: dict, overwrite: bool = False,
+              seeds: Sequence[int], settings: StudySettings, overwrite: bool = False,
               parallel: int = 1) -> list[dict]:
   """Every arm x seed, with progress and ETA; writes results.json/.md and the plot.
 
@@ -266,20 +268,20 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   if files.exists(work_dir) and not files.isdir(work_dir):
     raise RunnerError(f"--work_dir={work_dir} exists and is not a directory")
   files.makedirs(work_dir)
-  check_settings(work_dir, {"study": name, "corpus": corpus, **opts,
+  check_settings(work_dir, {"study": name, "corpus": corpus, **dataclasses.asdict(settings),
                             "arms": [dataclasses.asdict(a) for a in study.arms],
                             "corpus_mb": study.corpus_mb}, overwrite=overwrite)
-  shards = prepare(corpus, work_dir, study, opts["vocab_size"])
+  shards = prepare(corpus, work_dir, study, settings.vocab_size)
   per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
   study = studies.equalize_tokens(study, per_sequence)
   jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
   run_dirs = [files.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
-  results = _run_jobs(jobs, run_dirs, shards, opts, per_sequence, parallel)
+  results = _run_jobs(jobs, run_dirs, shards, settings, per_sequence, parallel)
   report.write(name, results, work_dir)
   return results
 
 
-def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, opts: dict,
+def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySettings,
               per_sequence: dict[str, float], parallel: int) -> list[dict]:
   """Runs the (arm, seed) jobs not done before, `parallel` at once, printing each result with
   an ETA; returns every job's result, in job order."""
@@ -298,7 +300,7 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, opts: dict,
     if i in fresh:
       print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}", flush=True)
     start = time.time()
-    result = run_arm(arm, seed, shards, run_dirs[i], opts, per_sequence[arm.packing])
+    result = run_arm(arm, seed, shards, run_dirs[i], settings, per_sequence[arm.packing])
     return result, time.time() - start
 
   with futures.ThreadPoolExecutor(max(1, parallel)) as pool:
