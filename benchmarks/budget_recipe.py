@@ -40,7 +40,7 @@ from benchmarks import cached_data, commands, parity_records, quality_report
 
 REPO = commands.REPO
 
-TASK = os.path.join(REPO, "tests", "testdata", "docs_sections")
+TASK = commands.DOCS_SECTIONS
 RECIPES = {"faithful": "flags/quickstart.flags", "budget": "flags/budget.flags"}
 # flags_sha: a changed flagfile starts a new series instead of resuming the old one's records.
 KEY_FIELDS = ("corpus", "seed", "recipe", "minutes", "flags_sha")

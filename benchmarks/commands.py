@@ -18,6 +18,8 @@ DOCS_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-d
 # 8000-id vocabulary trained on it.
 DOCS_SLICE = os.path.join(REPO, "tests", "testdata", "python_docs_small.jsonl.gz")
 FIXTURE_VOCAB = os.path.join(REPO, "tests", "testdata", "hf_roberta_tiny")
+# The docs_sections task (5 Python-docs sections; roberta_tf/finetuning/docs_sections.py).
+DOCS_SECTIONS = os.path.join(REPO, "tests", "testdata", "docs_sections")
 
 
 def docs_corpus() -> str:

@@ -27,7 +27,7 @@ from absl import app, flags
 
 from benchmarks import commands, starting_checkpoint
 
-TASK = os.path.join(commands.REPO, "tests", "testdata", "docs_sections")
+TASK = commands.DOCS_SECTIONS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", commands.DOCS_CORPUS,
