@@ -6,9 +6,11 @@ vocab_dir=..., output_dir=..., max_seq_len=128))`); the object is handed whole t
 shard_builder.build_shards and on to both engines (the Beam engine's DoFns pickle it with them).
 A few fields are no flags (options.setting(): tests' knobs).
 
-Which fields define the output: everything but --overwrite, --encoder (the same ids either way),
---engine, --beam_options, --sort_buffer_mb and --progress: the same values give the same files
-byte for byte with either engine.
+The corpus, the vocabulary, --max_seq_len, --packing, --num_shards, --num_validation_shards,
+--validation_fraction, --seed, --compression, --text_field, --max_line_bytes, --group_bytes and
+shuffle_blocks define the output: the same values give the same files byte for byte with either
+engine; the others (--overwrite, --encoder: the same ids either way, --engine, --beam_options,
+--sort_buffer_mb, --progress, batch_sentences) change how it is made, not what.
 """
 
 from __future__ import annotations
