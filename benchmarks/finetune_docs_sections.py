@@ -68,8 +68,8 @@ def main(argv):
   del argv
   os.makedirs(FLAGS.work_dir, exist_ok=True)
   model_dir = pretrain(FLAGS.work_dir)
-  with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-    print(f"  pretrained model: {json.load(f)['model']}")
+  from roberta_tf.models import model_dir as model_dir_lib  # pylint: disable=import-outside-toplevel
+  print(f"  pretrained model: {model_dir_lib.ModelDir(model_dir).section('model')}")
   rates = [float(r) for r in FLAGS.learning_rates]
   summary = {"pretrain_steps": FLAGS.pretrain_steps, "config": FLAGS.config, "results": {}}
   for budget, epochs, sweep in (("full", FLAGS.epochs, rates),
