@@ -39,9 +39,6 @@ flags.DEFINE_integer("rank_sample", 200, "--held_out: held-out sequences ranked 
 flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
 
 MASK = "<mask>"
-# Where an export keeps the vocabulary files it built its tokenizer from (the SavedModel
-# convention for files the graph does not read).
-EXPORT_VOCAB_DIR = "assets.extra"
 # Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
 # look-behind) always ends a token: where a whitespace run follows a non-space. Token counts of
 # pieces cut there add up to the whole text's.
@@ -168,6 +165,7 @@ def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) 
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.data import dataset_info, vocab_info  # pylint: disable=import-outside-toplevel
+  from roberta_tf.serving.saved_model_writer import EXTRA_DIR  # pylint: disable=import-outside-toplevel
   from roberta_tf.tokenization import vocab_growth  # pylint: disable=import-outside-toplevel
   from roberta_tf.tokenization.vocab_files import VocabId  # pylint: disable=import-outside-toplevel
   shards, shards_dir = vocab_info.shards_vocabulary(data_dir, dataset_info.read(data_dir))
@@ -176,7 +174,7 @@ def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) 
   vocab_growth.check(VocabId.of_dir(vocab_dir), shards, model_side=("--vocab_dir", vocab_dir),
                      other_side=("--held_out", data_dir), model_dir=vocab_dir,
                      other_dir=shards_dir, grow=False, hint=hint)
-  recorded_dir = files.join(saved_model, EXPORT_VOCAB_DIR)
+  recorded_dir = files.join(saved_model, EXTRA_DIR)
   recorded = VocabId.of_dir(recorded_dir)
   if recorded is not None:
     vocab_growth.check(recorded, shards, model_side=("--saved_model", saved_model),
@@ -191,7 +189,7 @@ def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) 
         f"--held_out={data_dir!r} is of another vocabulary ({shards.describe()}) than "
         f"--saved_model={saved_model!r} ({size} ids): {hint}")
   return (f"warning: --saved_model={saved_model} records no vocabulary (no "
-          f"{EXPORT_VOCAB_DIR}/vocab.json: an older export), so only its size ({size} ids) is "
+          f"{EXTRA_DIR}/vocab.json: an older export), so only its size ({size} ids) is "
           f"checked against --held_out's; the ranks assume it was trained on {data_dir}'s")
 
 

@@ -53,17 +53,24 @@ def write_config(model_dir: str, model_config: models.RobertaConfig, info: Probl
       {"model": model_config.to_dict(), "task": info.to_dict(), "finetune": finetune or {}})
 
 
-def read_problem_info(model_dir: str) -> ProblemInfo:
-  """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
+def read(model_dir: str) -> tuple[models.RobertaConfig, ProblemInfo]:
+  """(RobertaConfig, ProblemInfo) of a fine-tuned model dir, from one read of its config.json;
+  a clear error if it is not a fine-tuned model."""
   directory = model_dir_lib.ModelDir(model_dir)
-  task = directory.read().get("task")  # ModelDirError naming the file if unreadable
-  if not isinstance(task, dict):
+  doc = directory.read()  # ModelDirError naming the file if unreadable
+  if not isinstance(doc.get("task"), dict):
     raise models.ModelDirError(f"{directory.config_path} has no \"task\": {model_dir!r} is not "
                                "a fine-tuned model dir (roberta_tf.finetune writes one)")
   try:
-    return ProblemInfo.from_dict(task)
+    info = ProblemInfo.from_dict(doc["task"])
   except TypeError as e:
     raise models.ModelDirError(f"{directory.config_path}: bad \"task\": {e}") from e
+  return directory.model_config(doc), info
+
+
+def read_problem_info(model_dir: str) -> ProblemInfo:
+  """The ProblemInfo in model_dir/config.json; a clear error if it is not a fine-tuned model."""
+  return read(model_dir)[1]
 
 
 def new_model(model_config: models.RobertaConfig, info: ProblemInfo, dtype=None,
@@ -91,11 +98,10 @@ def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: st
     hf_weights.HFCheckpointError: "<model_dir> is a fine-tuned <type> model; <refusal>" for
       another task type, or a model HF has no class for.
   """
-  info = read_problem_info(model_dir)
+  model_config, info = read(model_dir)
   if info.task_type != task_type:
     raise hf_weights.HFCheckpointError(
         f"{model_dir} is a fine-tuned {info.task_type} model; {refusal}")
-  model_config = models.read_config(model_dir)
   hf_weights.check_exportable(model_config)
   if checkpoint:
     model_dir_lib.check_checkpoint(checkpoint)
@@ -124,8 +130,7 @@ def restore(model: heads.FinetuneModel, prefix: str) -> None:
 def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.RobertaConfig,
                                                    ProblemInfo]:
   """A fine-tuned model with its weights, its RobertaConfig and ProblemInfo."""
-  model_config = models.read_config(model_dir)
-  info = read_problem_info(model_dir)
+  model_config, info = read(model_dir)
   model = new_model(model_config, info, dtype=dtype)
   restore(model, model_dir_lib.latest_checkpoint(model_dir))
   return model, model_config, info

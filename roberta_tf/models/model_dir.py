@@ -93,10 +93,11 @@ class ModelDir:
       return None
     return value if isinstance(value, dict) else None
 
-  def model_config(self) -> RobertaConfig:
-    """The RobertaConfig in config.json ("model", or the whole object); ModelDirError if none."""
+  def model_config(self, doc: dict | None = None) -> RobertaConfig:
+    """The RobertaConfig in config.json ("model", or the whole object; of `doc` when the
+    caller has read it already); ModelDirError if none."""
     try:
-      return RobertaConfig.from_dict(self.read()["model"])
+      return RobertaConfig.from_dict((doc or self.read())["model"])
     except (ConfigError, TypeError) as e:
       raise ModelDirError(f"{self.config_path}: {e}") from e
 

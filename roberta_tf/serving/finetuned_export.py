@@ -177,4 +177,5 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False,
   precision = serving_precision_probe.resolve(precision, model, build, model_config)
   module = FinetunedModule(serving_precision.rebuilt(model, build, precision),
                            finetuned_dir.load_tokenizer(model_dir), info)
-  return saved_model_writer.save_atomically(module, export_dir)
+  return saved_model_writer.save_atomically(
+      module, export_dir, extra_files=saved_model_writer.vocabulary_files(model_dir))

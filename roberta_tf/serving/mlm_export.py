@@ -18,6 +18,10 @@ Signatures (B texts; S = the batch's longest tokenized text, at most max_seq_len
 
 Truncation: a text longer than max_seq_len - 2 tokens keeps its first max_seq_len - 2 tokens,
 then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
+
+Beside the graph, ``assets.extra/vocab.json`` and ``merges.txt``: the vocabulary the tokenizer
+was built from, so the export's vocabulary is known by its content (`fill_mask --held_out`
+refuses shards of another).
 """
 
 from __future__ import annotations
@@ -171,5 +175,6 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   precision = serving_precision_probe.resolve(precision, pretrainer, build, config)
   module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
                          max_seq_len=max_seq_len, top_k=top_k)
-  return saved_model_writer.save_atomically(module, export_dir)
+  return saved_model_writer.save_atomically(
+      module, export_dir, extra_files=saved_model_writer.vocabulary_files(vocab_dir))
 

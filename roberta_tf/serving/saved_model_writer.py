@@ -23,8 +23,19 @@ from __future__ import annotations
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write, files
+from roberta_tf.tokenization import vocab_files
 
 _KEPT = (tf.saved_model.experimental.TrackableResource, tf.saved_model.Asset)
+# Files beside the graph that no loader reads (the SavedModel convention): every export keeps
+# there the vocab.json + merges.txt its tokenizer was built from, so its vocabulary is known by
+# content (fill_mask --held_out checks it against the shards').
+EXTRA_DIR = "assets.extra"
+
+
+def vocabulary_files(vocab_dir: str) -> dict[str, str]:
+  """{path in the export: source} of `vocab_dir`'s vocabulary files, for `save_atomically`."""
+  return {f"{EXTRA_DIR}/{name}": files.join(vocab_dir, name)
+          for name in vocab_files.present(vocab_dir)}
 
 
 def _captured_variables(functions) -> list[tf.Variable]:
@@ -68,9 +79,11 @@ def export_root(module: tf.Module) -> tuple[tf.Module, dict]:
   return root, signatures
 
 
-def save_atomically(module: tf.Module, export_dir: str) -> str:
+def save_atomically(module: tf.Module, export_dir: str,
+                    extra_files: dict[str, str] | None = None) -> str:
   """Saves `module`'s signatures (see `export_root`) under a temporary name, renamed over
-  `export_dir` when done.
+  `export_dir` when done. `extra_files` ({path in export_dir: source path}) are copied in
+  before the rename (`vocabulary_files`).
 
   An interrupted save never leaves a directory that looks like a SavedModel. `export_dir` may
   be a URL (gs://, ram://, ...): the SavedModel is written locally and uploaded when complete
@@ -81,4 +94,7 @@ def save_atomically(module: tf.Module, export_dir: str) -> str:
   root, signatures = export_root(module)
   with atomic_write.atomic_dir(export_dir) as tmp:
     tf.saved_model.save(root, tmp, signatures=signatures)
+    for name, src in (extra_files or {}).items():
+      files.makedirs(files.dirname(files.join(tmp, name)))
+      files.copy(src, files.join(tmp, name))  # `src` may be a URL
   return export_dir
