@@ -44,12 +44,6 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-
-# The imports below load TensorFlow: its start-up chatter is filtered (see cli), hence
-# imports after code.
-# ruff: noqa: E402
-cli.quiet_tensorflow_import()
-
 from roberta_tf.finetuning import finetuned_dir, hf_tagger, st_export
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.models.pretrainer import RobertaPretrainer

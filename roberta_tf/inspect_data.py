@@ -22,12 +22,6 @@ import numpy as np
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-
-# The imports below load TensorFlow: its start-up chatter is filtered (see cli), hence
-# imports after code.
-# ruff: noqa: E402
-cli.quiet_tensorflow_import()
-
 from roberta_tf.data import dataset_info
 from roberta_tf.data.masking import MaskingConfig, unmask
 from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset

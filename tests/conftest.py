@@ -14,6 +14,11 @@ os.environ.setdefault("ROBERTA_TF_CACHE_DIR", os.path.join(
 
 import pytest  # noqa: E402
 
+from tests import ram_filesystem  # noqa: E402
+
+# ram:// stands for gs:// in the tests, its in-memory quirks corrected (tests/ram_filesystem.py).
+ram_filesystem.install()
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The checked-out workspace itself, through this file's real path. The same as REPO outside
 # Bazel; under it, REPO is the runfiles tree (declared inputs only), and the tests that read

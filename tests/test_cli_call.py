@@ -1,11 +1,15 @@
 """common/cli.py's `call`: a binary's main in this process, as `python -m` would run it; and the
 harness's two ways to run a binary, chosen by the test."""
 
+import json
+import os
+
 import pytest
 from absl import flags
 
-from roberta_tf.common import cli
+from roberta_tf.common import cli, quiet_start
 from tests import harness
+from tests.conftest import REPO
 
 
 def test_a_flag_error_is_exit_1_and_one_line():
@@ -52,3 +56,33 @@ def test_what_needs_a_process_is_refused_in_process_naming_run_module(args):
 def test_process_keywords_are_refused_in_process_naming_run_module(kwargs):
   with pytest.raises(TypeError, match=f"{next(iter(kwargs))}=.*run_module"):
     harness.call_module("roberta_tf.train", "--train_steps=1", **kwargs)
+
+
+@pytest.mark.parametrize("module, args, line", [
+    ("roberta_tf.export", ["--model_dir=m", "--export_dir=RAM://exp"],
+     "error: --export_dir=RAM://exp: a URL's scheme is lower-case: write ram://exp"),
+    ("roberta_tf.train", ["--model_dir=ram:/m", "--train_data=d"],
+     "error: --model_dir=ram:/m: a URL takes two slashes after its scheme: write ram://m (for a "
+     "local folder named 'ram:', ./ram:/m)"),
+    ("roberta_tf.train", ["--model_dir=ram:/", "--train_data=d"],
+     "error: --model_dir=ram:/: no path after the scheme: write ram://<directory>"),
+])
+def test_a_mistyped_url_is_one_line_naming_the_flag_and_nothing_is_written(module, args, line):
+  result = harness.call_module(module, *args)
+  assert result.returncode == 1 and result.stderr == line + "\n", result.stderr
+  assert not os.path.exists(os.path.join(REPO, "ram:"))  # no local folder named after it
+
+
+def test_the_quiet_start_knows_every_line_the_installed_tensorflow_prints_on_import():
+  """common/quiet_start.py filters TensorFlow's import-time lines by a pattern written for one
+  TF version: this fails when the installed TF is another version or prints a line the pattern
+  does not know (read TF's start-up lines again and update quiet_start)."""
+  code = ("import json; from roberta_tf.common import quiet_start; lines = []\n"
+          "with quiet_start.captured_stderr(lines):\n  import tensorflow as tf\n"
+          "print(json.dumps([tf.__version__, lines]))")
+  # ROBERTA_TF_VERBOSE=1: the hook stays out, the lines are TF's own.
+  result = harness.run_script(code, env=harness.module_env(ROBERTA_TF_VERBOSE="1"))
+  assert result.returncode == 0, result.stderr
+  version, lines = json.loads(result.stdout)
+  assert version.startswith(quiet_start.TF_VERSION + "."), version
+  assert [line for line in lines if not quiet_start.IMPORT_CHATTER.search(line)] == []

@@ -253,8 +253,7 @@ def _publish_dir(local: str, path: str) -> None:
   and renamed where renames are atomic; on an object store the old directory is deleted and
   the files uploaded with COMPLETION_FILES last."""
   with _publish_errors(path):
-    # ram://'s rename moves a directory's own entry but not the files under it.
-    if files.has_atomic_move(path) and files.scheme(path) != "ram":
+    if files.has_atomic_move(path):
       remove_stale_temps(path)
       tmp = _tmp_name(path)
       files.rmtree(tmp, ignore_errors=True)
