@@ -302,7 +302,9 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
     stopped = sweep_runner.run_sweep(ram)
   run_dir = files.join(ram.model_dir, "runs", stopped["run"])
   assert stopped["stopped_by_signal"]
-  assert files.isfile(files.join(run_dir, run_state.STATE_DIR, run_state.PROGRESS_FILE))
+  saved = files.read_json(files.join(run_dir, run_state.STATE_DIR, run_state.PROGRESS_FILE))
+  assert sorted(saved) == ["best_epoch", "best_prefix", "checkpoint", "epoch_loss", "history"]
+  assert run_state.RunProgress.from_json(saved).to_json(saved["checkpoint"]) == saved
   assert not files.exists(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
 
   proc = call_module("roberta_tf.finetune", *_flags(ram))
@@ -320,6 +322,23 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
   assert not files.exists(files.join(run_dir, run_state.STATE_DIR))
   assert not os.path.exists("ram:") and not os.path.exists(os.path.join(REPO, "ram:"))
   files.rmtree(root)
+
+
+def test_progress_json_of_earlier_runs_reads_and_writes_back_the_same():
+  """progress.json as runs wrote it before RunProgress (a dict): read, then written back the
+  same, so the state dirs of earlier runs resume."""
+  doc = {"history": [{"epoch": 1, "step": 4, "train_loss": 0.5, "skipped_steps": 0,
+                      "dev": {"f1": 0.25}, "seconds": 1.5}],
+         "epoch_loss": [1.25, 6.0], "best_epoch": 1, "best_prefix": "/r/best-1",
+         "best_test": {"f1": 0.5}, "checkpoint": "ckpt-6"}
+  progress = run_state.RunProgress.from_json(doc)
+  assert (progress.loss_sum, progress.loss_count, progress.best_test) == (1.25, 6.0, {"f1": 0.5})
+  assert progress.to_json("ckpt-6") == doc
+  fresh = {k: v for k, v in doc.items() if k != "best_test"}
+  assert run_state.RunProgress.from_json(fresh).to_json("ckpt-6") == fresh
+  assert run_state.RunProgress().to_json("ckpt-0") == {
+      "history": [], "epoch_loss": [0.0, 0.0], "best_epoch": 0, "best_prefix": "",
+      "checkpoint": "ckpt-0"}
 
 
 def test_binary_refuses_an_unknown_url_scheme_naming_the_flag(data, tmp_path):

@@ -19,6 +19,7 @@ import tensorflow as tf
 from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, tagging_write
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.run_state import RunProgress
 from roberta_tf.finetuning.squad import write as squad_write
 from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training import summaries as summaries_lib
@@ -60,11 +61,11 @@ class RunInfo:
 
 class FineTuningEvents:
   """Fine-tuning's events (see the module docstring) for `task`'s run on `train_step`, with the
-  run's state (run_state.RunState) and its `progress` (restored or fresh: history, best epoch,
-  the epoch's loss so far; updated in place and saved with the state). `result` is the run's
-  TrialResult once `finish` ran."""
+  run's state (run_state.RunState) and its `progress` (run_state.RunProgress, restored or
+  fresh: history, best epoch, the epoch's loss so far; updated in place and saved with the
+  state). `result` is the run's TrialResult once `finish` ran."""
 
-  def __init__(self, task: FineTuningTask, train_step: TrainStep, state, progress: dict,
+  def __init__(self, task: FineTuningTask, train_step: TrainStep, state, progress: RunProgress,
                run: RunInfo):
     cfg = task.cfg
     self.task, self.cfg, self.problem = task, cfg, task.problem
@@ -78,9 +79,8 @@ class FineTuningEvents:
     test = getattr(task.problem, "test", None)  # token classification's --test_file
     self.test_ds = (task.problem.test_dataset(cfg.eval_batch_size or cfg.batch_size)
                     if test is not None else None)
-    history = progress["history"]
-    self.best = (history[progress["best_epoch"] - 1]["dev"][run.metric]
-                 if progress["best_epoch"] else None)
+    self.best = (progress.history[progress.best_epoch - 1]["dev"][run.metric]
+                 if progress.best_epoch else None)
     self.epoch_start, self.learning_rate_now = time.perf_counter(), 0.0
     self.result: TrialResult | None = None
 
@@ -99,8 +99,8 @@ class FineTuningEvents:
     """The window's loss into the epoch's (the epoch's line is written with its dev metrics)."""
     del step, eta_s
     w = window.summarize()
-    self.progress["epoch_loss"][0] += (w["loss"] * w["count"]) if w["count"] else 0.0
-    self.progress["epoch_loss"][1] += w["count"]
+    self.progress.loss_sum += (w["loss"] * w["count"]) if w["count"] else 0.0
+    self.progress.loss_count += w["count"]
     self.learning_rate_now = w["learning_rate"]
 
   def evaluate(self, step):
@@ -118,17 +118,17 @@ class FineTuningEvents:
 
   def _close_epoch(self, epoch: int, step: int, dev: dict) -> dict:
     """The epoch's history entry (also its TensorBoard scalars); the epoch's loss restarts."""
-    loss_sum, count = self.progress["epoch_loss"]
+    loss_sum, count = self.progress.loss_sum, self.progress.loss_count
     entry = {"epoch": epoch, "step": step,
              "train_loss": loss_sum / count if count else float("nan"),
              "skipped_steps": int(self.train_step.skipped_steps.numpy()), "dev": dev,
              "seconds": time.perf_counter() - self.epoch_start}
-    self.progress["history"].append(entry)
+    self.progress.history.append(entry)
     self.summaries.scalars("train", step, {"loss": entry["train_loss"],
                                            "learning_rate": self.learning_rate_now,
                                            "skipped_steps": entry["skipped_steps"]})
     self.summaries.scalars("eval", step, dev)
-    self.progress["epoch_loss"] = [0.0, 0.0]
+    self.progress.loss_sum, self.progress.loss_count = 0.0, 0.0
     return entry
 
   def _log_epoch(self, epoch: int, entry: dict, improved: bool) -> None:
@@ -140,8 +140,8 @@ class FineTuningEvents:
   def _keep_best(self, epoch: int, dev: dict, evaluation: problems_lib.Evaluation) -> None:
     """A better epoch: its weights (and, for extractive QA, its answers' files; for token
     classification its dev tags, and with a test file its test metrics and tags) are kept."""
-    self.best, self.progress["best_epoch"] = dev[self.run.metric], epoch
-    self.progress["best_prefix"] = finetuned_dir.save_checkpoint(
+    self.best, self.progress.best_epoch = dev[self.run.metric], epoch
+    self.progress.best_prefix = finetuned_dir.save_checkpoint(
         self.run.save_dir, self.train_step.model, epoch)
     if self.run.chief and evaluation.answers is not None:  # extractive QA
       squad_write.write_predictions(self.run.run_dir, *evaluation.answers)
@@ -159,7 +159,7 @@ class FineTuningEvents:
       return
     test = problem.score_test([{k: v.numpy() for k, v in self.predict(b).items()}
                                for b in self.test_ds])
-    self.progress["best_test"] = test.metrics
+    self.progress.best_test = test.metrics
     log(f"{self.run.name}: test {format_metrics(test.metrics)}")
     if chief:
       tagging_write.write_predictions(files.join(run_dir, tagging_write.TEST_FILE),
@@ -167,7 +167,7 @@ class FineTuningEvents:
 
   def _early_stop(self, epoch: int) -> bool:
     """--early_stopping_patience epochs without a better dev metric end the run."""
-    patience, best_epoch = self.cfg.early_stopping_patience, self.progress["best_epoch"]
+    patience, best_epoch = self.cfg.early_stopping_patience, self.progress.best_epoch
     since_best = epoch - best_epoch
     if not patience or since_best < patience:
       return False
@@ -198,16 +198,16 @@ class FineTuningEvents:
 
   def finish(self, step):
     del step
-    progress, history, run = self.progress, self.progress["history"], self.run
-    best_epoch = progress["best_epoch"]
+    progress, history, run = self.progress, self.progress.history, self.run
+    best_epoch = progress.best_epoch
     self.result = TrialResult(
         self.cfg.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
-        files.join(run.run_dir, files.basename(progress["best_prefix"])), run.run_dir,
-        progress.get("best_test"))
+        files.join(run.run_dir, files.basename(progress.best_prefix)), run.run_dir,
+        progress.best_test)
     if run.chief:
       atomic_write.write_json(files.join(run.run_dir, finetuned_dir.RESULTS_FILE),
                               {**self.result.metrics, "learning_rate": self.cfg.learning_rate,
                                "epoch": best_epoch, "history": history,
-                               "checkpoint": files.basename(progress["best_prefix"]),
+                               "checkpoint": files.basename(progress.best_prefix),
                                "test": self.result.test})
     self.state.remove()

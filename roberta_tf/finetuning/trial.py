@@ -73,7 +73,7 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
   task = FineTuningTask(cfg, problem, model_config, strategy)
   train_step = build_train_step(task, strategy)
   state = run_state.RunState(run_dir, train_step, chief, strategy_lib.task_id(strategy))
-  progress = state.restore() or run_state.fresh_progress()
+  progress = state.restore() or run_state.RunProgress()
   update = int(train_step.step.numpy())
   if update:
     log(f"{name}: resumed at update {update} (epoch "
@@ -86,5 +86,5 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
       total_steps=task.total_steps, log_every=steps, eval_every=steps, save_every=steps,
       max_bad_steps=cfg.max_bad_steps, period=steps, eval_last_step=True)).run(update, sigterm)
   if result.stopped_by_signal:
-    return TrialResult(cfg.learning_rate, 0, {}, progress["history"], None, run_dir)
+    return TrialResult(cfg.learning_rate, 0, {}, progress.history, None, run_dir)
   return events.result
