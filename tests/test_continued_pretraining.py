@@ -12,6 +12,8 @@ torch + transformers are installed; `--to_keras_hub_preset`: keras-hub loads it)
 import importlib.util
 import json
 import os
+import shutil
+import types
 
 import numpy as np
 import pytest
@@ -21,14 +23,15 @@ from data_prep import train_tokenizer
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.models import growth, hf_weights, position_growth
-from roberta_tf.pretraining import model_dir_setup
+from roberta_tf.pretraining import model_dir_setup, vocab_checks
 from roberta_tf.serving import mlm_export
-from roberta_tf.tokenization import vocab_growth
+from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.vocab_files import paths as vocab_paths
 from tests.conftest import HF_TINY
 from tests.domain_text import domain_lines, write_domain_corpus
 from tests.harness import call_module, module_env, run_script
 from tests.test_tokenizer import hf_tokenizer
+from tests.test_vocab_extension import swapped_vocabulary
 
 HAVE_HF = all(importlib.util.find_spec(m) for m in ("transformers", "torch"))
 ADD = 40
@@ -123,6 +126,46 @@ def test_resume_refuses_a_longer_table_the_shards_do_not_need(tmp_path, source):
   assert model_dir_setup.shorter_checkpoint_config(model_dir, source.config) is None
   with pytest.raises(ValueError, match="--init_from=.* --model_dir=NEW"):
     model_dir_setup.check_resumable(model_dir, source.config.replace(vocab_size=8040))
+
+
+def _shards_of(vocab_dir, shards_dir) -> tuple[str, dict]:
+  """A stand-in shard directory: `vocab_dir`'s files beside a dataset_info whose "vocab" records
+  them (all the vocabulary checks read)."""
+  os.makedirs(shards_dir)
+  for name in ("vocab.json", "merges.txt"):
+    shutil.copy(os.path.join(vocab_dir, name), shards_dir)
+  known = vocab_files.VocabId.of_dir(str(shards_dir))
+  return str(shards_dir), {"vocab": {"sha256": known.sha256, "merges_sha256": known.merges_sha256,
+                                     "size": known.size}}
+
+
+def test_init_from_and_resume_meet_only_their_vocabulary(tmp_path, source, grown_vocab):
+  """--init_from takes the model's vocabulary or one grown from it (the plan, once); a resume
+  takes only the model dir's own; anything else is one line naming both flags."""
+  model_dir = str(tmp_path / "m")
+  models.save(model_dir, source, files={n: os.path.join(HF_TINY, n) for n in vocab_files.FILES})
+  same = _shards_of(HF_TINY, tmp_path / "same")
+  grown = _shards_of(grown_vocab[1], tmp_path / "grown")
+  other = _shards_of(swapped_vocabulary(HF_TINY, tmp_path / "swapped"), tmp_path / "other")
+
+  def cfg(shards, overwrite=False):
+    return types.SimpleNamespace(init_from=model_dir, model_dir=model_dir, train_data=shards,
+                                 overwrite=overwrite)
+  assert vocab_checks.init_from_plan(cfg(same[0]), same[1], 8000) is None
+  assert vocab_checks.init_from_plan(cfg(grown[0]), grown[1], 8000).new_size == 8000 + ADD
+  vocab_checks.check_resume(cfg(same[0]), same[1])
+  vocab_checks.check_resume(cfg(other[0], overwrite=True), other[1])  # nothing is resumed
+  refusals = [(vocab_checks.init_from_plan, other, "--init_from", "does not extend"),
+              (vocab_checks.check_resume, other, "--model_dir", "2 of the 8000 ids"),
+              (vocab_checks.check_resume, grown, "--model_dir", f"extends it with {ADD}")]
+  for check, (shards, info), flag, detail in refusals:
+    with pytest.raises(vocab_growth.VocabGrowthError) as error:
+      check(cfg(shards), info, *([8000] if flag == "--init_from" else []))
+    message = str(error.value)
+    assert "\n" not in message and detail in message, message
+    assert f"--train_data={shards!r}" in message and f"{flag}={model_dir!r}" in message
+  with open(os.path.join(model_dir, "vocab.json"), encoding="utf-8") as f:
+    assert len(json.load(f)) == 8000  # the refused resume replaced nothing
 
 
 def test_growth_reads_urls(source, grown_vocab, tmp_path):

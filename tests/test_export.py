@@ -1,6 +1,7 @@
 """SavedModel export: every signature, reloaded in a fresh process with TF only, through the TF2
 loader and the session-based ones TF Serving's loader stands for (saved_model_cli, TF1)."""
 
+import json
 import os
 import re
 import shutil
@@ -13,8 +14,10 @@ from roberta_tf import models
 from roberta_tf.models import hf_weights
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization.vocab_growth import VocabGrowthError
 from tests import serving_loaders
 from tests.harness import call_module
+from tests.test_vocab_extension import swapped_vocabulary
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -240,6 +243,32 @@ def test_fill_mask_ranks_held_out_words_as_the_model_scores_them(exported, train
   proc = call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}",
                      f"--held_out={train_shards}")
   assert proc.returncode == 1 and "--held_out needs --vocab_dir" in proc.stderr
+
+
+def test_fill_mask_refuses_shards_of_another_vocabulary(exported, train_shards, hf_tiny_dir,
+                                                        tmp_path):
+  """The export keeps its vocabulary (assets.extra/); shards of another one of the same size
+  (two ids swapped), or a --vocab_dir that is not the shards', are one line naming both."""
+  from roberta_tf import fill_mask  # pylint: disable=import-outside-toplevel
+  from roberta_tf.tokenization.vocab_files import VocabId  # pylint: disable=import-outside-toplevel
+  _, export_dir = exported
+  kept = VocabId.of_dir(os.path.join(export_dir, "assets.extra"))
+  assert kept is not None and kept.same(VocabId.of_dir(hf_tiny_dir))
+  assert fill_mask.check_vocabularies(None, export_dir, train_shards, hf_tiny_dir) == ""
+  other = swapped_vocabulary(hf_tiny_dir, tmp_path / "other")
+  record = VocabId.of_dir(other)
+  with open(os.path.join(train_shards, "dataset_info.json"), encoding="utf-8") as f:
+    info = json.load(f)
+  info["vocab"].update(sha256=record.sha256, merges_sha256=record.merges_sha256)
+  with open(os.path.join(other, "dataset_info.json"), "w", encoding="utf-8") as f:
+    json.dump(info, f)
+  for shards, vocab_dir, flag, value in ((other, other, "--saved_model", export_dir),
+                                         (train_shards, other, "--vocab_dir", other)):
+    with pytest.raises(VocabGrowthError) as error:
+      fill_mask.check_vocabularies(None, export_dir, shards, vocab_dir)
+    message = str(error.value)
+    assert "\n" not in message and "2 of the 8000 ids" in message, message
+    assert f"--held_out={shards!r}" in message and f"{flag}={value!r}" in message
 
 
 def test_auto_precision_is_measured_once_per_machine_and_model(tmp_path, monkeypatch,

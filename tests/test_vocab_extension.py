@@ -5,6 +5,7 @@ side (roberta_tf/tokenization/vocab_growth.py) reads the growth back."""
 
 import json
 import os
+import shutil
 
 import pytest
 from tokenizers import models as hf_models
@@ -120,6 +121,63 @@ def test_model_side_refuses_a_vocabulary_that_does_not_extend(tmp_path):
     vocab_growth.plan(HF_TINY, str(tmp_path / "other"))
   with pytest.raises(vocab_growth.VocabGrowthError, match="has no vocab.json"):
     vocab_growth.plan(str(tmp_path), HF_TINY)
+
+
+def swapped_vocabulary(src_dir, dst_dir, a: int = 300, b: int = 301) -> str:
+  """`src_dir`'s vocabulary with the tokens of ids `a` and `b` swapped in vocab.json (same size,
+  two ids differ; merges.txt copied): another vocabulary a size check cannot tell apart."""
+  vocab, _ = _read(src_dir)
+  by_id = {i: t for t, i in vocab.items()}
+  vocab[by_id[a]], vocab[by_id[b]] = b, a
+  os.makedirs(dst_dir, exist_ok=True)
+  with open(os.path.join(dst_dir, "vocab.json"), "w", encoding="utf-8") as f:
+    json.dump(vocab, f)
+  shutil.copy(os.path.join(src_dir, "merges.txt"), dst_dir)
+  return str(dst_dir)
+
+
+def test_vocabularies_meet_by_content(grown, tmp_path):
+  """vocab_growth.check: the same content passes (other bytes too); another vocabulary of the
+  same size, or a grown one where the model may not grow, is refused in one line naming both
+  sides; a grown one where it may grow gives the plan."""
+  _, vocab_dir, _ = grown
+  model = vocab_files.VocabId.of_dir(HF_TINY)
+  assert model.size == 8000 and model.same(vocab_files.VocabId.of_dir(HF_TINY))
+  vocab, _ = _read(HF_TINY)
+  os.makedirs(tmp_path / "reindented")
+  (tmp_path / "reindented" / "vocab.json").write_text(json.dumps(vocab, indent=1))
+  shutil.copy(os.path.join(HF_TINY, "merges.txt"), tmp_path / "reindented")
+  swapped = swapped_vocabulary(HF_TINY, tmp_path / "swapped")
+
+  def check(other_dir, grow):
+    return vocab_growth.check(
+        model, vocab_files.VocabId.of_dir(str(other_dir)), model_side=("--init_from", HF_TINY),
+        other_side=("--train_data", str(other_dir)), model_dir=HF_TINY,
+        other_dir=str(other_dir), grow=grow, hint="HINT")
+  assert check(tmp_path / "reindented", grow=False) is None
+  assert check(vocab_dir, grow=True).new_size == 8000 + ADD
+  for other_dir, grow, detail in (
+      (swapped, True, "does not extend"), (swapped, False, "2 of the 8000 ids"),
+      (vocab_dir, False, f"--train_data's extends it with {ADD} tokens")):
+    with pytest.raises(vocab_growth.VocabGrowthError) as error:
+      check(other_dir, grow)
+    message = str(error.value)
+    assert "\n" not in message and detail in message, message
+    assert f"--train_data={str(other_dir)!r}" in message and f"--init_from={HF_TINY!r}" in message
+  # The model's vocabulary unknown (a dir without vocab files): nothing to compare.
+  assert vocab_growth.check(None, model, model_side=("--init_from", "m"), other_side=(
+      "--train_data", "s"), model_dir=None, other_dir=None, grow=False, hint="") is None
+
+
+def test_an_extension_that_adds_nothing_says_so():
+  counts = {"added": 0, "old_vocab_size": 8000, "vocab_size": 8000, "num_merges": 7745,
+            "documents": 3, "sentences": 40, "invalid_utf8": 0}
+  line = vocab_extension.report(counts, "old", "new", 20, 2)
+  assert line.startswith("warning: --add_tokens=20 added nothing") and "\n" not in line
+  assert "--extend_from=old" in line and "same 8000 tokens" in line
+  counts.update(added=2, vocab_size=8002, old_tokens_per_word=2.0, new_tokens_per_word=1.5)
+  assert vocab_extension.report(counts, "old", "new", 20, 2).startswith(
+      "wrote new/vocab.json (8002 tokens: 8000 of old with their ids, 2 new at ids 8000..8001)")
 
 
 def test_binary_and_refusals(tmp_path):

@@ -13,9 +13,8 @@ from roberta_tf.common import files
 from roberta_tf.data import vocab_info
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.pretraining import inputs, mlm_evaluation
+from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
-from roberta_tf.tokenization.vocab_files import copy_vocab_files
 from roberta_tf.training import checkpointing
 from roberta_tf.training import summaries as summaries_lib
 
@@ -53,6 +52,12 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
     raise checkpointing.CheckpointError(
         f"--model_dir={cfg.model_dir} holds checkpoint files but no complete checkpoint "
         f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
+
+def recorded_training(model_dir: str) -> TrainConfig | None:
+  """The TrainConfig config.json's "training" section records, or None (no such section: an
+  import, a fine-tuned dir, no config.json yet)."""
+  training = model_dir_lib.ModelDir(model_dir).section("training")
+  return None if training is None else TrainConfig.from_dict(training)
 
 def check_resumable(model_dir: str, model_config, shards_max_seq_len: int = 0) -> None:
   """Refuses to resume a model dir whose checkpoints belong to another architecture.
@@ -149,7 +154,7 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   steps = checkpoint_files.steps_on_disk(cfg.model_dir)
   if not steps or cfg.overwrite:
     return
-  before = mlm_evaluation.training_config(cfg.model_dir)
+  before = recorded_training(cfg.model_dir)
   if before is None:
     return
   step = max(steps)
@@ -185,7 +190,7 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   """
   if not checkpoint_files.steps_on_disk(cfg.model_dir):
     return
-  before = mlm_evaluation.training_config(cfg.model_dir)
+  before = recorded_training(cfg.model_dir)
   if before is None:
     return
   changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
@@ -206,6 +211,7 @@ def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.Roberta
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],
                                     "replicas": replicas}})
   vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
-  if vocab_dir is None or len(copy_vocab_files(vocab_dir, cfg.model_dir)) < 2:
+  # A resume reaches here only on shards of the model dir's own vocabulary (vocab_checks).
+  if vocab_dir is None or len(model_dir_lib.ModelDir(cfg.model_dir).copy_vocabulary(vocab_dir)) < 2:
     summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
                       f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")

@@ -27,9 +27,9 @@ from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.models import checkpoint_files, growth, position_growth
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice
+from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice, vocab_checks
 from roberta_tf.pretraining.events import PretrainingEvents
-from roberta_tf.pretraining.task import PretrainingTask, model_config_for, vocab_growth_plan
+from roberta_tf.pretraining.task import PretrainingTask, model_config_and_growth
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
@@ -84,7 +84,9 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
   # The chief holds the model dir's lock for the whole run: no second process writes there.
   with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
     info = dataset_info.read(cfg.train_data)
-    model_config = model_config_for(cfg, info)
+    # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
+    model_config, growth_plan = model_config_and_growth(cfg, info)
+    vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)
     task = PretrainingTask(cfg, strategy, model_config)
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint
@@ -105,21 +107,21 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
       with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
                                       lambda: max(checkpoint_files.steps_on_disk(cfg.model_dir),
                                                   default=None)):
-        return _run(cfg, strategy, chief, info, task, train_step, ckpt)
+        return _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan)
     finally:
       ckpt.close()
 
 
-def _init_from(cfg: TrainConfig, info: dict, model) -> None:
+def _init_from(cfg: TrainConfig, model, plan) -> None:
   """--init_from's weights into a new run's model, grown where the shards need more ids or
-  positions (task.grown_for_shards decided the model's config; models/growth.py copies)."""
+  positions (task.grown_for_shards decided the model's config and made the vocabulary's growth
+  `plan`; models/growth.py copies)."""
   source_config = model_dir_lib.read_config(cfg.init_from)
   if not growth.differences(source_config, model.config):
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
     summaries_lib.log(f"initialized weights from {cfg.init_from}")
     return
   source = model_dir_lib.load(cfg.init_from)
-  plan = vocab_growth_plan(cfg, info, model.config, source_config)
   grown = growth.copy_grown(source, model, plan, cfg.new_token_init, seed=cfg.seed)
   what = []
   if "vocab_size" in grown:
@@ -163,7 +165,7 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
   return prefix
 
 
-def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResult:
+def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> PretrainingResult:
   """Resume, data, the task's events, then the loop (training/loop.py) driving them."""
   model = train_step.model
   resumed = None
@@ -176,7 +178,7 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResul
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
   elif cfg.init_from:
-    _init_from(cfg, info, model)
+    _init_from(cfg, model, growth_plan)
 
   start = int(train_step.data_position.numpy())
   if resumed and not start and int(train_step.step.numpy()):
@@ -190,8 +192,8 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt) -> PretrainingResul
   train_ds, eval_ds = inputs.build_datasets(cfg, strategy, task.model_config, start=start)
   summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
   if not resumed and chief:
-    summaries.text("train", 0, "config", "```\n" + files.read_text(
-        files.join(cfg.model_dir, "config.json")) + "```")
+    summaries.text("train", 0, "config",
+                   "```\n" + model_dir_lib.ModelDir(cfg.model_dir).config_text() + "```")
   events = PretrainingEvents(cfg, strategy, train_step, ckpt, resumed, train_ds, eval_ds, (
       inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
       summaries)

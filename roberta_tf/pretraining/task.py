@@ -9,11 +9,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.data import packings, vocab_info
-from roberta_tf.pretraining import inputs
+from roberta_tf.data import packings
+from roberta_tf.pretraining import inputs, vocab_checks
 from roberta_tf.pretraining.objective import MlmObjective
-from roberta_tf.tokenization import vocab_growth
 from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.tokenization.vocab_growth import VocabGrowth
 from roberta_tf.training import model_config as model_config_lib
 from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training.schedule import BudgetSchedule, WarmupLinearDecay
@@ -25,8 +25,15 @@ def uses_next_sentence(info: dict) -> bool:
   return info.get("packing") in packings.PAIR_PACKINGS
 
 def model_config_for(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
+  """The model config (`model_config_and_growth`'s)."""
+  return model_config_and_growth(cfg, info)[0]
+
+def model_config_and_growth(cfg: TrainConfig, info: dict
+                            ) -> tuple[models.RobertaConfig, VocabGrowth | None]:
   """The model config (training/model_config.py's `resolve`: --init_from's, else the preset/JSON,
-  a preset sized to the shards' vocabulary and special ids), adapted to the shards.
+  a preset sized to the shards' vocabulary and special ids), adapted to the shards, and the
+  growth plan of --init_from's vocabulary to the shards' (None: no growth). The plan is made
+  once, here; run.py hands it to the weight copy.
 
   Shards of a pair packing set BERT's two token types and NSP head on a preset/JSON model
   (a JSON with an NSP head needs pair shards); an --init_from model must already have them
@@ -34,6 +41,7 @@ def model_config_for(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
   (`grown_for_shards`).
   """
   pairs = uses_next_sentence(info)
+  plan = None
   model_config = model_config_lib.resolve(
       cfg.model, vocab_size=info["vocab"]["size"], max_positions=cfg.max_seq_len + 2,
       pad_id=info["special_ids"]["pad"], bos_id=info["special_ids"]["bos"],
@@ -45,59 +53,41 @@ def model_config_for(cfg: TrainConfig, info: dict) -> models.RobertaConfig:
           f"--init_from={cfg.init_from!r} {'has' if model_config.next_sentence_head else 'has no'}"
           f" NSP head, but --train_data={cfg.train_data!r} is {info.get('packing')!r} shards: "
           "the pair packings (NSP) and the block packings cannot continue each other's models")
-    model_config = grown_for_shards(cfg, info, model_config)
+    model_config, plan = grown_for_shards(cfg, info, model_config)
   elif pairs:
     model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
   if model_config.next_sentence_head and not pairs:
     raise ValueError(f"--config={cfg.config!r} has next_sentence_head, but --train_data="
                      f"{cfg.train_data!r} is {info.get('packing')!r} shards with no "
                      "next-sentence labels: use segment_pair / sentence_pair shards")
-  return model_config
+  return model_config, plan
 
-def grown_for_shards(cfg: TrainConfig, info: dict,
-                     model_config: models.RobertaConfig) -> models.RobertaConfig:
-  """--init_from's config grown to what the shards need (docs/domain_adaptation.md).
+def grown_for_shards(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig
+                     ) -> tuple[models.RobertaConfig, VocabGrowth | None]:
+  """--init_from's config grown to what the shards need (docs/domain_adaptation.md), and the
+  vocabulary's growth plan (None: the same vocabulary).
 
-  - Shards of a larger vocabulary that extends the model's (every one of the model's tokens
-    at its id in the shards' vocab.json: `data_prep.train_tokenizer --extend_from`): the
-    vocab_size grows to the shards' (run.py then copies the weights with the new rows:
-    models/growth.py).
+  - Shards of the model's vocabulary (by content), or of a larger one that extends it (every
+    one of the model's tokens at its id in the shards' vocab.json: `data_prep.train_tokenizer
+    --extend_from`): the vocab_size grows to the shards' (run.py then copies the weights with
+    the new rows: models/growth.py). Any other vocabulary is refused (vocab_checks.py).
   - Shards of longer sequences than the model's position table holds: the table grows to
     --max_seq_len + 2 rows (Longformer's row copies: models/position_growth.py). Shards that
     fit the table leave it as it is, whatever --max_seq_len says.
 
   Raises:
-    ValueError / vocab_growth.VocabGrowthError naming the flags: a smaller vocabulary, one that
-    does not extend the model's, or vocab files to compare that are missing.
+    ValueError / vocab_growth.VocabGrowthError naming the flags: another vocabulary than the
+    model's, smaller or not extending it, or vocab files to compare that are missing.
   """
-  size = info["vocab"]["size"]
-  if size < model_config.vocab_size:
-    raise ValueError(f"--train_data={cfg.train_data!r} was encoded with a vocabulary of {size} "
-                     f"tokens, smaller than --init_from={cfg.init_from!r}'s "
-                     f"{model_config.vocab_size}: continue on shards of the model's vocabulary "
-                     "(or of one grown from it)")
-  if size > model_config.vocab_size:
-    vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
-    if vocab_dir is None:
-      raise vocab_growth.VocabGrowthError(
-          f"--train_data={cfg.train_data!r} has {size} token ids, --init_from={cfg.init_from!r} "
-          f"{model_config.vocab_size}: growing the model needs the shards' vocab.json (beside "
-          "the shards, as build_shards copies it), to check that it extends the model's")
-    vocab_growth.plan(cfg.init_from, vocab_dir)  # refuses a vocabulary that does not extend
-    model_config = model_config.replace(vocab_size=size)
+  plan = vocab_checks.init_from_plan(cfg, info, model_config.vocab_size)
+  if plan is not None:
+    model_config = model_config.replace(vocab_size=plan.new_size)
   if info["max_seq_len"] > model_config.max_seq_len:
     if cfg.max_seq_len < info["max_seq_len"]:
       raise ValueError(f"--max_seq_len={cfg.max_seq_len} is below the shards' max_seq_len "
                        f"{info['max_seq_len']} ({cfg.train_data})")
     model_config = model_config.replace(max_seq_len=cfg.max_seq_len)
-  return model_config
-
-def vocab_growth_plan(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
-                      source_config: models.RobertaConfig):
-  """The vocabulary growth from `source_config` (--init_from's) to `model_config`, or None."""
-  if model_config.vocab_size == source_config.vocab_size:
-    return None
-  return vocab_growth.plan(cfg.init_from, vocab_info.find_vocab_dir(cfg.train_data, info))
+  return model_config, plan
 
 class PretrainingTask:
   """Pretraining as the loop's task: what the train step runs, built from the run's config,
