@@ -8,10 +8,12 @@ import importlib
 import inspect
 import json
 import os
+import pickle
 
 import pytest
 from absl import flags
 
+from data_prep.shard_settings import ShardSettings
 from roberta_tf.common import option_groups, options
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -247,6 +249,23 @@ def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
   surface = _surface(importlib.import_module(module).FLAGS)
   assert _rows(surface["flags"]) == expected
   assert surface["required"] == required
+
+
+def test_build_shards_flags_are_shard_settings_fields_less_its_settings():
+  """One declaration: build_shards' flags are ShardSettings' fields but its options.setting()s,
+  which from_flags leaves at their defaults; the object pickles (Beam's DoFns carry it)."""
+  values = flags.FlagValues()
+  options.define_flags(ShardSettings, values, required=False)
+  assert set(values) == {f.name for f in options.flag_fields(ShardSettings)} == set(
+      BUILD_SHARDS_FLAGS)
+  assert {f.name for f in dataclasses.fields(ShardSettings)} - set(values) == {
+      "batch_sentences", "shuffle_blocks", "sort_bytes"}
+  values(["build_shards", "--input=c", "--num_shards=3", "--sort_buffer_mb=2"])
+  settings = options.from_flags(ShardSettings, values)
+  assert (settings.input, settings.vocab_dir, settings.num_shards) == ("c", "", 3)
+  assert (settings.batch_sentences, settings.sort_buffer_bytes) == (4096, 2 << 20)
+  assert settings.splits == ("train", "validation") and settings.shard_count("validation") == 1
+  assert pickle.loads(pickle.dumps(settings)) == settings
 
 
 def test_shared_options_are_declared_once_in_a_group():
