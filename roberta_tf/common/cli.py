@@ -56,11 +56,6 @@ _CLI_FLAGS = ("verbose",)
 # --- A binary's flags and its one error line --------------------------------------------------
 
 
-# Transitional (until data_prep/build_shards.py no longer calls it): the quiet start is
-# installed by importing roberta_tf (common/quiet_start.py).
-quiet_tensorflow_import = quiet_start.install
-
-
 def binary_flags() -> flags.FlagValues:
   """A new FlagValues for one binary's flags, holding cli's --verbose; the binary defines its
   own flags into it (flag_values=) and passes it to `run`, and `call` parses it."""
