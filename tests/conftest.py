@@ -71,8 +71,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
   # pytest-xdist's --dist loadfile otherwise hands out files by their number of tests, most
-  # first, which put the one-test quickstart and docs_sections files last: one worker then ran
-  # ~2 min alone (measured). Off, xdist keeps the collection order that
+  # first, which put the one-test quickstart and docs_sections files last, with one worker
+  # running them alone (docs/testing.md). Off, xdist keeps the collection order that
   # pytest_collection_modifyitems sets (the same as passing --no-loadscope-reorder).
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
@@ -81,8 +81,8 @@ def pytest_configure(config):
 def pytest_collection_finish(session):
   """Grappler (TF's graph optimizer) off in the test processes, unless
   ROBERTA_TF_TEST_GRAPPLER=1. Each tf.function's first call runs it; on the tiny models of the
-  in-process tests it costs more than it saves (test_finetune_train + test_train_step: 221 vs
-  199 CPU-s with it off, measured), and it changes no result beyond float rounding (fusions).
+  in-process tests it costs more than it saves (docs/testing.md), and it changes no result
+  beyond float rounding (fusions).
   The binaries the tests start as processes (quickstart, multi-worker, resume, faults) run
   with it on, as users do. Set after collection, before any test runs, and only where a
   collected module imported TensorFlow (a run of TF-free tests does not import it)."""

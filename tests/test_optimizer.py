@@ -45,16 +45,13 @@ def test_exactly_the_base_models_matrices_decay():
   row as in HF, where only biases and LayerNorm weights are exempt); nothing else."""
   model = models.RobertaPretrainer(models.preset("base", vocab_size=500))
   variables = model.trainable_variables
-  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3), WarmupLinearDecay(1e-3, 0, 10),
-                            variables)
-  opt.build(variables)
-  decayed = sorted(v.path for v in variables if opt._use_weight_decay(v))  # pylint: disable=protected-access
+  decayed = sorted(v.path for v in variables if optimizer_lib.decays(v))
   kernels = ("query", "key", "value", "attention_output", "intermediate_dense", "output_dense")
   assert decayed == sorted(
       ["embeddings/token_embedding/embeddings", "embeddings/position_embedding/embeddings",
        "embeddings/token_type_embedding/embeddings", "mlm_head/intermediate_dense/kernel"]
       + [f"transformer_layer_{i}/{k}/kernel" for i in range(12) for k in kernels])
-  exempt = sorted(v.path for v in variables if not opt._use_weight_decay(v))  # pylint: disable=protected-access
+  exempt = sorted(v.path for v in variables if not optimizer_lib.decays(v))
   norms = ("attention_layer_norm", "output_layer_norm")
   per_layer = [f"{k}/bias" for k in kernels] + [
       f"{ln}/{p}" for ln in norms for p in ("gamma", "beta")]
@@ -160,34 +157,91 @@ def test_matches_torch_adamw_itself():
                              atol=1e-9)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_apply_is_keras_per_variable_update_op_for_op(fused):
-  """`apply` (scalars once, decay folded into each variable's step) against Keras' own path
-  (`_apply_weight_decay`, then `update_step` per variable), traced, 4 steps: bit for bit
-  unfused; fused (XLA, multiply-adds contracted) within a few float32 ulps."""
+def _reference_steps(w0, grads, schedule, wd=0.01, b1=0.9, b2=0.98, eps=1e-6):
+  """Keras' AdamW path written out (every matrix decays first, then each variable's Adam step
+  with its own scalars), with eps after the bias correction; float32 TF ops, traced. Returns
+  the weights, then each variable's m and v."""
+  variables = [tf.Variable(w) for w in w0]
+  slots = [(tf.Variable(tf.zeros_like(w)), tf.Variable(tf.zeros_like(w))) for w in w0]
+
+  @tf.function
+  def step(t, g):
+    lr = tf.cast(schedule(t), tf.float32)
+    for w in variables:
+      if len(w.shape) >= 2:
+        w.assign_sub(w * tf.constant(wd, tf.float32) * lr)
+    for w, grad, (m, v) in zip(variables, g, slots, strict=True):
+      t1 = tf.cast(t + 1, tf.float32)
+      m.assign_add((grad - m) * (1 - b1))
+      v.assign_add((tf.square(grad) - v) * (1 - b2))
+      m_hat = m / (1 - tf.pow(tf.constant(b1, tf.float32), t1))
+      v_hat = v / (1 - tf.pow(tf.constant(b2, tf.float32), t1))
+      w.assign_sub(m_hat * lr / (tf.sqrt(v_hat) + eps))
+  for t, g in enumerate(grads):
+    step(tf.constant(t, tf.int64), [tf.constant(x) for x in g])
+  return [w.numpy() for w in variables] + [x.numpy() for pair in slots for x in pair]
+
+
+@pytest.mark.parametrize("context", ["eager", "traced", "replica", "cross_replica"])
+def test_apply_is_the_formula_op_for_op_in_every_context(context):
+  """4 steps (warmup, decay) of a matrix and a vector: bit for bit Keras' AdamW path with the
+  eps after the bias correction (`_reference_steps`), however `apply` is called."""
   rng = np.random.default_rng(4)
   w0 = [rng.normal(0, 0.02, s).astype(np.float32) for s in ((6, 5), (5,))]
   grads = [[(rng.normal(size=w.shape) * 1e-4).astype(np.float32) for w in w0] for _ in range(4)]
-  runs = []
-  for ours in (True, False):
-    variables = [tf.Variable(w) for w in w0]
+  strategy = (tf.distribute.MirroredStrategy(["/cpu:0"])
+              if context in ("replica", "cross_replica") else tf.distribute.get_strategy())
+  with strategy.scope():
+    variables = [tf.Variable(w, name=f"w{i}") for i, w in enumerate(w0)]
     opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3),
-                              WarmupLinearDecay(1e-3, 2, 10), variables, fused=fused and ours)
-    opt.build(variables)
-
-    def keras_path(g, opt=opt, variables=variables):
-      keras.optimizers.AdamW._apply_weight_decay(opt, variables)  # pylint: disable=protected-access
-      lr = opt.learning_rate
-      for grad, var in zip(g, variables, strict=True):
-        opt.update_step(grad, var, lr)
-      opt.iterations.assign_add(1)
-    step = tf.function(lambda g, opt=opt, v=variables: opt.apply(g, v)) if ours else (
-        tf.function(keras_path))
+                              WarmupLinearDecay(1e-3, 2, 10), variables)
+  if context == "eager":
+    step = lambda g: opt.apply(g, variables)  # noqa: E731
+  elif context == "replica":
+    step = tf.function(lambda g: strategy.run(lambda *g: opt.apply(g, variables), args=tuple(g)))
+  else:
+    step = tf.function(lambda g: opt.apply(g, variables))
+  with strategy.scope():
     for g in grads:
       step([tf.constant(x) for x in g])
-    runs.append([v.numpy() for v in variables + list(opt.variables)])
-  for a, b in zip(*runs, strict=True):
-    if fused:
-      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12)
-    else:
-      np.testing.assert_array_equal(a, b)
+  slots = [x.numpy() for v in variables for x in opt.slots()[v.name].values()]
+  ours = [v.numpy() for v in variables] + slots
+  assert int(opt.iterations.numpy()) == 4
+  for a, b in zip(ours, _reference_steps(w0, grads, WarmupLinearDecay(1e-3, 2, 10)), strict=True):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fused_is_within_ulps_of_the_op_by_op_form():
+  """XLA-compiled updates (multiply-adds contracted) stay within a few float32 ulps."""
+  rng = np.random.default_rng(4)
+  w0 = [rng.normal(0, 0.02, s).astype(np.float32) for s in ((6, 5), (5,))]
+  grads = [[(rng.normal(size=w.shape) * 1e-4).astype(np.float32) for w in w0] for _ in range(4)]
+  variables = [tf.Variable(w) for w in w0]
+  opt = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-3),
+                            WarmupLinearDecay(1e-3, 2, 10), variables, fused=True)
+  step = tf.function(lambda g: opt.apply(g, variables))
+  for g in grads:
+    step([tf.constant(x) for x in g])
+  for a, b in zip([v.numpy() for v in variables],
+                  _reference_steps(w0, grads, WarmupLinearDecay(1e-3, 2, 10)), strict=False):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12)
+
+
+def test_slots_by_path_and_checkpoints_of_keras_adamw_restore_into_them(tmp_path):
+  """`slots()` names each variable's m and v by its path; a checkpoint of Keras' own AdamW
+  (whose slot order these keep) restores into them."""
+  model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_positions=18))
+  variables = model.trainable_variables
+  keras_opt = keras.optimizers.AdamW(learning_rate=WarmupLinearDecay(1e-3, 0, 10))
+  keras_opt.build(variables)
+  for i, v in enumerate(keras_opt.variables):
+    v.assign(tf.fill(v.shape, float(i)))
+  path = tf.train.Checkpoint(optimizer=keras_opt).write(str(tmp_path / "ckpt"))
+  opt = optimizer_lib.adamw(OptimizerOptions(), WarmupLinearDecay(1e-3, 0, 10), variables)
+  tf.train.Checkpoint(optimizer=opt).read(path).assert_existing_objects_matched()
+  slots = opt.slots()
+  assert list(slots) == [v.path for v in variables]
+  for i, v in enumerate(variables):  # Keras' order: iteration, then m and v of each variable
+    assert set(np.unique(slots[v.path]["momentum"].numpy())) == {2 * i + 1}
+    assert set(np.unique(slots[v.path]["velocity"].numpy())) == {2 * i + 2}
+    assert slots[v.path]["momentum"].shape == v.shape

@@ -3,14 +3,17 @@
 import json
 import re
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common.option_groups import OptimizerOptions
 from roberta_tf.pretraining.objective import MlmObjective
+from roberta_tf.pretraining.task import synthetic_batch
+from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import precision_probe
+from roberta_tf.training.schedule import WarmupLinearDecay
 from roberta_tf.training.train_step import StepConfig, TrainStep
 from tests.harness import call_module, tiny_config
 
@@ -25,8 +28,8 @@ def test_bfloat16_only_when_it_saves_the_margin(seconds, expected):
   assert precision_probe.choose(seconds) == expected
 
 
-def test_the_synthetic_batch_has_the_pipelines_format():
-  batch = precision_probe.synthetic_batch(3, 16, 4, 100, seed=1)
+def test_pretrainings_synthetic_batch_has_the_pipelines_format():
+  batch = synthetic_batch(3, 16, 4, 100, seed=1)
   assert {k: (v.shape, v.dtype.name) for k, v in batch.items()} == {
       "input_ids": ((3, 16), "int32"), "padding_mask": ((3, 16), "int32"),
       "mask_positions": ((3, 4), "int32"), "mask_ids": ((3, 4), "int32"),
@@ -46,10 +49,10 @@ def test_pick_measures_both_then_reads_the_cache(tmp_path, monkeypatch):
   def build_step(precision):
     built.append(precision)
     model = models.RobertaPretrainer(config, dtype=precision)
-    optimizer = keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, beta_2=0.98,
-                                       epsilon=1e-6)
+    optimizer = optimizer_lib.adamw(OptimizerOptions(learning_rate=1e-4),
+                                    WarmupLinearDecay(1e-4, 0, 10), model.trainable_variables)
     return TrainStep(strategy, model, optimizer, StepConfig(precision=precision), MlmObjective())
-  batch = precision_probe.synthetic_batch(2, 16, 4, config.vocab_size)
+  batch = synthetic_batch(2, 16, 4, config.vocab_size)
   key = precision_probe.cache_key({"hidden": config.hidden_size}, (2, 16), 1)
   lines = []
   first = precision_probe.pick(build_step, strategy, batch, key, warmup=1, steps=2,

@@ -21,7 +21,7 @@ from roberta_tf.common.option_groups import PRECISIONS
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining import inputs
-from roberta_tf.pretraining.task import PretrainingTask
+from roberta_tf.pretraining.task import PretrainingTask, synthetic_batch
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import precision_probe
 from roberta_tf.training import strategy as strategy_lib
@@ -59,8 +59,8 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   per_replica = inputs.per_replica_batch(cfg, strategy)
   predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
   replicas = strategy.num_replicas_in_sync
-  batch = precision_probe.synthetic_batch(per_replica * replicas, cfg.max_seq_len, predictions,
-                                          model_config.vocab_size, seed=cfg.seed)
+  batch = synthetic_batch(per_replica * replicas, cfg.max_seq_len, predictions,
+                          model_config.vocab_size, seed=cfg.seed)
 
   def build_step(precision):
     task = PretrainingTask(dataclasses.replace(cfg, precision=precision), strategy, model_config)

@@ -27,6 +27,7 @@ from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.models import checkpoint_files, growth, position_growth
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.encoder import EMBEDDINGS_NAME
 from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice, vocab_checks
 from roberta_tf.pretraining.events import PretrainingEvents
 from roberta_tf.pretraining.task import PretrainingTask, model_config_and_growth
@@ -34,9 +35,9 @@ from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import loop as loop_lib
-from roberta_tf.training import optimizer as optimizer_lib
 from roberta_tf.training import strategy as strategy_lib
 from roberta_tf.training import summaries as summaries_lib
+from roberta_tf.training.schedule import BudgetSchedule
 from roberta_tf.training.task import build_train_step
 
 __all__ = ["PretrainingResult", "pretrain"]
@@ -148,11 +149,8 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
                                     **old.checkpoint_items()}, prefix)
   growth.copy_grown(old.model, train_step.model)
   rows = train_step.model.config.max_positions
-  for src, dst in zip(old.optimizer.variables, train_step.optimizer.variables, strict=True):
-    value = src.numpy()
-    if tuple(value.shape) != tuple(dst.shape):
-      value = position_growth.grown_positions(value, rows, source_config.pad_id)
-    dst.assign(value)
+  _copy_moments(old.optimizer, train_step.optimizer, prefix, _position_table(train_step.model),
+                lambda value: position_growth.grown_positions(value, rows, source_config.pad_id))
   new_items = train_step.checkpoint_items()
   for name, src in old.checkpoint_items().items():
     dst = new_items[name]
@@ -163,6 +161,37 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
                     f"{source_config.max_positions} rows: grown to {rows} (learned rows tiled; "
                     "the optimizer's moments likewise) for --max_seq_len={cfg.max_seq_len}")
   return prefix
+
+
+def _position_table(model) -> str:
+  """The path of `model`'s position table."""
+  return model.encoder.get_layer(EMBEDDINGS_NAME).position_embedding.embeddings.path
+
+
+def _copy_moments(source, target, prefix: str, table: str, grow) -> None:
+  """`source`'s AdamW moments and iteration into `target`'s, each slot matched by its model
+  variable's path; the position table's (`table`) grown by `grow`.
+
+  Raises:
+    checkpointing.CheckpointError naming checkpoint `prefix` and the variables: the two sets
+      of variables differ, or a moment other than the position table's changed shape.
+  """
+  old, new = source.slots(), target.slots()
+  if set(old) != set(new):
+    raise checkpointing.CheckpointError(
+        f"{prefix}: the optimizer's moments are for other variables (only in the checkpoint: "
+        f"{sorted(set(old) - set(new))}; only in the model: {sorted(set(new) - set(old))})")
+  for path, moments in new.items():
+    for name, dst in moments.items():
+      value = old[path][name].numpy()
+      if path == table:
+        value = grow(value)
+      elif tuple(value.shape) != tuple(dst.shape):
+        raise checkpointing.CheckpointError(
+            f"{prefix}: the {name} of {path} is {list(value.shape)} there and "
+            f"{list(dst.shape)} in the model: only the position table ({table}) may grow")
+      dst.assign(value)
+  target.iterations.assign(source.iterations.numpy())
 
 
 def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> PretrainingResult:
@@ -200,7 +229,7 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
   step = int(train_step.step.numpy())
   if step == 0:
     events.evaluate(0)
-  budget = optimizer_lib.budget_schedule(train_step.optimizer)  # --train_minutes's schedule
+  budget = task.schedule if isinstance(task.schedule, BudgetSchedule) else None  # --train_minutes
   result = loop_lib.Loop(strategy, train_step, events, loop_schedule(cfg),
                          budget_fraction=budget.fraction if budget else None).run(step)
   return PretrainingResult(step=result.step, final_train=events.final,

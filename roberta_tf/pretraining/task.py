@@ -1,11 +1,13 @@
 """Pretraining's task (Model Garden's *task*; training/task.py's `Task`): the model config, the
-model, AdamW, the train step's settings and the MLM objective. What the loop's events mean for
+model, AdamW and its schedule, the train step's settings, the MLM objective, and the synthetic
+MLM batch `--precision=auto` times (training/precision_probe.py). What the loop's events mean for
 pretraining is events.py's `PretrainingEvents`; run.py wires both to the loop, inputs.py builds
 the datasets and model_dir_setup.py the model dir.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
@@ -97,6 +99,9 @@ class PretrainingTask:
                model_config: models.RobertaConfig):
     self.cfg, self.strategy, self.model_config = cfg, strategy, model_config
     self.per_replica = inputs.per_replica_batch(cfg, strategy)  # refuses an unsplittable batch
+    # The learning-rate schedule build_optimizer made (run.py hands a BudgetSchedule's fraction
+    # to the loop, which sets it); None before.
+    self.schedule: WarmupLinearDecay | BudgetSchedule | None = None
 
   def build_model(self):
     return models.RobertaPretrainer(self.model_config, dtype=self.cfg.precision)
@@ -106,12 +111,13 @@ class PretrainingTask:
     --train_steps, or over the elapsed share of --train_minutes (the warmup's share:
     --warmup_steps / --train_steps)."""
     cfg, options = self.cfg, self.cfg.optimizer
-    schedule = (BudgetSchedule(options.learning_rate, options.warmup_steps / cfg.train_steps)
-                if cfg.train_minutes > 0 else
-                WarmupLinearDecay(options.learning_rate, options.warmup_steps, cfg.train_steps))
-    # Not adamw(fused=True) under mixed precision either: XLA-fusing each variable's update was
-    # no faster (medium bf16, in-process A/B: median 1.00x; docs/performance_training.md).
-    return optimizer_lib.adamw(options, schedule, model.trainable_variables)
+    self.schedule = (
+        BudgetSchedule(options.learning_rate, options.warmup_steps / cfg.train_steps)
+        if cfg.train_minutes > 0 else
+        WarmupLinearDecay(options.learning_rate, options.warmup_steps, cfg.train_steps))
+    # Not adamw(fused=True) under mixed precision either: XLA-fusing each variable's update
+    # measured no faster on CPU (docs/performance_training.md).
+    return optimizer_lib.adamw(options, self.schedule, model.trainable_variables)
 
   def step_config(self) -> StepConfig:
     cfg = self.cfg
@@ -123,3 +129,22 @@ class PretrainingTask:
 
   def objective(self) -> MlmObjective:
     return MlmObjective(next_sentence=self.model_config.next_sentence_head)
+
+
+def synthetic_batch(batch_size: int, seq_len: int, max_predictions: int, vocab_size: int,
+                    seed: int = 0) -> dict[str, np.ndarray]:
+  """A pretraining micro-batch of the pipeline's format with random ids (every position real,
+  15% of them predicted), what `--precision=auto` times (precision_choice.py): input_ids /
+  padding_mask int32 [B, S], mask_positions / mask_ids int32 [B, P], mask_weights float32
+  [B, P]."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, vocab_size, size=(batch_size, seq_len), dtype=np.int32)
+  predicted = max(1, min(max_predictions, round(0.15 * seq_len)))
+  positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len - 1), max_predictions,
+                                           replace=False) for _ in range(batch_size)]), axis=1)
+  weights = np.zeros((batch_size, max_predictions), np.float32)
+  weights[:, :predicted] = 1.0
+  return {"input_ids": ids, "padding_mask": np.ones_like(ids),
+          "mask_positions": positions.astype(np.int32),
+          "mask_ids": np.take_along_axis(ids, positions, axis=1),
+          "mask_weights": weights}

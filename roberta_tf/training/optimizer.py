@@ -4,7 +4,11 @@ Weight decay skips LayerNorm parameters and biases (as in BERT/RoBERTa), chosen 
 variable is -- a matrix (kernel, embedding table) decays, a vector (bias, LayerNorm gamma/beta)
 does not -- never by its name, so a new layer cannot change the optimizer by what it is called.
 Gradient clipping and the all-reduce across replicas happen once, in the train step (see
-train_step.py), so the optimizer here must not all-reduce again.
+train_step.py), so the optimizer here applies the gradients it is given as they are.
+
+Written on what Keras and TensorFlow document: a `keras.optimizers.Optimizer` subclass whose
+`build` makes the slots with `add_variable_from_reference`, its own `apply`, and
+`tf.distribute`'s replica context `merge_call` and `StrategyExtended.update`.
 """
 
 from collections.abc import Sequence
@@ -14,7 +18,6 @@ import tensorflow as tf
 from keras import ops
 
 from roberta_tf.common.option_groups import OptimizerOptions
-from roberta_tf.training.schedule import BudgetSchedule
 
 
 def decays(variable) -> bool:
@@ -26,15 +29,8 @@ def decays(variable) -> bool:
   return len(variable.shape) >= 2
 
 
-def exclude_from_decay(opt: keras.optimizers.Optimizer, variables: Sequence) -> None:
-  """Exempts every variable of `variables` that `decays` rejects (before `opt` is built)."""
-  exempt = [v for v in variables if not decays(v)]
-  if exempt:
-    opt.exclude_from_weight_decay(var_list=exempt)
-
-
-class PreReducedAdamW(keras.optimizers.AdamW):
-  """AdamW in the form of Kingma & Ba's Algorithm 1, for gradients already summed across replicas.
+class AdamW(keras.optimizers.Optimizer):
+  """AdamW in the form of Kingma & Ba's Algorithm 1, applying the gradients it is given.
 
   The update is ``w -= lr * m_hat / (sqrt(v_hat) + eps)`` with the bias-corrected moments
   ``m_hat = m / (1 - b1^t)``, ``v_hat = v / (1 - b2^t)``: torch.optim.AdamW's (and so Hugging
@@ -44,85 +40,126 @@ class PreReducedAdamW(keras.optimizers.AdamW):
   1.2x at the 60th with b2 = 0.98. That is not negligible here: at init the query/key kernels'
   gradients are ~3e-6..7e-6 (attention is near uniform), on the scale of eps = 1e-6, so the
   Keras form slowed exactly the weights that take a post-LN model off the unigram plateau
-  (measured: docs/learning_parity.md). Decoupled weight decay is Keras'
-  (``w -= lr * wd * w`` before the Adam step), the same as torch's ``w *= 1 - lr * wd``.
+  (measured: docs/learning_parity.md). Decoupled weight decay is Keras' AdamW's
+  (``w -= lr * wd * w`` right before the variable's Adam step; torch's ``w *= 1 - lr * wd``),
+  on the variables `decays` accepts.
 
-  Keras' TF optimizer also SUM-all-reduces gradients inside ``apply`` in a replica context.
+  Keras' TF optimizer SUM-all-reduces the gradients inside its `apply` in a replica context.
   The train step needs the reduced gradients earlier (global-norm clipping and the finite check
-  must agree across replicas), so it reduces them itself and this class skips that second,
-  redundant all-reduce. The slots (m, v) are Keras' own, so checkpoints are unchanged.
+  must agree across replicas), so it reduces them itself, and this class's `apply` never
+  reduces. Its slots are created in Keras' Adam's order (m then v of each variable, in the
+  variables' order), which is what a checkpoint's keys follow: checkpoints written with Keras'
+  AdamW slots restore into these.
   """
 
-  def _all_reduce_sum_gradients(self, grads_and_vars):
-    return list(grads_and_vars)
+  def __init__(self, learning_rate, weight_decay: float | None = 0.01, beta_1: float = 0.9,
+               beta_2: float = 0.98, epsilon: float = 1e-6, fused: bool = False,
+               name: str | None = None):
+    """`learning_rate`: a float or a LearningRateSchedule of the update count (`iterations`).
 
-  def update_step(self, gradient, variable, learning_rate):
-    """One variable's Adam step (Keras' per-variable entry point; the train step's `apply`
-    goes through `_backend_update_step`, which does the same per variable, fused)."""
-    if self.amsgrad:
-      raise NotImplementedError("PreReducedAdamW does not implement amsgrad")
-    dtype = variable.dtype
-    lr = ops.cast(learning_rate, dtype)
-    gradient = ops.cast(gradient, dtype)
-    step = ops.cast(self.iterations + 1, dtype)
-    m = self._momentums[self._get_variable_index(variable)]
-    v = self._velocities[self._get_variable_index(variable)]
-    self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
-    self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
-    m_hat = ops.divide(m, 1 - ops.power(ops.cast(self.beta_1, dtype), step))
-    v_hat = ops.divide(v, 1 - ops.power(ops.cast(self.beta_2, dtype), step))
-    self.assign_sub(variable, ops.divide(ops.multiply(m_hat, lr),
-                                         ops.add(ops.sqrt(v_hat), self.epsilon)))
+    `fused`: XLA-compile each variable's update (`fused_adamw`): its ~15 element-wise ops, each
+    a pass over the weight, m or v, become one loop. XLA contracts a*b + c into fused
+    multiply-adds, which round once where the ops round twice: results move by an ulp, so the
+    float32 path (the parity records) keeps the op-by-op form.
+    """
+    super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, name=name)
+    self.beta_1, self.beta_2, self.epsilon, self.fused = beta_1, beta_2, epsilon, fused
+    self.slot_variables = []  # (m, v) of each built variable, in the built order
+    self.slot_index = {}      # id(variable) -> its place in slot_variables
+    self.slot_paths = []      # each built variable's path
 
-  def _apply_weight_decay(self, variables):
-    """Folded into `_backend_update_step` (each variable decays right before its Adam step,
-    which reads nothing of any other variable: the same values as decaying all first)."""
+  def build(self, variables):
+    """Creates m and v (zeros) for each of `variables`, once."""
+    if self.built:
+      return
+    super().build(variables)
+    self.slot_index = {id(v): i for i, v in enumerate(variables)}
+    self.slot_paths = [getattr(v, "path", v.name) for v in variables]
+    self.slot_variables = [(self.add_variable_from_reference(v, "momentum"),
+                            self.add_variable_from_reference(v, "velocity"))
+                           for v in variables]
 
-  # XLA-compile each variable's update (`fused_adamw`): its ~15 element-wise ops, each a pass
-  # over the weight, m or v, become one loop. XLA contracts a*b + c into fused multiply-adds,
-  # which rounds once where the ops round twice: results move by an ulp, so the float32 path
-  # (the parity records) keeps the op-by-op form; `adamw(fused=True)` turns it on. Measured no
-  # faster on CPU (medium bf16 train step, in-process A/B: median 1.00x, one window 0.61x), so
-  # no task turns it on.
-  fused = False
+  def slots(self) -> dict[str, dict[str, keras.Variable]]:
+    """{model variable path: {"momentum": m, "velocity": v}} of the variables it was built for.
 
-  def _backend_update_step(self, grads, trainable_variables, learning_rate):
-    """Decay + Adam step of every variable (`fused_adamw`), the scalars (learning rate, bias
-    corrections) computed once. Keras' form re-reads the schedule for every variable's decay
-    and recomputes b^t twice per variable (~10 scalar ops each); the element-wise ops are
-    Keras' in the same order, so without `fused` the results are bit-identical."""
-    dtype = "float32"
-    step = ops.cast(self.iterations + 1, dtype)
-    scalars = (ops.cast(learning_rate, dtype), ops.cast(self.weight_decay or 0.0, dtype),
-               1 - ops.power(ops.cast(self.beta_1, dtype), step),
-               1 - ops.power(ops.cast(self.beta_2, dtype), step))
-    variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+    Raises:
+      ValueError: two of them share a path (their slots could not be told apart by it).
+    """
+    shared = sorted({p for p in self.slot_paths if self.slot_paths.count(p) > 1})
+    if shared:
+      raise ValueError(f"optimizer {self.name}: variables share the paths {shared}")
+    return {path: {"momentum": m, "velocity": v}
+            for path, (m, v) in zip(self.slot_paths, self.slot_variables, strict=True)}
 
-    def update_all(distribution, grads_and_vars):
-      for grad, var in grads_and_vars:
-        if var.dtype != tf.float32:
-          raise ValueError(f"PreReducedAdamW updates float32 variables; {var.name} is {var.dtype}")
-        index = self._get_variable_index(var)
-        slots = (self._momentums[index].value, self._velocities[index].value)
-        decay = self.weight_decay is not None and self._use_weight_decay(var)
-        distribution.extended.update(  # mirrored args reach `fn` as this device's components
-            var, lambda w, g, m, v, *s, d=decay: self._fused(w, m, v, g, *s, decay=d),
-            args=(grad, *slots, *scalars), group=False)
+  def get_config(self):
+    config = super().get_config()
+    return {"name": config["name"], "learning_rate": config["learning_rate"],
+            "weight_decay": self.weight_decay, "beta_1": self.beta_1, "beta_2": self.beta_2,
+            "epsilon": self.epsilon, "fused": self.fused}
 
-    tf.__internal__.distribute.interim.maybe_merge_call(
-        update_all, self._distribution_strategy, list(zip(grads, variables, strict=True)))
+  def apply(self, grads, trainable_variables=None):
+    """One update of `trainable_variables` (built for on the first call) by `grads`, taken as
+    they are (already all-reduced when distributed); a None gradient leaves its variable and
+    its slots as they are. Then `iterations` += 1.
 
-  def _fused(self, w, m, v, grad, lr, weight_decay, c1, c2, decay):
-    update = _fused_adamw_xla if self.fused else fused_adamw
-    return update(w, m, v, tf.cast(grad, tf.float32), lr, weight_decay, c1, c2, decay=decay,
-                  beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+    Callable in a replica context (the update runs in the cross-replica context through
+    `merge_call`) or in the cross-replica context (`grads` may be per-replica values there).
+    Every variable must be float32 (mixed precision keeps float32 weights).
+    """
+    if trainable_variables is None:
+      raise ValueError("AdamW.apply needs the variables: apply(grads, trainable_variables)")
+    trainable_variables = list(trainable_variables)
+    self.build(trainable_variables)
+    updates = []
+    for grad, var in zip(grads, trainable_variables, strict=True):
+      if grad is None:
+        continue
+      if id(var) not in self.slot_index:
+        raise ValueError(f"{var.name} is not among the variables the optimizer was built for")
+      if var.dtype != "float32":
+        raise ValueError(f"AdamW updates float32 variables; {var.name} is {var.dtype}")
+      m, v = self.slot_variables[self.slot_index[id(var)]]
+      updates.append((grad, _tf_variable(var), _tf_variable(m), _tf_variable(v), decays(var)))
+    replica_context = tf.distribute.get_replica_context()
+    if replica_context is None:  # the cross-replica context
+      _update_all(tf.distribute.get_strategy(), self, updates)
+    else:
+      replica_context.merge_call(_update_all, args=(self, updates))
+    self.iterations.assign_add(1)
+
+
+def _tf_variable(variable):
+  """The tf.Variable (a distributed one under a strategy) behind a keras.Variable."""
+  return variable.value if isinstance(variable, keras.Variable) else variable
+
+
+def _update_all(distribution, opt: AdamW, updates):
+  """Decay + Adam step of every (grad, w, m, v, decays) of `updates` (`fused_adamw`), each on
+  its variable's devices; the scalars (learning rate, bias corrections) computed once. Keras'
+  AdamW re-reads the schedule for every variable's decay and recomputes b^t twice per variable
+  (~10 scalar ops each); the element-wise ops here are its ops, in its order."""
+  dtype = "float32"
+  step = ops.cast(opt.iterations + 1, dtype)
+  scalars = (ops.cast(opt.learning_rate, dtype), ops.cast(opt.weight_decay or 0.0, dtype),
+             1 - ops.power(ops.cast(opt.beta_1, dtype), step),
+             1 - ops.power(ops.cast(opt.beta_2, dtype), step))
+  update = _fused_adamw_xla if opt.fused else fused_adamw
+  hyper = {"beta_1": opt.beta_1, "beta_2": opt.beta_2, "epsilon": opt.epsilon}
+  for grad, var, m, v, decay in updates:
+    decay = decay and opt.weight_decay is not None
+
+    def step_fn(w, g, m, v, lr, weight_decay, c1, c2, decay=decay):
+      return update(w, m, v, tf.cast(g, tf.float32), lr, weight_decay, c1, c2, decay=decay,
+                    **hyper)
+    distribution.extended.update(  # mirrored args reach `step_fn` as this device's components
+        var, step_fn, args=(grad, m, v, *scalars), group=False)
 
 
 def fused_adamw(w, m, v, grad, lr, weight_decay, c1, c2, *, decay: bool, beta_1: float,
                 beta_2: float, epsilon: float):
   """One variable's update in place: decoupled decay (``decay``: w -= w * wd * lr), then
   m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2), w -= (m / c1) lr / (sqrt(v / c2) + eps), with
-  c1 = 1 - b1^t, c2 = 1 - b2^t (scalars). Keras' AdamW + `update_step` op for op."""
+  c1 = 1 - b1^t, c2 = 1 - b2^t (scalars). Keras' AdamW with the eps of torch's, op for op."""
   if decay:
     w.assign_sub(w * weight_decay * lr)
   m.assign_add((grad - m) * (1 - beta_1))
@@ -136,25 +173,16 @@ _fused_adamw_xla = tf.function(fused_adamw, jit_compile=True, autograph=False)
 
 
 def adamw(options: OptimizerOptions, schedule: keras.optimizers.schedules.LearningRateSchedule,
-          variables: Sequence, fused: bool = False) -> keras.optimizers.Optimizer:
-  """AdamW (`options`: weight decay, betas, epsilon) following `schedule` for `variables` (the
-  model's trainable variables); weight decay excluded from LayerNorm parameters and biases
-  (`decays`).
+          variables: Sequence, fused: bool = False) -> AdamW:
+  """AdamW (`options`: weight decay, betas, epsilon) following `schedule`, built for
+  `variables` (the model's trainable variables); weight decay on the matrices only (`decays`).
 
-  `schedule` is the task's: `WarmupLinearDecay(options.learning_rate, warmup, total)` by update
-  count, or a `BudgetSchedule` (the loop sets its fraction) for a time budget. The options'
-  clip_norm and grad_accum_steps are the train step's (StepConfig), not the optimizer's.
-  `fused`: each variable's update one XLA cluster (`PreReducedAdamW.fused`: faster, float32
-  results an ulp off the op-by-op form's)."""
-  opt = PreReducedAdamW(learning_rate=schedule, weight_decay=options.weight_decay,
-                        beta_1=options.adam_beta1, beta_2=options.adam_beta2,
-                        epsilon=options.adam_epsilon)
-  opt.fused = fused
-  exclude_from_decay(opt, variables)
+  `schedule` is the task's, which keeps it: `WarmupLinearDecay(options.learning_rate, warmup,
+  total)` by update count, or a `BudgetSchedule` (the loop sets its fraction) for a time
+  budget. The options' clip_norm and grad_accum_steps are the train step's (StepConfig), not
+  the optimizer's. `fused`: see `AdamW`."""
+  opt = AdamW(learning_rate=schedule, weight_decay=options.weight_decay,
+              beta_1=options.adam_beta1, beta_2=options.adam_beta2,
+              epsilon=options.adam_epsilon, fused=fused)
+  opt.build(list(variables))
   return opt
-
-
-def budget_schedule(opt) -> BudgetSchedule | None:
-  """The optimizer's BudgetSchedule (a time budget's), else None."""
-  schedule = getattr(opt, "_learning_rate", None)
-  return schedule if isinstance(schedule, BudgetSchedule) else None

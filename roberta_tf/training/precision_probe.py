@@ -1,17 +1,16 @@
 """`--precision=auto`: float32 or mixed_bfloat16, whichever trains this model faster here; and
 the peak FLOP/s MFU divides by, measured on this machine.
 
-No CPU flag tells which is faster. On a 2-core Xeon with AVX-512 BF16 and no AMX the small
-model trained at 0.66-0.78x float32's speed in mixed_bfloat16 (the casts around each matmul cost
-more than the bf16 dot products save), while another CPU ran it 1.2-2.6x faster; GPUs from
-Ampere on are faster in bf16. So `auto` measures: it builds the run's model, optimizer and
-train step in each precision on the run's strategy, times `steps` updates of one synthetic
-micro-batch of the run's shape (after `warmup` untimed ones: tracing, first allocations), and
-takes mixed_bfloat16 only when it is at least MARGIN faster (float32 is the safer numerics).
+No CPU flag tells which is faster: with AVX-512 BF16 and no AMX the casts around each matmul
+can cost more than the bf16 dot products save, other CPUs train faster in bf16, and so do GPUs
+from Ampere on (measurements: docs/benchmarks.md). So `auto` measures: the task builds the
+run's model, optimizer and train step in each precision on the run's strategy, and one
+synthetic micro-batch of the run's shape and format (the probe knows neither); the probe times
+`steps` updates (after `warmup` untimed ones: tracing, first allocations), and takes
+mixed_bfloat16 only when it is at least MARGIN faster (float32 is the safer numerics).
 
-Peaks likewise differ by machine (one 2-core Xeon's 2048^3 matmul ran at 183 fp32 / 380 bf16
-GFLOP/s, a Zen 4 EPYC's at 218 / 413), so MFU's peak is measured too (`peak_flops`): the best of
-a few 2048^3 `tf.matmul`s in the precision's compute dtype under tf.function, on this process's
+Peaks likewise differ by machine, so MFU's peak is measured too (`peak_flops`): the best of a
+few 2048^3 `tf.matmul`s in the precision's compute dtype under tf.function, on this process's
 default device with its intra-op threads. Other processes' load lowers a measurement, never
 raises it: the cache keeps the best one seen (the benchmarks measure again each run).
 
@@ -212,27 +211,10 @@ def peak_flops(precision: str, log=print, n: int = PEAK_MATRIX, reps: int = PEAK
   return flops, cached
 
 
-def synthetic_batch(batch_size: int, seq_len: int, max_predictions: int, vocab_size: int,
-                    seed: int = 0) -> dict[str, np.ndarray]:
-  """A pretraining micro-batch of the pipeline's format with random ids (every position real,
-  15% of them predicted): input_ids / padding_mask int32 [B, S], mask_positions / mask_ids
-  int32 [B, P], mask_weights float32 [B, P]."""
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(5, vocab_size, size=(batch_size, seq_len), dtype=np.int32)
-  predicted = max(1, min(max_predictions, round(0.15 * seq_len)))
-  positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len - 1), max_predictions,
-                                           replace=False) for _ in range(batch_size)]), axis=1)
-  weights = np.zeros((batch_size, max_predictions), np.float32)
-  weights[:, :predicted] = 1.0
-  return {"input_ids": ids, "padding_mask": np.ones_like(ids),
-          "mask_positions": positions.astype(np.int32),
-          "mask_ids": np.take_along_axis(ids, positions, axis=1),
-          "mask_weights": weights}
-
-
 def seconds_per_step(train_step, strategy: tf.distribute.Strategy, batch: dict, warmup: int,
                      steps: int) -> float:
-  """Median seconds of `steps` updates of `train_step` (a TrainStep) on `batch`, each synced."""
+  """Median seconds of `steps` updates of `train_step` (a TrainStep) on `batch` (the task's:
+  one micro-batch of its format x replicas), each synced."""
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   iterator = iter(strategy.experimental_distribute_dataset(dataset))
   next_batch = lambda: next(iterator)  # noqa: E731
@@ -262,7 +244,8 @@ def pick(build_step: Callable[[str], object], strategy: tf.distribute.Strategy, 
   Args:
     build_step: precision -> a TrainStep of the run's model and optimizer in that precision,
       built under `strategy` (the probe's models are thrown away).
-    batch: one per-replica-sized micro-batch x replicas (synthetic_batch), numpy.
+    batch: one per-replica-sized micro-batch x replicas of the task's format, numpy (the task
+      makes it: pretraining's is pretraining/task.py's `synthetic_batch`).
   Returns:
     {"precision", "seconds_per_step": {precision: s}, "device", "cached": bool}.
   """

@@ -52,9 +52,8 @@ class StepConfig:
     jit_compile: XLA-compile each replica's forward + backward pass (meant for GPU/TPU, not
       measured there). It trains to the default step's losses (tests/test_tpu_readiness.py:
       within 1e-3 over 10 steps with dropout 0). With dropout the masks differ, because XLA's
-      stateless RNG draws other bits for the same seed. On CPU it is no faster: `small` at
-      B32 S128 ran at 0.71-0.88x the default's tokens/s in fp32 and 0.91-1.21x in bf16
-      (benchmarks/train_throughput.py --jit_compile; docs/benchmarks.md).
+      stateless RNG draws other bits for the same seed. Measured no faster on CPU
+      (benchmarks/train_throughput.py --jit_compile; figures in docs/benchmarks.md).
   """
   grad_accum_steps: int = 1
   clip_norm: float = 0.0
@@ -182,25 +181,19 @@ class TrainStep:
   def _apply_if(self, ok, grads):
     """optimizer.apply(grads) when ``ok`` (the same on every replica), else only the iteration.
 
-    Strategies that need merge_call cannot branch around it in a replica context, so the branch
-    is taken in the cross-replica context (the pattern of keras' LossScaleOptimizer).
+    A replica context cannot branch around a merge_call, so the branch is taken in the
+    cross-replica context (the pattern of keras' LossScaleOptimizer), where the optimizer
+    applies the already reduced gradients (optimizer.py's `AdamW.apply` never all-reduces).
     """
     variables = self.model.trainable_variables
-    apply_fn = lambda g: self.optimizer.apply(g, variables)
 
     def skip_fn():
       self.optimizer.iterations.assign_add(1)
       return tf.no_op()
-    if tf.__internal__.distribute.strategy_supports_no_merge_call():
-      tf.cond(ok, lambda: apply_fn(grads) or tf.no_op(), skip_fn)
-      return
 
     def cross_replica(distribution, ok, grads):
       ok = distribution.experimental_local_results(ok)[0]
-      tf.cond(ok,
-              lambda: distribution.extended.call_for_each_replica(apply_fn, args=(grads,))
-              or tf.no_op(),
-              skip_fn)
+      tf.cond(ok, lambda: self.optimizer.apply(grads, variables) or tf.no_op(), skip_fn)
     tf.distribute.get_replica_context().merge_call(cross_replica, args=(ok, grads))
 
   def _update_counters(self, ok, loss_finite):
