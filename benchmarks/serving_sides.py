@@ -24,6 +24,7 @@ Sides (each at --threads intra-op threads):
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -34,6 +35,8 @@ TOP_K = 5
 
 
 def build_ours(path: str, threads: int):
+  from roberta_tf.serving import frozen_weights  # pylint: disable=import-outside-toplevel
+  frozen_weights.serve_only()  # as the serving binaries and docs/serving_performance.md do
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -47,6 +50,7 @@ def build_ours(path: str, threads: int):
                                                           strict=True)]
 
   info = {"versions": f"tensorflow {tf.__version__}, tensorflow-text {tensorflow_text.__version__}",
+          "frozen_weights": os.environ.get(frozen_weights.ENV, ""),
           "threads": f"TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
                      f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()}"}
   return predict, info

@@ -186,12 +186,14 @@ def table(rows: dict, baseline: str) -> list[str]:
 
 
 def export_code_hash() -> str:
-  """A hash of the export's code (roberta_tf/export.py, roberta_tf/serving/*.py): a cached
-  export is reused only while that code is unchanged."""
+  """A hash of the export's code (roberta_tf/export.py, roberta_tf/serving/*.py and the model
+  it rebuilds, roberta_tf/models/*.py): a cached export is reused only while that code is
+  unchanged."""
   digest = hashlib.sha1()
-  serving = os.path.join(commands.REPO, "roberta_tf", "serving")
-  for path in [os.path.join(commands.REPO, "roberta_tf", "export.py")] + sorted(
-      os.path.join(serving, n) for n in os.listdir(serving) if n.endswith(".py")):
+  package = os.path.join(commands.REPO, "roberta_tf")
+  for path in [os.path.join(package, "export.py")] + sorted(
+      os.path.join(package, folder, n) for folder in ("serving", "models")
+      for n in os.listdir(os.path.join(package, folder)) if n.endswith(".py")):
     with open(path, "rb") as f:
       digest.update(f.read())
   return digest.hexdigest()[:10]

@@ -146,3 +146,28 @@ def test_mixed_training_fuses_layer_norm_and_gelu_with_the_same_math(pre_layer_n
     np.testing.assert_allclose(outs[0], outs[1], atol=3e-2)
     for a, b in zip(*grads, strict=True):
       np.testing.assert_allclose(a, b, atol=5e-2 * max(np.abs(b).max(), 1e-3))
+
+
+@pytest.mark.parametrize("recipe", [{}] + [r for r, _ in RECIPES], ids=lambda v: str(v))
+def test_serving_layout_is_the_same_math(recipe):
+  """`serving=True` (the exports' layout: one query_key_value [Wq/√d | Wk | Wv], 2-D matmuls)
+  given an unfused layer's weights computes what that layer computes, also under the pads, and
+  refuses to train."""
+  x, mask = _inputs(5)
+  layer = TransformerLayer(**KWARGS, **recipe)
+  layer(x, mask)
+  expected = _recipe_reference(layer, x.astype(np.float64), mask)
+  serving = TransformerLayer(**KWARGS, **recipe, serving=True)
+  serving(x, mask)
+  paths = {v.path.split("/", 1)[1] for v in serving.weights}
+  assert "query_key_value/kernel" in paths and not any(p.startswith("query/") for p in paths)
+  for variable in serving.weights:
+    name = variable.path.split("/", 1)[1]
+    if not name.startswith("query_key_value"):
+      variable.assign(next(w for w in layer.weights if w.path.split("/", 1)[1] == name))
+  pairs = [(getattr(layer, n).kernel, getattr(layer, n).bias if layer.use_bias else None)
+           for n in ("query", "key", "value")]
+  serving.fuse_query_key_value(*pairs)
+  np.testing.assert_allclose(np.asarray(serving(x, mask)), expected, atol=3e-5)
+  with pytest.raises(ValueError, match="serving layout, which does not train"):
+    serving(x, mask, training=True)

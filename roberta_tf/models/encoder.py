@@ -19,7 +19,7 @@ def layer_name(index: int) -> str:
   return f"transformer_layer_{index}"
 
 
-def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
+def build_encoder(config: RobertaConfig, dtype=None, serving: bool = False) -> keras.Model:
   """Builds the RoBERTa encoder.
 
   Args:
@@ -28,6 +28,9 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
       None uses the global policy (`keras.config.dtype_policy()`). Whatever the policy, the
       embedding sum, LayerNorms, softmax and the outputs are float32; matmuls run in the
       policy's compute dtype and all variables are float32.
+    serving: the exports' inference-only layout (TransformerLayer's `serving`: Q, K and V one
+      `query_key_value` Dense per layer); its weights come from a trained encoder through
+      serving/serving_precision.rebuilt, not from a checkpoint.
 
   Returns:
     A functional keras.Model named "roberta_encoder" with
@@ -59,7 +62,8 @@ def build_encoder(config: RobertaConfig, dtype=None) -> keras.Model:
         dropout=config.dropout, attention_dropout=config.attention_dropout,
         layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
         pre_layer_norm=config.pre_layer_norm, use_bias=config.use_bias,
-        gated_ffn=config.gated_ffn, dtype=dtype, name=layer_name(i))(x, padding_mask=padding_mask)
+        gated_ffn=config.gated_ffn, serving=serving, dtype=dtype,
+        name=layer_name(i))(x, padding_mask=padding_mask)
   if config.pre_layer_norm:  # the residual stream is never normalized inside pre-LN layers
     x = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, dtype="float32",
                                         name=FINAL_LAYER_NORM_NAME)(x)

@@ -26,14 +26,15 @@ class RobertaPretrainer(keras.Model):
   into it straight away. Checkpoint layout: `tf.train.Checkpoint(model=pretrainer)`.
   """
 
-  def __init__(self, config: RobertaConfig, dtype=None, **kwargs):
-    """Args: config: the architecture; dtype: a dtype policy or its name (see build_encoder)."""
+  def __init__(self, config: RobertaConfig, dtype=None, serving: bool = False, **kwargs):
+    """Args: config: the architecture; dtype: a dtype policy or its name; serving: the encoder
+    in the exports' inference-only layout (both: see build_encoder)."""
     if isinstance(config, dict):  # from_config
       config = RobertaConfig.from_dict(config)
     kwargs.setdefault("name", "roberta_pretrainer")
     super().__init__(dtype=dtype, **kwargs)
     self.config = config
-    self.encoder = build_encoder(config, dtype=dtype)
+    self.encoder = build_encoder(config, dtype=dtype, serving=serving)
     token_embedding = self.encoder.get_layer(EMBEDDINGS_NAME).token_embedding
     self.mlm_head = build_mlm_head(config, token_embedding, dtype=dtype)
     self.nsp_head = build_nsp_head(config, dtype=dtype) if config.next_sentence_head else None

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.finetuning import (
   featurize,
@@ -173,7 +174,9 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False,
   if files.isdir(export_dir) and files.listdir(export_dir) and not overwrite:
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, model_config, info = finetuned_dir.load(model_dir, dtype="float32")
-  build = lambda dtype: finetuned_dir.new_model(model_config, info, dtype=dtype)  # noqa: E731
+  build = lambda dtype: finetuned_dir.model_on(  # noqa: E731
+      models.build_encoder(model_config, dtype=dtype, serving=True), model_config, info,
+      dtype=dtype)
   precision = serving_precision_probe.resolve(precision, model, build, model_config)
   module = FinetunedModule(serving_precision.rebuilt(model, build, precision),
                            finetuned_dir.load_tokenizer(model_dir), info)

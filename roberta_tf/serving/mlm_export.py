@@ -171,7 +171,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
                         f"model {getattr(config, name)}: wrong --vocab_dir?")
   serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
-  build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype)  # noqa: E731
+  build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype, serving=True)  # noqa: E731
   precision = serving_precision_probe.resolve(precision, pretrainer, build, config)
   module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
                          max_seq_len=max_seq_len, top_k=top_k)

@@ -1,5 +1,9 @@
 """The precision an export computes in: `export --precision=float32|bfloat16|auto`.
 
+Every precision serves the encoder in its inference-only layout (models/transformer_layer.py's
+`serving`: Q, K and V one matmul with the query's 1/√d folded into its weights, every Dense a
+2-D matmul + bias add that oneDNN runs as one call with its weights kept packed between calls).
+
 - ``float32``: every weight and op in float32 (the reference numerics).
 - ``bfloat16``: the model rebuilt under Keras' "bfloat16" policy and given the float32 weights
   rounded once: every Dense kernel and bias is *stored* in bfloat16 (read by the matmuls as is:
@@ -22,6 +26,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
+from roberta_tf.models.transformer_layer import TransformerLayer
+
 PRECISIONS = ("float32", "bfloat16", "auto")
 COMPUTED = ("float32", "bfloat16")  # what `auto` resolves to
 
@@ -38,30 +44,57 @@ def check(precision: str) -> str:
 
 def rebuilt(model: keras.Model, build: Callable[[str], keras.Model],
             precision: str) -> keras.Model:
-  """`model` (float32, its weights restored) in `precision`.
+  """`model` (float32, its weights restored) as the export serves it, in `precision`.
 
   Args:
     model: the float32 model.
-    build: dtype policy name -> the same architecture, built (variables created), e.g.
-      `lambda dtype: models.RobertaPretrainer(config, dtype=dtype)`.
-    precision: "float32" (returns `model` itself) or "bfloat16".
+    build: dtype policy name -> the same architecture with its encoder in the serving layout
+      (models.build_encoder's `serving`: Q, K and V one `query_key_value` Dense), built
+      (variables created), e.g. `lambda dtype: models.RobertaPretrainer(config, dtype=dtype,
+      serving=True)`.
+    precision: "float32" or "bfloat16".
   Returns:
-    A model whose every variable holds `model`'s value of the same path, cast to the variable's
-    dtype (bfloat16 for the policy's variables, float32 for the layers pinned to float32).
+    A new model whose every variable holds `model`'s value of the same path, cast to the
+    variable's dtype (bfloat16 for the policy's variables, float32 for the layers pinned to
+    float32), and each layer's `query_key_value` the fusion of `model`'s query, key and value
+    (TransformerLayer.fuse_query_key_value), rounded once.
   Raises:
-    PrecisionError: the rebuilt model's variable paths differ from `model`'s.
+    PrecisionError: the rebuilt model's variables do not match `model`'s.
   """
-  if precision == "float32":
-    return model
-  if precision != "bfloat16":
+  if precision not in COMPUTED:
     raise PrecisionError(f"cannot rebuild a model in {precision!r}")
-  copy = build("bfloat16")
+  copy = build(precision)
   source = {w.path: w for w in model.weights}
-  target = {w.path: w for w in copy.weights}
-  if source.keys() != target.keys():
-    raise PrecisionError("the bfloat16 model's variables differ from the float32 model's: "
-                         f"{sorted(source.keys() ^ target.keys())[:5]}")
-  for path, variable in target.items():
-    variable.assign(tf.cast(source[path], variable.dtype))
+  used = set()
+  fused = {layer.query_key_value.kernel.path: layer for layer in _serving_layers(copy)}
+  for variable in copy.weights:
+    if variable.path in source:
+      variable.assign(tf.cast(source[variable.path], variable.dtype))
+      used.add(variable.path)
+    elif variable.path in fused:
+      prefix = variable.path[:-len("query_key_value/kernel")]
+      parts = [(prefix + f"{name}/kernel", prefix + f"{name}/bias")
+               for name in ("query", "key", "value")]
+      missing = [k for k, _ in parts if k not in source]
+      if missing:
+        raise PrecisionError(f"the serving model's {variable.path} has no {missing[0]} to fuse")
+      fused[variable.path].fuse_query_key_value(
+          *[(source[k], source.get(b)) for k, b in parts])
+      used.update(path for pair in parts for path in pair if path in source)
+    elif not variable.path.endswith("query_key_value/bias"):  # set with its kernel
+      raise PrecisionError(f"the serving model's variable {variable.path} is not in the "
+                           "float32 model")
+  if source.keys() - used:
+    raise PrecisionError("the float32 model's variables are not all in the serving model: "
+                         f"{sorted(source.keys() - used)[:5]}")
   return copy
 
+
+def _serving_layers(model: keras.Model):
+  """Every TransformerLayer in the serving layout inside `model` (through nested models)."""
+  stack = [model]
+  while stack:
+    layer = stack.pop()
+    if isinstance(layer, TransformerLayer) and layer.serving:
+      yield layer
+    stack.extend(getattr(layer, "layers", ()))
