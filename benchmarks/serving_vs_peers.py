@@ -230,9 +230,8 @@ def prepare(work: str, skipped: dict) -> dict:
   count = FLAGS.batch_size * (FLAGS.rounds + 1)
   held_out = serving_texts.paragraphs(FLAGS.corpus)["held_out"]
   texts = serving_texts.held_out_texts(held_out, vocab_dir, count, least=FLAGS.batch_size)
-  with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-    config = json.load(f)
-  config = config.get("model", config)
+  from roberta_tf.models import model_dir as model_dir_lib  # pylint: disable=import-outside-toplevel
+  config = model_dir_lib.ModelDir(model_dir).model_config().to_dict()
   return {"model_dir": model_dir, "random_init": random_init, "paths": paths, "texts": texts,
           "dims": {k: config[k] for k in ("num_layers", "hidden_size", "num_heads",
                                            "intermediate_size", "vocab_size")},

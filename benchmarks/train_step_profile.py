@@ -17,22 +17,19 @@ it is also measured with --inter_op_threads. Prints the CPU (/proc/cpuinfo) firs
 
 from __future__ import annotations
 
+import collections
+import glob
+import json
 import os
-import sys
+import re
+import tempfile
+import time
+import types
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import app, flags
 
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
+from benchmarks import commands
 
 # (group, regex on the op type), first match wins; op types not matched are "other".
 GROUPS = (
@@ -60,24 +57,23 @@ WRAPPERS = re.compile(r"PartitionedCall|While|^If$|StatelessIf|Case|__inference|
                       r"FunctionRun|ExecutorState|Process$|_Send|_Recv")
 
 
-def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--preset", default="medium")
-  p.add_argument("--precision", default="mixed_bfloat16")
-  p.add_argument("--batch_size", type=int, default=32)
-  p.add_argument("--max_seq_len", type=int, default=128)
-  p.add_argument("--steps", type=int, default=4, help="Traced steps.")
-  p.add_argument("--warmup_steps", type=int, default=3)
-  p.add_argument("--threads", type=int, default=0, help="Intra-op threads (0: all CPUs).")
-  p.add_argument("--inter_op_threads", type=int, default=1,
-                 help="Inter-op threads (1: ops one at a time, so op times add up to the step; "
-                      "0: TF's default, train_vs_hf's, where two ops share the cores).")
-  p.add_argument("--dropout", type=float, default=0.0)
-  p.add_argument("--top_ops", type=int, default=25, help="Op types listed one by one.")
-  p.add_argument("--json_out", default="", help="Append the table as one JSON line.")
-  args = p.parse_args(argv)
-  args.threads = args.threads or os.cpu_count()
-  return args
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """This script's flags (defined when it runs: serving_profile imports it)."""
+  flags.DEFINE_string("preset", "medium", "Model preset.")
+  flags.DEFINE_string("precision", "mixed_bfloat16", "Training precision.")
+  commands.define_batch_flags(batch_size=32, max_seq_len=128)
+  flags.DEFINE_integer("steps", 4, "Traced steps.")
+  flags.DEFINE_integer("warmup_steps", 3, "Untimed steps first.")
+  flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all CPUs).")
+  flags.DEFINE_integer("inter_op_threads", 1, "Inter-op threads (1: ops one at a time, so op "
+                       "times add up to the step; 0: TF's default, train_vs_hf's, where two ops "
+                       "share the cores).")
+  flags.DEFINE_float("dropout", 0.0, "Dropout of the model.")
+  flags.DEFINE_integer("top_ops", 25, "Op types listed one by one.")
+  flags.DEFINE_string("json_out", "", "Append the table as one JSON line.")
 
 
 def build_step(args, work: str):
@@ -88,9 +84,9 @@ def build_step(args, work: str):
   from benchmarks.train_throughput import write_synthetic_shards  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # before TF initializes
   tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
-  vs_args = train_vs_hf.parse_args([f"--presets={args.preset}", f"--batch_size={args.batch_size}",
-                                    f"--max_seq_len={args.max_seq_len}",
-                                    f"--dropout={args.dropout}"])
+  vs_args = types.SimpleNamespace(presets=args.preset, batch_size=args.batch_size,
+                                  max_seq_len=args.max_seq_len, dropout=args.dropout,
+                                  clip_norm=None, num_batches=16)  # train_vs_hf's defaults
   data = os.path.join(work, "shards")
   os.makedirs(data)
   write_synthetic_shards(data, num_sequences=1024, seq_len=args.max_seq_len)
@@ -163,8 +159,10 @@ def print_table(result: dict) -> None:
     print(f"{op_type:28} {ms:9.1f} {ms / total:7.1%}  {group_of(op_type)}")
 
 
-def main(argv=None):
-  args = parse_args(argv)
+def main(argv):
+  del argv
+  args = commands.flag_args(FLAGS)
+  args.threads = args.threads or os.cpu_count()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from benchmarks.train_throughput import cpu_model  # pylint: disable=import-outside-toplevel
@@ -193,4 +191,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  define_flags()
+  app.run(main)
