@@ -99,8 +99,9 @@ def plan(old_dir: str, new_dir: str, *, old_flag: str = "--init_from",
   problem = extension_problem(old, old_merges, new, new_merges, old_flag, new_flag)
   if problem:
     raise VocabGrowthError(
-        f"{new_flag}={new_dir!r}'s vocabulary ({new_paths[0]}, {len(new)} tokens) does not "
-        f"extend {old_flag}={old_dir!r}'s ({old_paths[0]}, {len(old)} tokens): {problem}; a "
+        f"the vocabulary of {new_flag}={new_dir!r} ({new_paths[0]}, {len(new)} tokens) does "
+        f"not extend that of {old_flag}={old_dir!r} ({old_paths[0]}, {len(old)} tokens): "
+        f"{problem}; a "
         "grown vocabulary keeps every old token at its id and the old merges first "
         "(data_prep.train_tokenizer --extend_from writes one)")
   if len(new) == len(old):
@@ -172,8 +173,8 @@ def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
   if grow:
     if not both:
       raise VocabGrowthError(
-          f"{other_flag}={other_value!r} ({other.describe()}) is not {model_flag}="
-          f"{model_value!r}'s vocabulary ({model.describe()}), and growing the model needs both "
+          f"{other_flag}={other_value!r} ({other.describe()}) is not of the vocabulary of "
+          f"{model_flag}={model_value!r} ({model.describe()}), and growing the model needs both "
           "vocab.json files (the shards' beside them, as build_shards copies it) to check that "
           "it extends the model's")
     return plan(model_dir, other_dir, old_flag=model_flag, new_flag=other_flag)
