@@ -15,6 +15,10 @@ from tests.harness import tiny_config
 def test_adamw_hyperparameters():
   opt = optimizer_lib.adamw(OptimizerOptions(), WarmupLinearDecay(6e-4, 10, 100), [])
   assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay) == (0.9, 0.98, 1e-6, 0.01)
+  again = optimizer_lib.AdamW.from_config(opt.get_config())  # Keras' serialization round trip
+  assert (again.beta_1, again.beta_2, again.epsilon, again.weight_decay, again.fused) == (
+      0.9, 0.98, 1e-6, 0.01, False)
+  assert again.get_config()["learning_rate"] == opt.get_config()["learning_rate"]
 
 
 def test_weight_decay_skips_layer_norm_and_biases():

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from data_prep.shard_builder import build_shards
 from data_prep.shard_settings import ShardSettings
+from roberta_tf.common import framework_internals
 from roberta_tf.data import dataset_info, pipeline
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
@@ -72,8 +73,7 @@ PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 def dataset_ops(ds: tf.data.Dataset) -> collections.Counter:
   """Every op type in the dataset's serialized graph: its nodes and every function of its
   library (the bodies of map, flat_map, interleave, filter, scan, ... and what they call)."""
-  graph = tf.compat.v1.GraphDef()
-  graph.ParseFromString(ds._as_serialized_graph().numpy())  # pylint: disable=protected-access
+  graph = framework_internals.dataset_graph(ds)
   ops = collections.Counter(node.op for node in graph.node)
   for function in graph.library.function:
     ops.update(node.op for node in function.node_def)

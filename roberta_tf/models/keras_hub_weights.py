@@ -81,24 +81,34 @@ def _pairs(backbone, encoder):
   for i in range(num_layers):
     mine = encoder.get_layer(layer_name(i))
     kh = backbone.get_layer(f"transformer_layer_{i}")
-    attention = kh._self_attention_layer
     sublayers = [
-        ("query", mine.query, attention._query_dense),
-        ("key", mine.key, attention._key_dense),
-        ("value", mine.value, attention._value_dense),
-        ("attention_output", mine.attention_output, attention._output_dense),
-        ("intermediate_dense", mine.intermediate_dense, kh._feedforward_intermediate_dense),
-        ("output_dense", mine.output_dense, kh._feedforward_output_dense),
+        ("query", mine.query, "self_attention_layer/query"),
+        ("key", mine.key, "self_attention_layer/key"),
+        ("value", mine.value, "self_attention_layer/value"),
+        ("attention_output", mine.attention_output, "self_attention_layer/attention_output"),
+        ("intermediate_dense", mine.intermediate_dense, "feedforward_intermediate_dense"),
+        ("output_dense", mine.output_dense, "feedforward_output_dense"),
     ]
     for name, a, b in sublayers:
-      pairs.append((f"{layer_name(i)}/{name}/kernel", a.kernel, b.kernel))
-      pairs.append((f"{layer_name(i)}/{name}/bias", a.bias, b.bias))
+      pairs.append((f"{layer_name(i)}/{name}/kernel", a.kernel, _weight(kh, f"{b}/kernel")))
+      pairs.append((f"{layer_name(i)}/{name}/bias", a.bias, _weight(kh, f"{b}/bias")))
     for name, a, b in [("attention_layer_norm", mine.attention_layer_norm,
-                        kh._self_attention_layer_norm),
-                       ("output_layer_norm", mine.output_layer_norm, kh._feedforward_layer_norm)]:
-      pairs.append((f"{layer_name(i)}/{name}/gamma", a.gamma, b.gamma))
-      pairs.append((f"{layer_name(i)}/{name}/beta", a.beta, b.beta))
+                        "self_attention_layer_norm"),
+                       ("output_layer_norm", mine.output_layer_norm, "feedforward_layer_norm")]:
+      pairs.append((f"{layer_name(i)}/{name}/gamma", a.gamma, _weight(kh, f"{b}/gamma")))
+      pairs.append((f"{layer_name(i)}/{name}/beta", a.beta, _weight(kh, f"{b}/beta")))
   return pairs
+
+
+def _weight(layer, path: str):
+  """The weight of keras-hub's `layer` at `layer.name`/`path` (keras-hub's sublayer names, the
+  table in the module docstring), by its public path."""
+  full = f"{layer.name}/{path}"
+  found = [w for w in layer.weights if w.path == full]
+  if len(found) != 1:
+    raise KerasHubWeightsError(f"keras-hub's {layer.name} has no weight {full} (this keras-hub "
+                               "names its sublayers otherwise)")
+  return found[0]
 
 
 def _type_table(encoder):
@@ -181,13 +191,16 @@ def copy_from_backbone(backbone: keras_hub.models.RobertaBackbone, encoder: kera
 def _head_pairs(head: MaskedLMHead, masked_lm_head):
   """[(name, our variable, keras-hub variable)] of the MLM heads (the decoder is tied to the
   token embedding in both, so it travels with the backbone)."""
-  dense, norm = masked_lm_head._intermediate_dense, masked_lm_head._intermediate_layer_norm
-  return [("mlm_head/intermediate_dense/kernel", head.intermediate_dense.kernel, dense.kernel),
-          ("mlm_head/intermediate_dense/bias", head.intermediate_dense.bias, dense.bias),
+  theirs = lambda path: _weight(masked_lm_head, path)  # noqa: E731
+  return [("mlm_head/intermediate_dense/kernel", head.intermediate_dense.kernel,
+           theirs("intermediate_dense/kernel")),
+          ("mlm_head/intermediate_dense/bias", head.intermediate_dense.bias,
+           theirs("intermediate_dense/bias")),
           ("mlm_head/intermediate_layer_norm/gamma", head.intermediate_layer_norm.gamma,
-           norm.gamma),
-          ("mlm_head/intermediate_layer_norm/beta", head.intermediate_layer_norm.beta, norm.beta),
-          ("mlm_head/output_bias", head.output_bias, masked_lm_head._bias)]
+           theirs("intermediate_layer_norm/gamma")),
+          ("mlm_head/intermediate_layer_norm/beta", head.intermediate_layer_norm.beta,
+           theirs("intermediate_layer_norm/beta")),
+          ("mlm_head/output_bias", head.output_bias, theirs("output_bias"))]
 
 
 def copy_head_to_masked_lm(head: MaskedLMHead,

@@ -9,7 +9,7 @@ import dataclasses
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import files
+from roberta_tf.common import files, framework_internals
 from roberta_tf.data import vocab_info
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models import model_dir as model_dir_lib
@@ -17,6 +17,7 @@ from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
 from roberta_tf.training import checkpointing
 from roberta_tf.training import summaries as summaries_lib
+from roberta_tf.training.schedule import WarmupLinearDecay
 
 # What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json
 # and the vocab files are written again by the run).
@@ -99,7 +100,8 @@ def shorter_checkpoint_config(model_dir: str, model_config):
   prefix = checkpoint_files.newest_complete(model_dir)
   if prefix is None:
     return None
-  shape = _checkpoint_shape(prefix, "model", ("position_embedding", "_embeddings"))
+  shape = _checkpoint_shape(prefix, "model",
+                            ("position_embedding", framework_internals.EMBEDDING_TABLE))
   if not shape or shape[0] >= model_config.max_positions:
     return None
   return model_config.replace(max_positions=shape[0])
@@ -108,11 +110,9 @@ def _checkpoint_shape(prefix: str, root: str, tail: tuple[str, ...]) -> list[int
   """The shape of the variable at object path `root`/.../`tail` in a checkpoint (its object
   graph: a training checkpoint files a model variable under the key of whichever path reached
   it first, often the optimizer's), or None when unreadable or absent."""
-  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=import-outside-toplevel
   try:
     reader = checkpoint_files.reader(prefix)  # not tf.train.load_checkpoint: URLs (see there)
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    graph = framework_internals.checkpoint_object_graph(reader)
   except (tf.errors.OpError, ValueError, IndexError, RuntimeError):
     # Unreadable (IndexError: TF's reader on a short data file): the restore names the problem.
     return None
@@ -135,12 +135,6 @@ def _checkpoint_shape(prefix: str, root: str, tail: tuple[str, ...]) -> list[int
 _SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
                       "weight_decay",
                       "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
-
-def _lr_at(step: int, peak: float, warmup: int, total: int) -> float:
-  """schedule.WarmupLinearDecay at `step`, in Python."""
-  if step < warmup:
-    return peak * step / max(warmup, 1)
-  return peak * max(0.0, (total - step) / max(total - warmup, 1))
 
 def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   """On a resume whose schedule or optimizer flags differ from the checkpoint's run: one line
@@ -169,8 +163,8 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
     return
   where = ""
   if not (cfg.train_minutes or before.train_minutes):  # a budget's rate depends on the clock
-    old = _lr_at(step, before.learning_rate, before.warmup_steps, before.train_steps)
-    new = _lr_at(step, cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
+    old, new = (float(WarmupLinearDecay(c.learning_rate, c.warmup_steps, c.train_steps)(step))
+                for c in (before, cfg))
     where = f", where the learning rate is {new:.3g} (the old schedule's: {old:.3g})"
   log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
       f"continuing on the new schedule from step {step}{where}; the optimizer's moments are "
