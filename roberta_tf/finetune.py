@@ -64,11 +64,11 @@ def main(argv):
   cfg = options.from_flags(FinetuneConfig, FLAGS)  # list flags become tuples
   if sweep_runner.run_sweep(cfg).get("stopped_by_signal"):
     print(f"stopped by a signal (SIGTERM or Ctrl-C); the same command resumes the sweep in "
-          f"{cfg.model_dir}")
+          f"{cfg.model.model_dir}")
     return 0
   if cfg.export_dir:
-    path = finetuned_export.export_saved_model(cfg.model_dir, cfg.export_dir, cfg.overwrite,
-                                               precision=cfg.export_precision)
+    path = finetuned_export.export_saved_model(cfg.model.model_dir, cfg.export_dir,
+                                               cfg.model.overwrite, precision=cfg.export_precision)
     print(f"exported {path}")
   return 0
 

@@ -23,7 +23,7 @@ def main(argv):
   cfg = options.from_flags(TrainConfig, FLAGS)
   # Logical CPU devices must exist before TensorFlow initializes, so split before the import.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
-  strategy_lib.split_cpu(cfg.cpu_replicas)
+  strategy_lib.split_cpu(cfg.runtime.cpu_replicas)
   from roberta_tf.pretraining import run as pretraining  # pylint: disable=import-outside-toplevel
   pretraining.pretrain(cfg)  # also on SIGTERM: it saved a checkpoint and returned; exit 0
   return 0

@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import pickle
+import re
 
 import pytest
 from absl import flags
@@ -362,6 +363,30 @@ def test_each_config_keeps_its_own_checks():
     _finetune(warmup_ratio=1.0).validate()
   with pytest.raises(ValueError, match=r"must be multiples of --grad_accum_steps=3$"):
     _finetune(grad_accum_steps=3).validate()
+
+
+# A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...).
+_FLAT_READ = re.compile(r"\b(cfg|train_config|finetune_config)\.(" + "|".join(
+    sorted(option_groups.OPTIONS, key=len, reverse=True)) + r")\b(?!\s*(=[^=]|\+=|-=))")
+
+
+def test_code_reads_group_options_through_their_group():
+  """cfg.optimizer.clip_norm, cfg.model.model_dir, ...: not the flat fields (those are the
+  flags, config.json's keys and the constructor's keywords). Fine-tuning has no loop group
+  (its loop is per epoch): its --max_bad_steps is read flat."""
+  flat = []
+  for root, _, names in os.walk(os.path.join(REPO, "roberta_tf")):
+    for name in sorted(n for n in names if n.endswith(".py")):
+      path = os.path.join(root, name)
+      if name in ("option_groups.py", "train_config.py", "finetune_config.py"):
+        continue
+      finetuning = "finetun" in path
+      with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+          flat += [f"{os.path.relpath(path, REPO)}:{number}: {m.group(0)}"
+                   for m in _FLAT_READ.finditer(line)
+                   if not (finetuning and m.group(2) == "max_bad_steps")]
+  assert not flat, "\n".join(flat)
 
 
 def test_a_field_annotated_unlike_its_group_is_refused():

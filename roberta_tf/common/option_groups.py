@@ -19,9 +19,12 @@ paper fine-tunes at 1e-5 and pretrains at 6e-4; fine-tuning's max_seq_len 0 mean
 pretrained model's"), the composing config overrides `default=`, `help=` or `check=` and the
 option is still declared here only. Defaults and help here are pretraining's where the two differ.
 
-The configs stay flat (their fields are the flags and config.json's "training" keys, unchanged);
-`view(Group, config)` is the typed group of a config's values, handed whole to what uses it
-(`optimizer.adamw(cfg.optimizer, schedule, variables)`, `model_config.resolve(cfg.model, ...)`).
+The configs' fields stay flat: they are the flags, config.json's "training" keys and the
+constructor's keywords, unchanged. Code reads a group option through its group
+(`cfg.optimizer.clip_norm`, `cfg.model.model_dir`, `cfg.runtime.seed`; test_option_groups.py
+checks that no flat read is left in roberta_tf/): `view(Group, config)` is the typed group of
+a config's values, also handed whole to what uses it (`optimizer.adamw(cfg.optimizer,
+schedule, variables)`, `model_config.resolve(cfg.model, ...)`).
 A group option a config does not offer (fine-tuning's --tpu, --input_lanes) keeps the group's
 default in the view.
 

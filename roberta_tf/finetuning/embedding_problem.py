@@ -116,7 +116,7 @@ def load(cfg, tokenizer) -> EmbeddingProblem:
   train = embedding_data.read_pairs(cfg.train_file, cfg.text_fields)
   dev = embedding_data.read_beir(cfg.eval_file)
   sts = embedding_data.read_sts(cfg.sts_file) if cfg.sts_file else None
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, text_fields=tuple(cfg.text_fields),
+  info = ProblemInfo(cfg.task, cfg.data.max_seq_len, text_fields=tuple(cfg.text_fields),
                      pooling=cfg.pooling)
   return EmbeddingProblem(info, tokenizer, train, dev, sts, scale=cfg.similarity_scale,
                           symmetric=cfg.symmetric_loss, batching=cfg.batching)

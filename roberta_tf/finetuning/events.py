@@ -72,12 +72,12 @@ class FineTuningEvents:
     self.train_step, self.state, self.progress, self.run = train_step, state, progress, run
     self.summaries = summaries_lib.Summaries(run.run_dir, enabled=run.chief,
                                              tags=summaries_lib.FINETUNING)
-    self.eval_ds = task.problem.eval_dataset(cfg.eval_batch_size or cfg.batch_size)
+    self.eval_ds = task.problem.eval_dataset(cfg.eval_batch_size or cfg.data.batch_size)
     model = train_step.model
     self.predict = tf.function(lambda inputs: model(inputs, training=False),
                                input_signature=[self.eval_ds.element_spec], autograph=False)
     test = getattr(task.problem, "test", None)  # token classification's --test_file
-    self.test_ds = (task.problem.test_dataset(cfg.eval_batch_size or cfg.batch_size)
+    self.test_ds = (task.problem.test_dataset(cfg.eval_batch_size or cfg.data.batch_size)
                     if test is not None else None)
     self.best = (progress.history[progress.best_epoch - 1]["dev"][run.metric]
                  if progress.best_epoch else None)
@@ -86,10 +86,10 @@ class FineTuningEvents:
 
   def batches(self, step):
     cfg, steps_per_epoch = self.cfg, self.task.steps_per_epoch
-    micro_batch = cfg.batch_size // cfg.grad_accum_steps
-    ds = self.problem.train_dataset(micro_batch, cfg.seed + step // steps_per_epoch,
-                                    update_size=cfg.batch_size)
-    ds = ds.skip(step % steps_per_epoch * cfg.grad_accum_steps)
+    micro_batch = cfg.data.batch_size // cfg.optimizer.grad_accum_steps
+    ds = self.problem.train_dataset(micro_batch, cfg.runtime.seed + step // steps_per_epoch,
+                                    update_size=cfg.data.batch_size)
+    ds = ds.skip(step % steps_per_epoch * cfg.optimizer.grad_accum_steps)
     self.epoch_start = time.perf_counter()
     strategy = self.task.strategy
     return iter(strategy.experimental_distribute_dataset(ds)
@@ -201,12 +201,13 @@ class FineTuningEvents:
     progress, history, run = self.progress, self.progress.history, self.run
     best_epoch = progress.best_epoch
     self.result = TrialResult(
-        self.cfg.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
+        self.cfg.optimizer.learning_rate, best_epoch, history[best_epoch - 1]["dev"], history,
         files.join(run.run_dir, files.basename(progress.best_prefix)), run.run_dir,
         progress.best_test)
     if run.chief:
       atomic_write.write_json(files.join(run.run_dir, finetuned_dir.RESULTS_FILE),
-                              {**self.result.metrics, "learning_rate": self.cfg.learning_rate,
+                              {**self.result.metrics,
+                               "learning_rate": self.cfg.optimizer.learning_rate,
                                "epoch": best_epoch, "history": history,
                                "checkpoint": files.basename(progress.best_prefix),
                                "test": self.result.test})

@@ -39,9 +39,9 @@ class FinetuneConfig(GroupViews):
   same name, with this help (roberta_tf/common/options.py). The options pretraining shares
   (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
   and used here, with fine-tuning's default or help where it differs; the rest are its own. The
-  fields stay flat (the flags, sweep.json); `cfg.model`, `cfg.data`, `cfg.optimizer` and
-  `cfg.runtime` are their typed groups (no `loop`: a run's loop is per epoch, and of the LOOP
-  group only --max_bad_steps is fine-tuning's)."""
+  fields stay flat (the flags, sweep.json); code reads a group option through its typed group:
+  `cfg.model`, `cfg.data`, `cfg.optimizer` and `cfg.runtime` (no `loop`: a run's loop is per
+  epoch, and of the LOOP group only --max_bad_steps is fine-tuning's, read flat)."""
   task: str = option(help="The task type (set by --glue_task).",
                      choices=problem_types.PROBLEM_TYPES)
   model_dir: str = use(

@@ -36,7 +36,7 @@ def _glue_problem(cfg, tokenizer) -> problems.SequenceProblem:
   indices) for the predictions of the kept model."""
   preset = glue.get(cfg.glue_task)
   data = glue.read_data(preset, cfg.data_dir, cfg.glue_diagnostic, cfg.skip_bad_examples)
-  info = ProblemInfo(preset.task_type, cfg.max_seq_len, labels=preset.labels,
+  info = ProblemInfo(preset.task_type, cfg.data.max_seq_len, labels=preset.labels,
                      text_fields=preset.text_fields)
   (_, dev), *extra = data.dev
   return problems.SequenceProblem(info, tokenizer, data.train, dev, cfg.train_file,
@@ -51,7 +51,7 @@ def _table_problem(cfg, tokenizer) -> problems.SequenceProblem:
                                                 regression)
                 for path in (cfg.train_file, cfg.eval_file))
   labels = () if regression else tuple(problem_data.label_names(train, cfg.labels))
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, labels=labels,
+  info = ProblemInfo(cfg.task, cfg.data.max_seq_len, labels=labels,
                      text_fields=tuple(cfg.text_fields))
   return problems.SequenceProblem(info, tokenizer, train, dev, cfg.train_file, cfg.eval_file,
                                   batching=cfg.batching)
@@ -60,7 +60,7 @@ def _table_problem(cfg, tokenizer) -> problems.SequenceProblem:
 def _choice_problem(cfg, tokenizer) -> problems.MultipleChoiceProblem:
   train = problem_data.read_choice_examples(cfg.train_file)
   dev = problem_data.read_choice_examples(cfg.eval_file)
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, num_choices=len(train[0].options))
+  info = ProblemInfo(cfg.task, cfg.data.max_seq_len, num_choices=len(train[0].options))
   return problems.MultipleChoiceProblem(info, tokenizer, train, dev, batching=cfg.batching)
 
 
@@ -74,7 +74,7 @@ def _squad_problem(cfg, tokenizer) -> problems.ExtractiveQAProblem:
     print(f"warning: --skip_bad_examples: skipped {len(skipped)} answers whose text is not at "
           f"their answer_start (and questions left without an answer); the first: {skipped[0]}",
           flush=True)
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, max_query_len=cfg.max_query_len,
+  info = ProblemInfo(cfg.task, cfg.data.max_seq_len, max_query_len=cfg.max_query_len,
                      doc_stride=cfg.doc_stride, max_answer_len=cfg.max_answer_len,
                      n_best_size=cfg.n_best_size, version_2=train_v2 or dev_v2,
                      null_score_threshold=cfg.null_score_threshold,

@@ -60,15 +60,15 @@ def model_config_for(cfg: FinetuneConfig, vocab_size: int) -> models.RobertaConf
   preset/JSON, a preset sized for the vocab and max_seq_len), checked against the vocabulary and
   --max_seq_len."""
   config = model_config_lib.resolve(cfg.model, vocab_size=vocab_size,
-                                    max_seq_len=cfg.max_seq_len or DEFAULT_MAX_SEQ_LEN)
-  if cfg.init_from and cfg.max_seq_len > config.max_seq_len:
-    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds the pretrained model's "
+                                    max_seq_len=cfg.data.max_seq_len or DEFAULT_MAX_SEQ_LEN)
+  if cfg.model.init_from and cfg.data.max_seq_len > config.max_seq_len:
+    raise ValueError(f"--max_seq_len={cfg.data.max_seq_len} exceeds the pretrained model's "
                      f"{config.max_seq_len} (its position table)")
   if config.vocab_size != vocab_size:
     raise ValueError(f"the vocabulary has {vocab_size} ids, the model {config.vocab_size}: "
                      "wrong --vocab_dir?")
-  if cfg.max_seq_len > config.max_seq_len:
-    raise ValueError(f"--max_seq_len={cfg.max_seq_len} exceeds --config's "
+  if cfg.data.max_seq_len > config.max_seq_len:
+    raise ValueError(f"--max_seq_len={cfg.data.max_seq_len} exceeds --config's "
                      f"{config.max_seq_len}")
   return config
 
@@ -93,10 +93,10 @@ def _sweep_settings(cfg: FinetuneConfig) -> dict:
 
 
 def unfinished_sweep(cfg: FinetuneConfig) -> dict | None:
-  """The settings of the unfinished sweep in cfg.model_dir (no eval_results.json yet), or None."""
-  path = files.join(cfg.model_dir, RUNS_DIR, SWEEP_FILE)
+  """The settings of the unfinished sweep in --model_dir (no eval_results.json yet), or None."""
+  path = files.join(cfg.model.model_dir, RUNS_DIR, SWEEP_FILE)
   if (not files.isfile(path)
-      or files.isfile(files.join(cfg.model_dir, finetuned_dir.RESULTS_FILE))):
+      or files.isfile(files.join(cfg.model.model_dir, finetuned_dir.RESULTS_FILE))):
     return None
   return files.read_json(path)
 
@@ -110,14 +110,14 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
   cfg.check_paths()
   cfg = glue.apply_preset(cfg)
   cfg.validate()
-  strategy = strategy or strategy_lib.make_strategy(cfg.strategy,
-                                                    peer_timeout_s=cfg.peer_timeout, log=log)
+  strategy = strategy or strategy_lib.make_strategy(
+      cfg.runtime.strategy, peer_timeout_s=cfg.runtime.peer_timeout, log=log)
   # One fine-tuning process a model dir (the chief's lock, as train's): a second command on a
   # running directory is refused before it reads the sweep's state, so the first is unaffected.
-  with (directory_lock.DirectoryLock(cfg.model_dir, holder="fine-tuning")
+  with (directory_lock.DirectoryLock(cfg.model.model_dir, holder="fine-tuning")
         if strategy_lib.is_chief(strategy) else contextlib.nullcontext()):
     # A peer lost mid-run: one line naming it (each run of the sweep resumes on a restart).
-    with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
+    with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model.model_dir,
                                     lambda: None):
       return _run_sweep(cfg, strategy)
 
@@ -125,25 +125,25 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
 def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   """run_sweep's body, holding the model dir's lock on the chief: the model and the problem,
   the sweep's settings (resumed or new), its runs, their statistics and the kept model."""
-  vocab_dir = cfg.vocab_dir or cfg.init_from
+  vocab_dir = cfg.vocab_dir or cfg.model.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
   model_config = model_config_for(cfg, tokenizer.vocab_size)
-  cfg = dataclasses.replace(cfg, max_seq_len=cfg.max_seq_len or model_config.max_seq_len)
+  cfg = dataclasses.replace(cfg, max_seq_len=cfg.data.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
   settings = _sweep_settings(cfg)
   resume = _resumes(cfg, settings)
   if chief and not resume:
-    finetuned_dir.check_writable(cfg.model_dir, cfg.overwrite,
-                                 protected=(cfg.init_from, cfg.vocab_dir))
+    finetuned_dir.check_writable(cfg.model.model_dir, cfg.model.overwrite,
+                                 protected=(cfg.model.init_from, cfg.vocab_dir))
   problem = problem_loading.load_problem(cfg, tokenizer)
   metric = cfg.metric or problems_lib.DEFAULT_METRIC[cfg.task]
   if metric not in problem.metric_names():
     raise ValueError(f"--metric={metric!r} is not a {cfg.task} metric here; choose one of "
                      f"{list(problem.metric_names())}")
   if chief and not resume:
-    finetuned_dir.prepare(cfg.model_dir)  # only now: bad flags or data leave nothing behind
-    files.makedirs(files.join(cfg.model_dir, RUNS_DIR))
-    atomic_write.write_json(files.join(cfg.model_dir, RUNS_DIR, SWEEP_FILE), settings)
+    finetuned_dir.prepare(cfg.model.model_dir)  # only now: bad flags or data leave nothing behind
+    files.makedirs(files.join(cfg.model.model_dir, RUNS_DIR))
+    atomic_write.write_json(files.join(cfg.model.model_dir, RUNS_DIR, SWEEP_FILE), settings)
   keys = sweep.plan(cfg.batch_size_sweep, cfg.learning_rate_sweep, cfg.seed_list)
   _log_plan(cfg, problem, strategy, len(keys), resume)
   runs, stopped = _train_runs(cfg, problem, model_config, strategy, metric, keys)
@@ -163,14 +163,14 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
 
 
 def _resumes(cfg: FinetuneConfig, settings: dict) -> bool:
-  """True when cfg.model_dir holds an unfinished sweep of these settings; raises ValueError for
+  """True when --model_dir holds an unfinished sweep of these settings; raises ValueError for
   one of other settings (without --overwrite, which starts over)."""
   before = unfinished_sweep(cfg)
   if before is None or before == settings:
     return before is not None
-  if not cfg.overwrite:
+  if not cfg.model.overwrite:
     changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-    raise ValueError(f"--model_dir={cfg.model_dir!r} holds an unfinished sweep with other "
+    raise ValueError(f"--model_dir={cfg.model.model_dir!r} holds an unfinished sweep with other "
                      f"settings ({', '.join(changed)}): rerun with its flags to resume it, or "
                      "pass --overwrite to start over")
   return False
@@ -183,11 +183,11 @@ _UNITS = {problem_types.EXTRACTIVE_QA: "features", problem_types.TOKEN_CLASSIFIC
 def _log_plan(cfg: FinetuneConfig, problem, strategy, num_runs: int, resume: bool) -> None:
   log(f"{cfg.glue_task or cfg.task}: {problem.num_train} training / {problem.num_eval} dev "
       f"{_UNITS.get(cfg.task, 'examples')}; "
-      f"{warm_start.describe(cfg.init_from, problem.info)}; {num_runs} runs ("
+      f"{warm_start.describe(cfg.model.init_from, problem.info)}; {num_runs} runs ("
       f"{len(cfg.batch_size_sweep)} batch sizes x {len(cfg.learning_rate_sweep)} learning rates x "
       f"{cfg.seeds} seeds); {cfg.batching} batches; {strategy.num_replicas_in_sync} "
-      f"replica(s), {cfg.precision}"
-      f"{'; resuming the unfinished sweep in ' + cfg.model_dir if resume else ''}")
+      f"replica(s), {cfg.runtime.precision}"
+      f"{'; resuming the unfinished sweep in ' + cfg.model.model_dir if resume else ''}")
 
 
 def _train_runs(cfg: FinetuneConfig, problem, model_config: models.RobertaConfig, strategy,
@@ -197,7 +197,7 @@ def _train_runs(cfg: FinetuneConfig, problem, model_config: models.RobertaConfig
   runs, clock = [], SweepClock(len(keys) * cfg.epochs)
   with SigtermFlag() as sigterm:
     for key in keys:
-      run_dir = files.join(cfg.model_dir, RUNS_DIR, key.name)
+      run_dir = files.join(cfg.model.model_dir, RUNS_DIR, key.name)
       run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed,
                                     learning_rate=key.learning_rate)
       run = finished_run(run_dir) or run_trial(run_cfg, problem, model_config, strategy, run_dir,
@@ -230,23 +230,23 @@ def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.R
   # The kept run's weights become the model dir's checkpoint (float32 variables either way).
   model = finetuned_dir.new_model(model_config, problem.info, dtype="float32")
   finetuned_dir.restore(model, best.checkpoint)
-  finetuned_dir.write_config(cfg.model_dir, model_config, problem.info, cfg.to_dict())
-  finetuned_dir.save_checkpoint(cfg.model_dir, model, best.best_epoch)
-  finetuned_dir.copy_tokenizer(vocab_dir, cfg.model_dir)
+  finetuned_dir.write_config(cfg.model.model_dir, model_config, problem.info, cfg.to_dict())
+  finetuned_dir.save_checkpoint(cfg.model.model_dir, model, best.best_epoch)
+  finetuned_dir.copy_tokenizer(vocab_dir, cfg.model.model_dir)
   copied = {problem_types.EXTRACTIVE_QA: ("predictions.json", "nbest_predictions.json"),
             problem_types.TOKEN_CLASSIFICATION: (tagging_write.DEV_FILE, tagging_write.TEST_FILE)}
   for name in copied.get(cfg.task, ()):
     if files.isfile(files.join(best.run_dir, name)):
-      atomic_write.copy_file(files.join(best.run_dir, name), files.join(cfg.model_dir, name))
+      atomic_write.copy_file(files.join(best.run_dir, name), files.join(cfg.model.model_dir, name))
   written = []
   if problem.test_sets:
     written = predictions.write_glue_predictions(
-        cfg.predictions_dir or cfg.model_dir, problem, model,
+        cfg.predictions_dir or cfg.model.model_dir, problem, model,
         cfg.eval_batch_size or kept_key.batch_size)
     log(f"test predictions of {kept_key.name}: {', '.join(written)}")
   results = {**best.metrics, "metric": metric, "learning_rate": best.learning_rate,
              "batch_size": kept_key.batch_size, "seed": kept_key.seed,
-             "epoch": best.best_epoch, "init_from": cfg.init_from or None, **kept.statistics,
+             "epoch": best.best_epoch, "init_from": cfg.model.init_from or None, **kept.statistics,
              "test_predictions": [files.basename(p) for p in written],
              **({"test": best.test} if best.test is not None else {}),
              "runs": [{"batch_size": k.batch_size, "learning_rate": r.learning_rate,
@@ -255,9 +255,9 @@ def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.R
                        "history": r.history} for k, r in runs]}
   title = (f"{cfg.glue_task or cfg.task}: {len(cfg.batch_size_sweep)} batch sizes x "
            f"{len(cfg.learning_rate_sweep)} learning rates x {cfg.seeds} seeds")
-  atomic_write.write_text(files.join(cfg.model_dir, MARKDOWN_FILE),
+  atomic_write.write_text(files.join(cfg.model.model_dir, MARKDOWN_FILE),
                           sweep.markdown(summary, metric, title, best.best_epoch))
-  atomic_write.write_json(files.join(cfg.model_dir, finetuned_dir.RESULTS_FILE), results)
+  atomic_write.write_json(files.join(cfg.model.model_dir, finetuned_dir.RESULTS_FILE), results)
   _log_kept(cfg, metric, summary, kept)
   return results
 
@@ -268,4 +268,4 @@ def _log_kept(cfg: FinetuneConfig, metric: str, summary: dict, kept: Kept) -> No
   log(f"best configuration bs {best_config['batch_size']} lr {best_config['learning_rate']:g}: "
       f"dev {metric} median {median:.4f} (min {spread['min']:.4f}, max "
       f"{spread['max']:.4f}, {cfg.seeds} seeds); kept {kept.key.name} epoch "
-      f"{kept.run.best_epoch}: dev {format_metrics(kept.run.metrics)} -> {cfg.model_dir}")
+      f"{kept.run.best_epoch}: dev {format_metrics(kept.run.metrics)} -> {cfg.model.model_dir}")

@@ -118,7 +118,7 @@ def load(cfg, tokenizer) -> TokenClassificationProblem:
   train, dev = read(cfg.train_file), read(cfg.eval_file)
   test = read(cfg.test_file) if cfg.test_file else []
   labels = tuple(tagging_read.tag_names(train, cfg.labels))
-  info = ProblemInfo(cfg.task, cfg.max_seq_len, labels=labels, doc_stride=cfg.doc_stride,
+  info = ProblemInfo(cfg.task, cfg.data.max_seq_len, labels=labels, doc_stride=cfg.doc_stride,
                      tag_scheme=tagging_scores.detect_scheme([s.tags for s in train]),
                      label_all_pieces=cfg.label_all_pieces)
   return TokenClassificationProblem(info, tokenizer, train, dev, test, batching=cfg.batching)

@@ -36,8 +36,8 @@ class FineTuningTask:
                model_config: models.RobertaConfig, strategy: tf.distribute.Strategy):
     self.cfg, self.problem, self.model_config = cfg, problem, model_config
     self.strategy = strategy
-    self.steps_per_epoch = updates_per_epoch(problem.num_train, cfg.batch_size,
-                                             cfg.grad_accum_steps)
+    self.steps_per_epoch = updates_per_epoch(problem.num_train, cfg.data.batch_size,
+                                             cfg.optimizer.grad_accum_steps)
     self.total_steps = cfg.epochs * self.steps_per_epoch
 
   def epoch(self, step: int) -> int:
@@ -46,7 +46,8 @@ class FineTuningTask:
 
   def build_model(self):
     return warm_start.warm_started_model(self.model_config, self.problem.info,
-                                         dtype=self.cfg.precision, init_from=self.cfg.init_from)
+                                         dtype=self.cfg.runtime.precision,
+                                         init_from=self.cfg.model.init_from)
 
   def build_optimizer(self, model):
     """Pretraining's AdamW (the train step all-reduces), no weight decay on LayerNorm/bias;
@@ -58,10 +59,11 @@ class FineTuningTask:
     return optimizer_lib.adamw(options, schedule, model.trainable_variables)
 
   def step_config(self) -> StepConfig:
-    cfg = self.cfg
-    micro_batch = cfg.batch_size // cfg.grad_accum_steps  # global examples per micro-batch
+    optimizer = self.cfg.optimizer
+    micro_batch = self.cfg.data.batch_size // optimizer.grad_accum_steps  # global examples
     return StepConfig(
-        grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
+        grad_accum_steps=optimizer.grad_accum_steps, clip_norm=optimizer.clip_norm,
+        precision=self.cfg.runtime.precision,
         norm_per_micro_batch=float(max(micro_batch // self.strategy.num_replicas_in_sync, 1)))
 
   def objective(self) -> ProblemObjective:

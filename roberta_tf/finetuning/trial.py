@@ -61,15 +61,15 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
               model_config: models.RobertaConfig, strategy: tf.distribute.Strategy,
               run_dir: str, metric: str, sigterm, clock: SweepClock,
               label: str = "") -> TrialResult:
-  """Fine-tunes (or resumes) one model at cfg.learning_rate, cfg.batch_size and cfg.seed (see
-  the module docstring). `label` names the run in log lines (default "lr <rate>").
+  """Fine-tunes (or resumes) one model at --learning_rate, --batch_size and --seed (see the
+  module docstring). `label` names the run in log lines (default "lr <rate>").
 
   Returns checkpoint=None when SIGTERM stopped it (its state is saved for a rerun).
   """
-  name = label or f"lr {cfg.learning_rate:g}"
+  name = label or f"lr {cfg.optimizer.learning_rate:g}"
   chief = strategy_lib.is_chief(strategy)
   save_dir = checkpointing.worker_dir(run_dir, chief, strategy_lib.task_id(strategy))
-  keras.utils.set_random_seed(cfg.seed)
+  keras.utils.set_random_seed(cfg.runtime.seed)
   task = FineTuningTask(cfg, problem, model_config, strategy)
   train_step = build_train_step(task, strategy)
   state = run_state.RunState(run_dir, train_step, chief, strategy_lib.task_id(strategy))
@@ -86,5 +86,5 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
       total_steps=task.total_steps, log_every=steps, eval_every=steps, save_every=steps,
       max_bad_steps=cfg.max_bad_steps, period=steps, eval_last_step=True)).run(update, sigterm)
   if result.stopped_by_signal:
-    return TrialResult(cfg.learning_rate, 0, {}, progress.history, None, run_dir)
+    return TrialResult(cfg.optimizer.learning_rate, 0, {}, progress.history, None, run_dir)
   return events.result

@@ -38,17 +38,17 @@ def replica_peak_flops(cfg: TrainConfig, strategy: tf.distribute.Strategy, log) 
   if isinstance(strategy, tf.distribute.TPUStrategy):
     log("peak for MFU: not measured on a TPU (MFU is NaN): pass --peak_flops")
     return float("nan")
-  return precision_probe.peak_flops(cfg.precision, log)[0]
+  return precision_probe.peak_flops(cfg.runtime.precision, log)[0]
 
 
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                     model_config: models.RobertaConfig, log=summaries_lib.log) -> float:
   """FLOPs of one update / the replicas' peak FLOP/s: MFU = updates x this / seconds."""
-  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
   step_flops = flops.train_step_flops(
       num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
       intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
-      seq_len=cfg.max_seq_len, predictions_per_seq=predictions, sequences=cfg.batch_size)
+      seq_len=cfg.data.max_seq_len, predictions_per_seq=predictions, sequences=cfg.data.batch_size)
   peak = replica_peak_flops(cfg, strategy, log)
   return step_flops / (peak * strategy.num_replicas_in_sync)
 
@@ -99,17 +99,17 @@ class PretrainingEvents:
     cfg = self.cfg
     if self.eval_ds is None:
       return False
-    metrics = self.evaluator(self.eval_ds, cfg.eval_steps)
+    metrics = self.evaluator(self.eval_ds, cfg.loop.eval_steps)
     self.history.append((step, metrics))
     self.summaries.scalars("eval", step, {k: metrics[k] for k in _EVAL_SCALARS if k in metrics})
     summaries_lib.log(mlm_evaluation.eval_line(f"eval step {step}", metrics))
-    if mlm_evaluation.on_unigram_plateau(metrics, step, cfg.warmup_steps):
+    if mlm_evaluation.on_unigram_plateau(metrics, step, cfg.optimizer.warmup_steps):
       summaries_lib.log(
           f"warning: at step {step} held-out perplexity {metrics['perplexity']:.1f} is within "
           f"5% of the unigram baseline {metrics['unigram_perplexity']:.1f}: the model still "
           "predicts token frequencies, not context. If this persists, try a lower "
-          f"--learning_rate (now {cfg.learning_rate:g}) or a longer --warmup_steps (now "
-          f"{cfg.warmup_steps}).")
+          f"--learning_rate (now {cfg.optimizer.learning_rate:g}) or a longer --warmup_steps (now "
+          f"{cfg.optimizer.warmup_steps}).")
     return False
 
   def save(self, step, window=None):
@@ -127,7 +127,7 @@ class PretrainingEvents:
     if good:
       self.ckpt.restore(good)
     return TrainingError(
-        f"{bad_in_row} steps in a row (>= --max_bad_steps={self.cfg.max_bad_steps}) had a "
+        f"{bad_in_row} steps in a row (>= --max_bad_steps={self.cfg.loop.max_bad_steps}) had a "
         f"non-finite loss or gradient and were skipped (at step {step}); restored the last "
         f"good checkpoint {good or '(none: nothing was saved)'}. Lower --learning_rate, set "
         "--clip_norm, or check the data and --init_from.")
@@ -175,7 +175,7 @@ class _TrainLog:
     final = {k: w[k] for k in ("loss", "accuracy", "grad_norm", "learning_rate", "loss_scale",
                                "last_step_loss")}
     final.update(tokens_per_sec=w["tokens"] / elapsed,
-                 examples_per_sec=steps * self.cfg.batch_size / elapsed,
+                 examples_per_sec=steps * self.cfg.data.batch_size / elapsed,
                  mfu=steps * self.mfu_denominator / elapsed,
                  input_wait_fraction=w["input_wait_s"] / elapsed,
                  perplexity=math.exp(min(final["loss"], 700.0)),

@@ -20,10 +20,10 @@ from roberta_tf.training import summaries as summaries_lib
 def per_replica_batch(cfg: TrainConfig, strategy: tf.distribute.Strategy) -> int:
   """Sequences per replica per micro-batch: --batch_size / (replicas x --grad_accum_steps)."""
   replicas = strategy.num_replicas_in_sync
-  if cfg.batch_size % (replicas * cfg.grad_accum_steps):
-    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by replicas ({replicas}) x "
-                     f"--grad_accum_steps ({cfg.grad_accum_steps})")
-  return cfg.batch_size // (replicas * cfg.grad_accum_steps)
+  if cfg.data.batch_size % (replicas * cfg.optimizer.grad_accum_steps):
+    raise ValueError(f"--batch_size={cfg.data.batch_size} is not divisible by replicas "
+                     f"({replicas}) x --grad_accum_steps ({cfg.optimizer.grad_accum_steps})")
+  return cfg.data.batch_size // (replicas * cfg.optimizer.grad_accum_steps)
 
 def recorded_input_lanes(model_dir: str) -> int | None:
   """The input lanes config.json's "training" section records; 1 for a config.json written
@@ -40,12 +40,12 @@ def input_lanes(cfg: TrainConfig, info: dict) -> int:
   anyway: warn_if_data_order_changed) goes on with gcd(L, --batch_size), which still divides
   the position. Every worker computes the same value, before or after the chief rewrites
   config.json with it (model_dir_setup.prepare_model_dir)."""
-  if not cfg.overwrite and checkpoint_files.steps_on_disk(cfg.model_dir):
-    recorded = recorded_input_lanes(cfg.model_dir)
+  if not cfg.model.overwrite and checkpoint_files.steps_on_disk(cfg.model.model_dir):
+    recorded = recorded_input_lanes(cfg.model.model_dir)
     if recorded is not None:
-      return math.gcd(recorded, cfg.batch_size)
+      return math.gcd(recorded, cfg.data.batch_size)
   return training_stream.effective_lanes(
-      cfg.input_lanes, len(info["splits"]["train"]["shards"]), cfg.batch_size)
+      cfg.data.input_lanes, len(info["splits"]["train"]["shards"]), cfg.data.batch_size)
 
 
 def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
@@ -62,18 +62,19 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   info = dataset_info.read(cfg.train_data)
   lanes = input_lanes(cfg, info)
   if lanes != training_stream.effective_lanes(
-      cfg.input_lanes, len(info["splits"]["train"]["shards"]), cfg.batch_size) and (
+      cfg.data.input_lanes, len(info["splits"]["train"]["shards"]), cfg.data.batch_size) and (
           strategy_lib.is_chief(strategy)):
     summaries_lib.log(f"input lanes: {lanes}, the run's (config.json); --input_lanes="
-                      f"{cfg.input_lanes} applies to new runs")
-  common = dict(per_replica_batch_size=per_replica, max_seq_len=cfg.max_seq_len,
-                masking=cfg.masking_config(), model_config=model_config, seed=cfg.seed,
+                      f"{cfg.data.input_lanes} applies to new runs")
+  common = dict(per_replica_batch_size=per_replica, max_seq_len=cfg.data.max_seq_len,
+                masking=cfg.masking_config(), model_config=model_config, seed=cfg.runtime.seed,
                 skip_corrupt_shards=cfg.skip_corrupt_shards)
 
   def train_fn(ctx: tf.distribute.InputContext):
     return pipeline.build_dataset(cfg.train_data, "train", training=True, start=start,
                                   shuffle_buffer=cfg.shuffle_buffer, input_lanes=lanes,
-                                  global_batch_size=cfg.batch_size, input_context=ctx, **common)
+                                  global_batch_size=cfg.data.batch_size, input_context=ctx,
+                                  **common)
 
   train = strategy.distribute_datasets_from_function(train_fn)
   evaluation = None

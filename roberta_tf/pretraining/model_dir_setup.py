@@ -30,9 +30,9 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
   left (ckpt-N_temp/) and refuses a dir whose checkpoint files hold no complete checkpoint
   (before config.json is rewritten). The restore itself (Checkpointer.restore_latest) picks
   the newest complete checkpoint and says why."""
-  if cfg.overwrite:
+  if cfg.model.overwrite:
     removed = [p for pattern in _RUN_OUTPUTS
-               for p in files.glob(files.join(files.escape(cfg.model_dir), pattern))]
+               for p in files.glob(files.join(files.escape(cfg.model.model_dir), pattern))]
     for path in removed:
       if files.isdir(path):
         files.rmtree(path)
@@ -40,18 +40,18 @@ def clean_model_dir(cfg: TrainConfig, log) -> None:
         files.remove(path)
     if removed:
       log(f"--overwrite: deleted {len(removed)} checkpoint files and log directories of the "
-          f"earlier run in {cfg.model_dir}")
+          f"earlier run in {cfg.model.model_dir}")
     return
-  stale = checkpoint_files.remove_stale_temps(cfg.model_dir)
+  stale = checkpoint_files.remove_stale_temps(cfg.model.model_dir)
   if stale:
-    log(f"removed what an interrupted save left in {cfg.model_dir}: {', '.join(stale)}")
-  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
-  if steps and checkpoint_files.newest_complete(cfg.model_dir) is None:
+    log(f"removed what an interrupted save left in {cfg.model.model_dir}: {', '.join(stale)}")
+  steps = checkpoint_files.steps_on_disk(cfg.model.model_dir)
+  if steps and checkpoint_files.newest_complete(cfg.model.model_dir) is None:
     problems = "; ".join(
-        f"ckpt-{s}: {checkpoint_files.problem(checkpoint_files.prefix_of(cfg.model_dir, s))}"
+        f"ckpt-{s}: {checkpoint_files.problem(checkpoint_files.prefix_of(cfg.model.model_dir, s))}"
         for s in reversed(steps))
     raise checkpointing.CheckpointError(
-        f"--model_dir={cfg.model_dir} holds checkpoint files but no complete checkpoint "
+        f"--model_dir={cfg.model.model_dir} holds checkpoint files but no complete checkpoint "
         f"({problems}): restore the files, or pass --overwrite to start over (it deletes them)")
 
 def recorded_training(model_dir: str) -> TrainConfig | None:
@@ -145,10 +145,10 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   Raises:
     ValueError: --train_steps < the newest checkpoint's step, naming both.
   """
-  steps = checkpoint_files.steps_on_disk(cfg.model_dir)
-  if not steps or cfg.overwrite:
+  steps = checkpoint_files.steps_on_disk(cfg.model.model_dir)
+  if not steps or cfg.model.overwrite:
     return
-  before = recorded_training(cfg.model_dir)
+  before = recorded_training(cfg.model.model_dir)
   if before is None:
     return
   step = max(steps)
@@ -156,9 +156,10 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
              for k in _SCHEDULE_SETTINGS if getattr(before, k) != getattr(cfg, k)]
   if cfg.train_steps < step and not cfg.train_minutes:
     raise ValueError(
-        f"--model_dir={cfg.model_dir!r} holds a checkpoint at step {step}, past --train_steps="
-        f"{cfg.train_steps} (the run was started with {before.train_steps}): nothing to train; "
-        f"pass a --train_steps above {step} to continue it, or --overwrite to start over")
+        f"--model_dir={cfg.model.model_dir!r} holds a checkpoint at step {step}, past "
+        f"--train_steps={cfg.train_steps} (the run was started with {before.train_steps}): "
+        f"nothing to train; pass a --train_steps above {step} to continue it, or --overwrite to "
+        "start over")
   if not changed or log is None:
     return
   where = ""
@@ -182,9 +183,9 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   or data, the resumed run reads a different stream than an uninterrupted one would have (it
   still trains, but is no longer exact). Replicas and accumulation steps may change freely.
   """
-  if not checkpoint_files.steps_on_disk(cfg.model_dir):
+  if not checkpoint_files.steps_on_disk(cfg.model.model_dir):
     return
-  before = recorded_training(cfg.model_dir)
+  before = recorded_training(cfg.model.model_dir)
   if before is None:
     return
   changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
@@ -200,12 +201,13 @@ def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.Roberta
   warn_if_data_order_changed(cfg)
   # "training" records the run's input lanes as resolved (a resume's are the recorded ones).
   cfg = dataclasses.replace(cfg, input_lanes=inputs.input_lanes(cfg, info))
-  write_config_json(cfg.model_dir, model_config.to_dict(), cfg,
+  write_config_json(cfg.model.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],
                                     "replicas": replicas}})
   vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
   # A resume reaches here only on shards of the model dir's own vocabulary (vocab_checks).
-  if vocab_dir is None or len(model_dir_lib.ModelDir(cfg.model_dir).copy_vocabulary(vocab_dir)) < 2:
+  model_dir = model_dir_lib.ModelDir(cfg.model.model_dir)
+  if vocab_dir is None or len(model_dir.copy_vocabulary(vocab_dir)) < 2:
     summaries_lib.log(f"warning: vocab.json/merges.txt of {cfg.train_data} not found (sha256 "
                       f"{info['vocab']['sha256'][:12]}...): export will need --vocab_dir")

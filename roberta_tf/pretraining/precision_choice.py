@@ -50,23 +50,23 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
             model_config: models.RobertaConfig, log) -> TrainConfig:
   """`cfg` with --precision=auto replaced by the precision to train in (`cfg` as is
   otherwise). Reseeds Keras afterwards, so the run's model starts as without the probe."""
-  if cfg.precision != "auto":
+  if cfg.runtime.precision != "auto":
     return cfg
-  recorded = None if cfg.overwrite else recorded_precision(cfg.model_dir)
+  recorded = None if cfg.model.overwrite else recorded_precision(cfg.model.model_dir)
   if recorded:
     log(f"precision auto: {recorded} (the resumed run's, from its config.json)")
     return dataclasses.replace(cfg, precision=recorded)
   per_replica = inputs.per_replica_batch(cfg, strategy)
-  predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+  predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
   replicas = strategy.num_replicas_in_sync
-  batch = synthetic_batch(per_replica * replicas, cfg.max_seq_len, predictions,
-                          model_config.vocab_size, seed=cfg.seed)
+  batch = synthetic_batch(per_replica * replicas, cfg.data.max_seq_len, predictions,
+                          model_config.vocab_size, seed=cfg.runtime.seed)
 
   def build_step(precision):
     task = PretrainingTask(dataclasses.replace(cfg, precision=precision), strategy, model_config)
     return build_train_step(task, strategy)
   dims = {k: v for k, v in model_config.to_dict().items() if isinstance(v, (int, float, bool))}
-  key = precision_probe.cache_key(dims, (per_replica, cfg.max_seq_len, predictions), replicas)
+  key = precision_probe.cache_key(dims, (per_replica, cfg.data.max_seq_len, predictions), replicas)
   if strategy_lib.cluster_of(strategy) is None:
     picked = precision_probe.pick(build_step, strategy, batch, key, log=log)["precision"]
   else:
@@ -76,5 +76,5 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
     picked = precision_probe.choose(seconds)
     log(f"precision auto: {picked} (mean over the workers: "
         + ", ".join(f"{p} {s * 1000:.0f} ms a step" for p, s in seconds.items()) + ")")
-  keras.utils.set_random_seed(cfg.seed)
+  keras.utils.set_random_seed(cfg.runtime.seed)
   return dataclasses.replace(cfg, precision=picked)

@@ -83,7 +83,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
   keras.utils.set_random_seed(runtime.seed)
   chief = strategy_lib.is_chief(strategy)
   # The chief holds the model dir's lock for the whole run: no second process writes there.
-  with checkpointing.DirectoryLock(cfg.model_dir) if chief else contextlib.nullcontext():
+  with checkpointing.DirectoryLock(cfg.model.model_dir) if chief else contextlib.nullcontext():
     info = dataset_info.read(cfg.train_data)
     # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
     model_config, growth_plan = model_config_and_growth(cfg, info)
@@ -92,21 +92,22 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     task = PretrainingTask(cfg, strategy, model_config)
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint
       model_dir_setup.clean_model_dir(cfg, summaries_lib.log)
-    model_dir_setup.check_resumable(cfg.model_dir, model_config, info["max_seq_len"])
+    model_dir_setup.check_resumable(cfg.model.model_dir, model_config, info["max_seq_len"])
     model_dir_setup.check_schedule_change(cfg, summaries_lib.log if chief else None)
     if chief:
       model_dir_setup.prepare_model_dir(cfg, info, model_config, strategy.num_replicas_in_sync)
 
     train_step = build_train_step(task, strategy)
     model, opt = train_step.model, train_step.optimizer
-    ckpt = checkpointing.Checkpointer(cfg.model_dir, {"model": model, "optimizer": opt,
+    ckpt = checkpointing.Checkpointer(cfg.model.model_dir, {"model": model, "optimizer": opt,
                                                       **train_step.checkpoint_items()},
-                                      keep=cfg.keep_checkpoints, is_chief=chief,
+                                      keep=cfg.loop.keep_checkpoints, is_chief=chief,
                                       task_id=strategy_lib.task_id(strategy))
     try:
       # A peer lost mid-run: one line naming it and the checkpoint a restart resumes from.
-      with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), cfg.model_dir,
-                                      lambda: max(checkpoint_files.steps_on_disk(cfg.model_dir),
+      model_dir = cfg.model.model_dir
+      with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), model_dir,
+                                      lambda: max(checkpoint_files.steps_on_disk(model_dir),
                                                   default=None)):
         return _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan)
     finally:
@@ -117,13 +118,13 @@ def _init_from(cfg: TrainConfig, model, plan) -> None:
   """--init_from's weights into a new run's model, grown where the shards need more ids or
   positions (task.grown_for_shards decided the model's config and made the vocabulary's growth
   `plan`; models/growth.py copies)."""
-  source_config = model_dir_lib.read_config(cfg.init_from)
+  source_config = model_dir_lib.read_config(cfg.model.init_from)
   if not growth.differences(source_config, model.config):
-    model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.init_from))
-    summaries_lib.log(f"initialized weights from {cfg.init_from}")
+    model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.model.init_from))
+    summaries_lib.log(f"initialized weights from {cfg.model.init_from}")
     return
-  source = model_dir_lib.load(cfg.init_from)
-  grown = growth.copy_grown(source, model, plan, cfg.new_token_init, seed=cfg.seed)
+  source = model_dir_lib.load(cfg.model.init_from)
+  grown = growth.copy_grown(source, model, plan, cfg.new_token_init, seed=cfg.runtime.seed)
   what = []
   if "vocab_size" in grown:
     what.append(f"vocabulary {grown['vocab_size'][0]} -> {grown['vocab_size'][1]} tokens (new "
@@ -131,7 +132,7 @@ def _init_from(cfg: TrainConfig, model, plan) -> None:
   if "max_positions" in grown:
     what.append(f"position table {grown['max_positions'][0]} -> {grown['max_positions'][1]} "
                 "rows (learned rows tiled)")
-  summaries_lib.log(f"initialized weights from {cfg.init_from}, grown: {'; '.join(what)}")
+  summaries_lib.log(f"initialized weights from {cfg.model.init_from}, grown: {'; '.join(what)}")
 
 
 def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source_config) -> str:
@@ -143,7 +144,7 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
   Phase 2 of a shorter-then-longer schedule (docs/domain_adaptation.md): the step count and the
   optimizer go on; the learning rate follows --train_steps's schedule from the checkpoint's
   step (check_schedule_change says where it stands)."""
-  prefix = checkpoint_files.newest_complete(cfg.model_dir)
+  prefix = checkpoint_files.newest_complete(cfg.model.model_dir)
   old = build_train_step(PretrainingTask(cfg, strategy, source_config), strategy)
   checkpointing.restore_checkpoint({"model": old.model, "optimizer": old.optimizer,
                                     **old.checkpoint_items()}, prefix)
@@ -159,7 +160,7 @@ def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source
       d.assign(s.numpy())
   summaries_lib.log(f"{files.basename(prefix)} has a position table of "
                     f"{source_config.max_positions} rows: grown to {rows} (learned rows tiled; "
-                    "the optimizer's moments likewise) for --max_seq_len={cfg.max_seq_len}")
+                    "the optimizer's moments likewise) for --max_seq_len={cfg.data.max_seq_len}")
   return prefix
 
 
@@ -198,15 +199,15 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
   """Resume, data, the task's events, then the loop (training/loop.py) driving them."""
   model = train_step.model
   resumed = None
-  if not cfg.overwrite:
-    shorter = model_dir_setup.shorter_checkpoint_config(cfg.model_dir, model.config)
+  if not cfg.model.overwrite:
+    shorter = model_dir_setup.shorter_checkpoint_config(cfg.model.model_dir, model.config)
     if shorter is not None:  # a longer phase in the same model dir: the table grows
       resumed = _resume_with_longer_positions(cfg, strategy, train_step, shorter)
     else:
-      resumed = ckpt.restore_latest(chief_dir=cfg.model_dir, log=summaries_lib.log)
+      resumed = ckpt.restore_latest(chief_dir=cfg.model.model_dir, log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
-  elif cfg.init_from:
+  elif cfg.model.init_from:
     _init_from(cfg, model, growth_plan)
 
   start = int(train_step.data_position.numpy())
@@ -219,10 +220,10 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
                       f"sequence {start} of the current data order (the order has changed "
                       "since that checkpoint was written)")
   train_ds, eval_ds = inputs.build_datasets(cfg, strategy, task.model_config, start=start)
-  summaries = summaries_lib.Summaries(cfg.model_dir, enabled=chief)
+  summaries = summaries_lib.Summaries(cfg.model.model_dir, enabled=chief)
   if not resumed and chief:
     summaries.text("train", 0, "config",
-                   "```\n" + model_dir_lib.ModelDir(cfg.model_dir).config_text() + "```")
+                   "```\n" + model_dir_lib.ModelDir(cfg.model.model_dir).config_text() + "```")
   events = PretrainingEvents(cfg, strategy, train_step, ckpt, resumed, train_ds, eval_ds, (
       inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
       summaries)

@@ -45,21 +45,22 @@ def model_config_and_growth(cfg: TrainConfig, info: dict
   pairs = uses_next_sentence(info)
   plan = None
   model_config = model_config_lib.resolve(
-      cfg.model, vocab_size=info["vocab"]["size"], max_positions=cfg.max_seq_len + 2,
+      cfg.model, vocab_size=info["vocab"]["size"], max_positions=cfg.data.max_seq_len + 2,
       pad_id=info["special_ids"]["pad"], bos_id=info["special_ids"]["bos"],
       eos_id=info["special_ids"]["eos"], type_vocab_size=1 if cfg.type_embedding else 0,
       pre_layer_norm=cfg.pre_layer_norm, use_bias=cfg.use_bias, gated_ffn=cfg.gated_ffn)
-  if cfg.init_from:
+  if cfg.model.init_from:
     if model_config.next_sentence_head != pairs:
       raise ValueError(
-          f"--init_from={cfg.init_from!r} {'has' if model_config.next_sentence_head else 'has no'}"
+          f"--init_from={cfg.model.init_from!r} "
+          f"{'has' if model_config.next_sentence_head else 'has no'}"
           f" NSP head, but --train_data={cfg.train_data!r} is {info.get('packing')!r} shards: "
           "the pair packings (NSP) and the block packings cannot continue each other's models")
     model_config, plan = grown_for_shards(cfg, info, model_config)
   elif pairs:
     model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
   if model_config.next_sentence_head and not pairs:
-    raise ValueError(f"--config={cfg.config!r} has next_sentence_head, but --train_data="
+    raise ValueError(f"--config={cfg.model.config!r} has next_sentence_head, but --train_data="
                      f"{cfg.train_data!r} is {info.get('packing')!r} shards with no "
                      "next-sentence labels: use segment_pair / sentence_pair shards")
   return model_config, plan
@@ -85,10 +86,10 @@ def grown_for_shards(cfg: TrainConfig, info: dict, model_config: models.RobertaC
   if plan is not None:
     model_config = model_config.replace(vocab_size=plan.new_size)
   if info["max_seq_len"] > model_config.max_seq_len:
-    if cfg.max_seq_len < info["max_seq_len"]:
-      raise ValueError(f"--max_seq_len={cfg.max_seq_len} is below the shards' max_seq_len "
+    if cfg.data.max_seq_len < info["max_seq_len"]:
+      raise ValueError(f"--max_seq_len={cfg.data.max_seq_len} is below the shards' max_seq_len "
                        f"{info['max_seq_len']} ({cfg.train_data})")
-    model_config = model_config.replace(max_seq_len=cfg.max_seq_len)
+    model_config = model_config.replace(max_seq_len=cfg.data.max_seq_len)
   return model_config, plan
 
 class PretrainingTask:
@@ -104,7 +105,7 @@ class PretrainingTask:
     self.schedule: WarmupLinearDecay | BudgetSchedule | None = None
 
   def build_model(self):
-    return models.RobertaPretrainer(self.model_config, dtype=self.cfg.precision)
+    return models.RobertaPretrainer(self.model_config, dtype=self.cfg.runtime.precision)
 
   def build_optimizer(self, model):
     """AdamW (--adam_*, --weight_decay) over --warmup_steps then linear decay to 0 at
@@ -121,10 +122,12 @@ class PretrainingTask:
 
   def step_config(self) -> StepConfig:
     cfg = self.cfg
-    predictions = cfg.masking_config().resolved_max_predictions(cfg.max_seq_len)
+    predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
+    optimizer, runtime = cfg.optimizer, cfg.runtime
     return StepConfig(
-        grad_accum_steps=cfg.grad_accum_steps, clip_norm=cfg.clip_norm, precision=cfg.precision,
-        norm_per_micro_batch=float(self.per_replica * predictions), jit_compile=cfg.jit_compile,
+        grad_accum_steps=optimizer.grad_accum_steps, clip_norm=optimizer.clip_norm,
+        precision=runtime.precision, norm_per_micro_batch=float(self.per_replica * predictions),
+        jit_compile=runtime.jit_compile,
         sequences_per_round=self.per_replica * self.strategy.num_replicas_in_sync)
 
   def objective(self) -> MlmObjective:

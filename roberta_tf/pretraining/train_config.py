@@ -21,8 +21,8 @@ class TrainConfig(GroupViews):
   binary's flag of the same name, with this help (roberta_tf/common/options.py). The options
   fine-tuning shares (optimizer, runtime, loop cadence...) are declared once in
   roberta_tf/common/option_groups.py and used here; the rest are pretraining's own. The fields
-  stay flat (the flags, config.json); `cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime`
-  and `cfg.loop` are their typed groups."""
+  stay flat (the flags, config.json); code reads a group option through its typed group:
+  `cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime` and `cfg.loop`."""
   model_dir: str = use("model_dir")
   train_data: str = option(
       help="Shard directory written by data_prep.build_shards (its 'train' split is read).",

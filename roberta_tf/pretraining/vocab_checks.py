@@ -28,13 +28,14 @@ def check_resume(cfg: TrainConfig, info: dict) -> None:
   Raises:
     VocabGrowthError: one line naming both.
   """
-  if cfg.overwrite or not checkpoint_files.steps_on_disk(cfg.model_dir):
+  if cfg.model.overwrite or not checkpoint_files.steps_on_disk(cfg.model.model_dir):
     return
   shards, shards_dir = vocab_info.shards_vocabulary(cfg.train_data, info)
-  ModelDir(cfg.model_dir).check_vocabulary(
+  ModelDir(cfg.model.model_dir).check_vocabulary(
       shards, ("--train_data", cfg.train_data), shards_dir,
       hint=f"resume it on shards of its vocabulary, or start a new model dir from it "
-      f"(--init_from={cfg.model_dir} --model_dir=NEW) on shards of a vocabulary grown from it")
+      f"(--init_from={cfg.model.model_dir} --model_dir=NEW) on shards of a vocabulary grown "
+      "from it")
 
 
 def init_from_plan(cfg: TrainConfig, info: dict, model_vocab_size: int) -> VocabGrowth | None:
@@ -46,14 +47,14 @@ def init_from_plan(cfg: TrainConfig, info: dict, model_vocab_size: int) -> Vocab
       size), or a larger one whose files are not there to check that it extends the model's.
   """
   shards, shards_dir = vocab_info.shards_vocabulary(cfg.train_data, info)
-  plan = ModelDir(cfg.init_from, "--init_from").check_vocabulary(
+  plan = ModelDir(cfg.model.init_from, "--init_from").check_vocabulary(
       shards, ("--train_data", cfg.train_data), shards_dir, grow=True,
       hint="continue on shards of the model's vocabulary, or of one grown from it")
   if plan is None and shards.size != model_vocab_size:
     # --init_from records no vocabulary (a dir saved without vocab files): sizes alone.
     raise VocabGrowthError(
         f"--train_data={cfg.train_data!r} has {shards.size} token ids, --init_from="
-        f"{cfg.init_from!r} {model_vocab_size} and no vocab.json: "
+        f"{cfg.model.init_from!r} {model_vocab_size} and no vocab.json: "
         + ("continue on shards of the model's vocabulary (or of one grown from it)"
            if shards.size < model_vocab_size else
            "growing the model needs its vocab.json, to check that the shards' extends it"))
