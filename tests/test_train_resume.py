@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common import framework_internals
 from tests.harness import start_module
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
@@ -60,7 +61,8 @@ def _train_loss(model_dir, step):
 def _checkpoint(model_dir):
   prefix = tf.train.latest_checkpoint(model_dir)
   return {k: tf.train.load_variable(prefix, k) for k, _ in tf.train.list_variables(prefix)
-          if k not in ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+          if k not in (framework_internals.OBJECT_GRAPH_KEY,
+                       "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
                        # wall-clock seconds (the --train_minutes accounting), not training state
                        "train_seconds/.ATTRIBUTES/VARIABLE_VALUE")}
 

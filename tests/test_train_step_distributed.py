@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from roberta_tf.common import framework_internals
 from tests.harness import free_port, module_env, start_module, start_script
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
@@ -77,7 +78,8 @@ def _checkpoint_values(model_dir):
   prefix = tf.train.latest_checkpoint(model_dir)
   assert prefix is not None and prefix.endswith(f"ckpt-{STEPS}"), prefix
   return {k: tf.train.load_variable(prefix, k) for k, _ in tf.train.list_variables(prefix)
-          if k not in ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+          if k not in (framework_internals.OBJECT_GRAPH_KEY,
+                       "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
                        # wall-clock seconds (the --train_minutes accounting), not training state
                        "train_seconds/.ATTRIBUTES/VARIABLE_VALUE")}
 
