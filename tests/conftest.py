@@ -11,6 +11,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # measured beside a loaded suite, they would understate the machine's peak in the user's cache.
 os.environ.setdefault("ROBERTA_TF_CACHE_DIR", os.path.join(
     tempfile.gettempdir(), f"roberta_tf_tests_cache_{os.getuid()}"))
+# The test processes train as well as serve: oneDNN must not keep packed weights, which the
+# serving binaries (run in-process here) would otherwise switch on (serving/frozen_weights.py).
+# The fresh-process serving tests set it to 1 themselves.
+os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
 
 import pytest  # noqa: E402
 

@@ -16,8 +16,10 @@ import numpy as np
 
 from tests.harness import console_script, module_command, module_env, run_command, run_script
 
-# CPU only, TF quiet.
-_ENV = module_env(CUDA_VISIBLE_DEVICES="")
+# CPU only, TF quiet; served as README's "Serving" says (oneDNN keeps the weights packed:
+# serving/frozen_weights.py), so every comparison with the exporting process's answers (which
+# re-pack per call, tests/conftest.py) also checks that the packed weights give the same answers.
+_ENV = module_env(CUDA_VISIBLE_DEVICES="", TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
 
 # Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz. For each
 # export: every op of its saved graph (functions included) must be registered by core
