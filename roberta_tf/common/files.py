@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from roberta_tf.common import files_gfile, files_local
+from roberta_tf.common import error_text, files_gfile, files_local
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # A scheme followed by one slash or none and nothing else ("ram:/m", "gs:/", "ram:"): a URL
@@ -273,6 +273,22 @@ def read_text(path: str, errors: str | None = None) -> str:
 def read_json(path: str) -> Any:
   with open(path, "r", encoding="utf-8") as f:
     return json.load(f)
+
+
+def read_json_object(path: str, error: type[Exception]) -> dict:
+  """The JSON object in `path`; `error` with one line naming the path when it cannot be read
+  (a TF file system's error on a URL included), is not JSON or is not an object."""
+  try:
+    doc = read_json(path)
+  except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+    raise error(f"{path} is not valid JSON: {e}") from e
+  except Exception as e:  # a TF file system's error on a URL
+    if not error_text.is_tf_error(e):
+      raise
+    raise error(f"cannot read {path}: {error_text.one_line(e)}") from e
+  if not isinstance(doc, dict):
+    raise error(f"{path}: expected a JSON object, got {type(doc).__name__}")
+  return doc
 
 
 @contextlib.contextmanager

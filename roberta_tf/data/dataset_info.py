@@ -29,10 +29,9 @@ num_tokens / (num_sequences * max_seq_len).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from roberta_tf.common import atomic_write, error_text, files
+from roberta_tf.common import atomic_write, files
 
 FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
@@ -65,16 +64,7 @@ def read(data_dir: str) -> dict[str, Any]:
   if not files.isfile(path):
     raise DatasetInfoError(
         f"{path} not found: is {data_dir!r} a directory written by data_prep.build_shards?")
-  try:
-    info = files.read_json(path)
-  except (OSError, json.JSONDecodeError) as e:
-    raise DatasetInfoError(f"{path} is not valid JSON: {e}") from e
-  except Exception as e:  # a TF file system's error on a URL
-    if not error_text.is_tf_error(e):
-      raise
-    raise DatasetInfoError(f"cannot read {path}: {error_text.one_line(e)}") from e
-  if not isinstance(info, dict):
-    raise DatasetInfoError(f"{path} is not a JSON object")
+  info = files.read_json_object(path, DatasetInfoError)
   for key in ("format_version", "vocab", "special_ids", "max_seq_len", "packing", "splits"):
     if key not in info:
       raise DatasetInfoError(f"{path} lacks the field {key!r}")

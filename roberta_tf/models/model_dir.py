@@ -30,7 +30,7 @@ import re
 
 import tensorflow as tf
 
-from roberta_tf.common import atomic_write, error_text
+from roberta_tf.common import atomic_write
 from roberta_tf.common import files as fileio  # `files` is save()'s argument
 from roberta_tf.models import checkpoint_files
 from roberta_tf.models.config import ConfigError, RobertaConfig
@@ -72,16 +72,7 @@ class ModelDir:
     if not fileio.exists(path):
       raise ModelDirError(f"{path} not found: {self.path!r} is not a model directory "
                           f"(expected {CONFIG_FILE} and a TF checkpoint)")
-    try:
-      doc = fileio.read_json(path)
-    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
-      raise ModelDirError(f"{path} is not valid JSON: {e}") from e
-    except Exception as e:  # a TF file system's error on a URL
-      if not error_text.is_tf_error(e):
-        raise
-      raise ModelDirError(f"cannot read {path}: {error_text.one_line(e)}") from e
-    if not isinstance(doc, dict):
-      raise ModelDirError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    doc = fileio.read_json_object(path, ModelDirError)
     return doc if isinstance(doc.get("model"), dict) else {"model": doc}
 
   def section(self, name: str) -> dict | None:
