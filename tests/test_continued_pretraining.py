@@ -148,9 +148,9 @@ def test_init_from_and_resume_meet_only_their_vocabulary(tmp_path, source, grown
   grown = _shards_of(grown_vocab[1], tmp_path / "grown")
   other = _shards_of(swapped_vocabulary(HF_TINY, tmp_path / "swapped"), tmp_path / "other")
 
-  def cfg(shards, overwrite=False):
-    return types.SimpleNamespace(init_from=model_dir, model_dir=model_dir, train_data=shards,
-                                 overwrite=overwrite)
+  def cfg(shards, overwrite=False):  # what vocab_checks reads of a TrainConfig, by group
+    model = types.SimpleNamespace(init_from=model_dir, model_dir=model_dir, overwrite=overwrite)
+    return types.SimpleNamespace(model=model, train_data=shards)
   assert vocab_checks.init_from_plan(cfg(same[0]), same[1], 8000) is None
   assert vocab_checks.init_from_plan(cfg(grown[0]), grown[1], 8000).new_size == 8000 + ADD
   vocab_checks.check_resume(cfg(same[0]), same[1])
