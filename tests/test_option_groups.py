@@ -140,7 +140,7 @@ FINETUNE_FLAGS = {
 }
 
 # data_prep.build_shards' and roberta_tf.ablate's flags as declared by hand (absl) before their
-# settings objects.
+# settings objects (ShardSettings; StudySettings and StudyPlan).
 BUILD_SHARDS_FLAGS = {
     "beam_options": ("string", ""),
     "compression": ("enum", "none", ("none", "gzip")),
@@ -242,9 +242,9 @@ def test_flag_names_defaults_and_choices_are_unchanged(module, expected, require
 # In this process (build_shards imports TensorFlow; required: flags with a validator).
 @pytest.mark.parametrize("module, expected, required", [
     ("data_prep.build_shards", BUILD_SHARDS_FLAGS, []),
-    # --pairs_per_paradigm's lower bound is StudySettings' check now (check_options), no absl
-    # validator.
-    ("roberta_tf.ablate", ABLATE_FLAGS, ["parallel", "study", "work_dir"]),
+    # The lower bounds of --pairs_per_paradigm and --parallel are checks of StudySettings and
+    # StudyPlan now (check_options), no absl validators.
+    ("roberta_tf.ablate", ABLATE_FLAGS, ["study", "work_dir"]),
 ])
 def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
   surface = _surface(importlib.import_module(module).FLAGS)
@@ -305,6 +305,21 @@ def _finetune_flags(argv):
   return options.from_flags(FinetuneConfig, values)
 
 
+def test_ablate_plan_takes_repeated_arms_and_its_study_defaults():
+  from roberta_tf.ablation.settings import StudyPlan  # pylint: disable=import-outside-toplevel
+  values = flags.FlagValues()
+  options.define_flags(StudyPlan, values)
+  values(["ablate", "--study=batch_size", "--work_dir=w", "--arm=a", "--arm=b c", "--seeds=0,2",
+          "--base_lr=0.5"])
+  plan = options.from_flags(StudyPlan, values)
+  assert plan.arm == ("a", "b c") and plan.seeds == (0, 2) and plan.steps is None
+  given = {n for n in ("steps", "base_batch", "base_lr") if values[n].present}
+  resolved = plan.resolved(given)  # batch_size's base row, less what the command gave
+  assert (resolved.steps, resolved.base_batch, resolved.base_lr) == (1024, 8, 0.5)
+  masking = dataclasses.replace(plan, study="masking", steps=7).resolved(set())
+  assert (masking.steps, masking.base_batch, masking.base_lr) == (7, 32, 0.5)
+
+
 def test_finetune_list_flags_parse_as_before():
   cfg = _finetune_flags(["--learning_rates=1e-5,2e-5", "--batch_sizes=16,32",
                          "--text_fields=sentence1,sentence2", "--labels=no,yes"])
@@ -315,9 +330,9 @@ def test_finetune_list_flags_parse_as_before():
   assert default == FinetuneConfig("", "", "", "")
   assert default.text_fields == ("text",) and default.labels == ()
   assert default.learning_rate_sweep == (1e-5,)
-  with pytest.raises(ValueError, match=r"--learning_rates=\['1e-5', 'x'\]: not a list of numbers"):
+  with pytest.raises(ValueError, match=r"--learning_rates=1e-5,x: not a list of numbers"):
     _finetune_flags(["--learning_rates=1e-5,x"])
-  with pytest.raises(ValueError, match=r"--batch_sizes=\['16', '3.5'\]: not a list of integers"):
+  with pytest.raises(ValueError, match=r"--batch_sizes=16,3.5: not a list of integers"):
     _finetune_flags(["--batch_sizes=16,3.5"])
   with pytest.raises(flags.IllegalFlagValueError):
     _finetune_flags(["--precision=float16"])

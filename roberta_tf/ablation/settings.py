@@ -1,14 +1,18 @@
-"""`StudySettings`: what every arm x seed of a study takes from roberta_tf.ablate's flags (the
-model size, the warmup share, extra train flags, the downstream problem, minimal pairs) and the
-vocabulary size of its prep, declared once: the binary's flags of these options are made from
-the fields (options.define_flags), and the object is built once in ablate's main and handed
-whole to ablation/runner.py. Its fields, as JSON, are study.json's keys beside "study",
-"corpus", "arms" and "corpus_mb" (the names of the flags, as they were recorded before).
+"""roberta_tf.ablate's options, declared once in two objects that its flags are made from
+(options.define_flags) and that are built once in its main and handed whole to
+ablation/runner.py:
 
-The flags that shape the study itself (--study, --steps, --base_batch, --base_lr, --minutes,
---arm, --seeds, --corpus, --work_dir, --parallel, --overwrite) stay declared in ablate.py: their
-defaults depend on the study (--steps unset, --base_batch given or not) and --arm repeats, which
-options.define_flags does not express. TensorFlow-free.
+- `StudySettings`: what every arm x seed of a study takes (the model size, the warmup share,
+  extra train flags, the downstream problem, minimal pairs) and the vocabulary size of its
+  prep. Its fields, as JSON, are study.json's keys beside "study", "corpus", "arms" and
+  "corpus_mb" (the names of the flags, as they were recorded before): a rerun with other
+  settings is refused.
+- `StudyPlan`: which study, its budget (--steps, --base_batch, --base_lr, --minutes), the arms
+  and seeds to run, the corpus, the work dir and how many runs at once. A rerun may change
+  these (more seeds add runs). --steps, --base_batch and --base_lr have per-study defaults
+  (STUDY_DEFAULTS), applied by `StudyPlan.resolved` to what was not given.
+
+TensorFlow-free.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-
 PROBLEM_DIR = os.path.join(os.path.dirname(_PACKAGE), "tests", "testdata", "docs_sections")
 
 _AT_LEAST_1 = Check(lambda v: v >= 1, "--{name}={value}: must be >= 1")
+STUDIES = ("masking", "input_format", "batch_size", "recipe")
+# The base arm's size where a study's differs from the flags' defaults (steps: 400).
+# input_format: 400 updates at batch 16 get the small model off the unigram plateau; 200 at 32
+# did not, nor did 400 at 12 for one arm (its sentence-pair arm reads ~5x the sequences, padded
+# to 128 slots). batch_size: the paper's base row (bsz 256, lr 1e-4), scaled down.
+STUDY_DEFAULTS = {"input_format": {"base_batch": 16},
+                  "batch_size": {"base_batch": 8, "base_lr": 1e-4, "steps": 1024}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,3 +62,52 @@ class StudySettings:
   pairs_per_paradigm: int = option(
       0, "--minimal_pairs: a fixed sample of at most this many pairs per paradigm (evaluate "
       "--pairs_per_paradigm); 0: all.", check=NON_NEGATIVE)
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyPlan:
+  """Which study and how much of it (see the module docstring)."""
+  study: str = option(
+      help="The ablation: masking (Table 1), input_format (Table 2: SEGMENT-PAIR / "
+      "SENTENCE-PAIR with NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3), "
+      "recipe (the budget recipe's choices one at a time, at equal wall clock: --minutes).",
+      choices=STUDIES)
+  work_dir: str = option(
+      help="Where vocab, shards, runs and results go (reused: finished runs are kept).")
+  corpus: str = option(
+      "stdlib", "Pretraining corpus: files, globs, directories or 'stdlib' (the running "
+      "Python's documentation, the embedded default).")
+  arm: tuple[str, ...] = option(
+      (), "Run only this arm of the study (its name in results.md; repeat the flag for "
+      "several; default: every arm).", repeated=True)
+  seeds: tuple[int, ...] = option(
+      (0,), "Seeds: every arm runs once per seed; the table shows mean ± half the range over "
+      "them (one seed keeps each default study within ~30 min on 2 CPU cores; rerunning with "
+      "more seeds adds their runs).", check=Check(bool, "--{name} is empty"))
+  steps: int | None = option(
+      None, "Optimizer updates of the base arm (the token budget is base_batch x steps for "
+      "every arm). Default: 400 (masking, input_format), 1024 (batch_size).",
+      check=Check(lambda v: v is None or v >= 1, "--{name}={value}: must be >= 1"))
+  base_batch: int = option(
+      32, "Batch of the base arm (default 32; input_format: 16, its shorter-sequence arms "
+      "scale it up; batch_size: 8, scaled 1x, 8x, 32x).", check=_AT_LEAST_1)
+  base_lr: float = option(
+      1e-3, "Peak LR of the base arm (batch_size default 1e-4, the paper's for its smallest "
+      "batch; scaled x7 and x10 with the batch).",
+      check=Check(lambda v: v > 0, "--{name}={value}: must be > 0"))
+  minutes: float = option(
+      5.0, "--study=recipe: each arm's wall-clock budget in minutes (train --train_minutes).")
+  parallel: int = option(
+      1, "Arm x seed runs at once (each arm then trains beside another; ~2x the wall time of "
+      "each run on 2 cores, about half the total).", check=_AT_LEAST_1)
+  overwrite: bool = option(
+      False, "Start the study over: delete what an earlier study wrote in --work_dir (its "
+      "settings, corpus subset, vocab, shards, runs, results).")
+
+  def resolved(self, given: frozenset[str] | set[str]) -> StudyPlan:
+    """This plan with its study's defaults (STUDY_DEFAULTS; steps 400) for --steps,
+    --base_batch and --base_lr where they are not in `given` (the flags on the command line)."""
+    defaults = {"steps": 400, **STUDY_DEFAULTS.get(self.study, {})}
+    return dataclasses.replace(self, **{name: value for name, value in defaults.items()
+                                        if name not in given and
+                                        (name != "steps" or self.steps is None)})

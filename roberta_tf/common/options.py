@@ -23,7 +23,9 @@ A field without a default is a required flag (or, with define_flags(required=Fal
 that defaults to None, which from_flags turns into ""). Field types (`str`, `int`, `float`,
 `bool`, and `tuple[str, ...]` / `tuple[int, ...]` / `tuple[float, ...]` for comma-separated
 list flags; annotation strings under `from __future__ import annotations`) pick the flag type;
-`choices` makes a `str` field an enum flag. TensorFlow-free: `--help` imports this.
+`choices` makes a `str` field an enum flag; `repeated=True` makes a `tuple[str, ...]` field a
+flag given once per item (`--arm=a --arm=b`); `int | None` is an integer flag whose unset value
+is None (the caller's "not given"). TensorFlow-free: `--help` imports this.
 """
 
 from __future__ import annotations
@@ -60,11 +62,13 @@ def at_least(bound) -> Check:
 
 def option(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disable=redefined-builtin
            choices: tuple[str, ...] | None = None, check: Check | None = None,
-           flag_type: str | None = None, group: str | None = None):
+           flag_type: str | None = None, group: str | None = None, repeated: bool = False):
   """A dataclass field with its flag help (and enum choices, and its check). `flag_type` (the
-  annotation the field must have) and `group` are set by option_groups.use()."""
+  annotation the field must have) and `group` are set by option_groups.use(). `repeated`: a
+  `tuple[str, ...]` field's flag is given once per item instead of comma-separated."""
   return dataclasses.field(default=default, metadata={
-      "help": help, "choices": choices, "check": check, "flag_type": flag_type, "group": group})
+      "help": help, "choices": choices, "check": check, "flag_type": flag_type, "group": group,
+      "repeated": repeated})
 
 
 def setting(default: Any, help: str):  # pylint: disable=redefined-builtin
@@ -104,10 +108,16 @@ def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> N
     kwargs = dict(flag_values=flag_values)
     if choices:
       flags.DEFINE_enum(f.name, default, list(choices), help_text, **kwargs)
+    elif f.metadata.get("repeated"):
+      if _type(f) != "tuple[str,...]":
+        raise TypeError(f"{cls.__name__}.{f.name}: a repeated flag is a tuple[str, ...]")
+      flags.DEFINE_multi_string(f.name, list(default), help_text, **kwargs)
     elif _type(f) in _LIST_ITEMS:
-      flags.DEFINE_list(f.name, None if default is None else list(default), help_text, **kwargs)
+      # Items as they are typed on the command line ("0", not 0): --help shows them so.
+      flags.DEFINE_list(f.name, None if default is None else [str(v) for v in default],
+                        help_text, **kwargs)
     else:
-      _DEFINE[_type(f)](f.name, default, help_text, **kwargs)
+      _DEFINE[_type(f).removesuffix("|None")](f.name, default, help_text, **kwargs)
   flags.mark_flags_as_required(required_names, flag_values=flag_values)
 
 
@@ -120,12 +130,14 @@ def from_flags(cls, flag_values: flags.FlagValues):
     value = flag_values[f.name].value
     if value is None and f.default is dataclasses.MISSING:
       value = ""
+    elif f.metadata.get("repeated"):
+      value = tuple(value)
     elif _type(f) in _LIST_ITEMS and value is not None:
       item, kind = _LIST_ITEMS[_type(f)]
       try:
         value = tuple(item(v) for v in value)
       except ValueError as e:
-        raise ValueError(f"--{f.name}={value}: not a list of {kind}") from e
+        raise ValueError(f"--{f.name}={','.join(value)}: not a list of {kind}") from e
     values[f.name] = value
   return cls(**values)
 
