@@ -1,4 +1,4 @@
-"""roberta_tf.ablate's options, declared once in two objects that its flags are made from
+"""The options of roberta_tf.ablate, declared once in two objects that its flags are made from
 (options.define_flags) and that are built once in its main and handed whole to
 ablation/runner.py:
 
