@@ -7,7 +7,8 @@ being listed:
   an object has never depends on which method ran first. Keras layers' `build` (weights made
   once the input shape is known: Keras's own contract) is the one exception;
 - no function longer than MAX_FUNCTION_LINES (a screen), nested functions counted in it;
-- no module longer than MAX_MODULE_LINES.
+- no module longer than MAX_MODULE_LINES;
+- no README line longer than MAX_README_LINE characters (it is read in a terminal and a diff).
 """
 
 import ast
@@ -20,6 +21,7 @@ from tests.conftest import REPO
 PACKAGES = ("roberta_tf", "data_prep", "benchmarks")
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 400
+MAX_README_LINE = 120
 CONSTRUCTORS = ("__init__", "__post_init__")
 # Keras creates a layer's weights in build(input_shape); the attributes it sets there are the
 # framework's contract, not a half-built object.
@@ -109,6 +111,13 @@ def test_no_module_is_longer_than_the_limit():
     if lines > MAX_MODULE_LINES:
       found.append(f"{rel}: {lines} lines")
   assert not found, f"split these (at most {MAX_MODULE_LINES} lines each):\n" + "\n".join(found)
+
+
+def test_no_readme_line_is_longer_than_the_limit():
+  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:  # local-only: the checkout
+    found = [f"README.md:{n}: {len(line)} characters" for n, line in enumerate(f, 1)
+             if len(line.rstrip("\n")) > MAX_README_LINE]
+  assert not found, f"wrap these (at most {MAX_README_LINE} characters):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("source, expected", [
