@@ -64,6 +64,7 @@ from benchmarks import (
   quality_report,
   word_order_task,
 )
+from roberta_tf.training import precision_probe
 
 REPO = commands.REPO
 
@@ -318,7 +319,7 @@ def main(argv):
         if not record.get(f"{task}_accuracy"):
           record[f"{task}_accuracy"] = finetune_scores(model_dir, domain, arm, task)
       record.update(seconds=round(time.time() - start) + (old or {}).get("seconds", 0),
-                    host_cpus=os.cpu_count(),
+                    host_cpus=os.cpu_count(), host_machine=precision_probe.machine_key(),
                     finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
       parity_records.append(FLAGS.records, record, KEY_FIELDS)
       print(f"  {arm}: tokens/word {record['tokens_per_word']:.3f}, loss/byte "

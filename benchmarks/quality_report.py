@@ -2,9 +2,9 @@
 
 A run *leaves the plateau* when its held-out perplexity at its last step is at most
 ESCAPE_FRACTION x the unigram baseline's on the same targets. Runs are grouped by (corpus, peak
-LR, init, schedule); per group and arm the tables give, over seeds, how many runs left the
-plateau, the median (min-max) perplexity, and the median (min-max) of the per-seed ratio to HF
-as it is (the `hf` arm, on the seeds both have run).
+LR, init, schedule, held-out batches); per group and arm the tables give, over seeds, how many
+runs left the plateau, the median (min-max) perplexity, and the median (min-max) of the
+per-seed ratio to HF as it is (the `hf` arm, on the seeds both have run).
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ def spread(values, digits=0) -> str:
 
 
 def _group_key(r: dict) -> tuple:
+  """Runs compared in one row: same corpus, schedule and held-out data (a corpus whose prep
+  changed is another group: its unigram column differs)."""
   return (r["corpus"], float(r["lr"]), r["init"], r["train_steps"], r["warmup_steps"],
-          r["stop_after"])
+          r["stop_after"], r["batches"]["validation"])
 
 
 def summarize(records: list[dict]) -> list[dict]:

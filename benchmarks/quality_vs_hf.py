@@ -54,6 +54,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import cached_data, commands, parity_records, quality_report, quality_sides
+from roberta_tf.training import precision_probe
 
 REPO = commands.REPO
 
@@ -195,6 +196,7 @@ class Corpus:
     self.val = _dump(os.path.join(self.dir, "batches", "validation.npz"),
                      lambda: self._dataset("validation", False, 0), FLAGS.max_validation_batches)
     self.unigram = self._unigram(special.values())
+    self.validation_hash = file_hash(os.path.join(self.dir, "batches", "validation.npz"))
 
   def _dataset(self, split, training, seed):
     from roberta_tf.data import pipeline  # pylint: disable=import-outside-toplevel
@@ -271,6 +273,24 @@ def report(records: list[dict]) -> None:
     print(f"tables written into {FLAGS.docs}" + (f"; plot: {plotted}" if plotted else ""))
 
 
+def done_runs(records: list[dict], loaded: dict) -> set:
+  """The keys of the records made on the corpora as they are now: a record whose validation
+  batches differ from `loaded`'s (the corpus or its prep changed since) is of other data, so
+  its run is due again (the report never puts the two in one row: quality_report)."""
+  done, stale = set(), {}
+  for r in records:
+    corpus = loaded.get(r["corpus"])
+    if corpus is not None and r["batches"]["validation"] != corpus.validation_hash:
+      stale[r["corpus"]] = stale.get(r["corpus"], 0) + 1
+      continue
+    done.add(parity_records.key_of(r))
+  for name, count in stale.items():
+    print(f"{name}: {count} record(s) are of other data (validation batches not "
+          f"{loaded[name].validation_hash}: the corpus or its prep changed since); their runs "
+          "are due again", flush=True)
+  return done
+
+
 def pending(done: set) -> tuple[list[tuple], int, int, dict]:
   """(this process's runs still to do, the plan's runs, how many of them are recorded, the
   corpora)."""
@@ -294,10 +314,12 @@ def record_of(corpus: Corpus, job: tuple, result: dict, code: str, revision: str
   result.pop("grad_norm")
   record = dict(zip(parity_records.KEY_FIELDS, run_key(name, lr, seed, arm), strict=True))
   record.update(
-      result, code=code, git=revision, host={"cpus": os.cpu_count()},
+      result, code=code, git=revision,
+      # Bit for bit only on the same kind of CPU (oneDNN picks its kernels by it).
+      host={"cpus": os.cpu_count(), "machine": precision_probe.machine_key()},
       finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
       batches={"train": file_hash(os.path.join(corpus.dir, "batches", f"train_seed{seed}.npz")),
-               "validation": file_hash(os.path.join(corpus.dir, "batches", "validation.npz"))},
+               "validation": corpus.validation_hash},
       unigram_ppl=corpus.unigram["ppl"], final=result["curve"][-1][1],
       train_loss_every_10=[round(float(np.mean(losses[k:k + 10])), 4)
                            for k in range(0, len(losses), 10)])
@@ -336,7 +358,6 @@ def main(argv):
   # that burns their time slices: a `small` HF step took 1.7x as long as with passive waiting.
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   records_path = os.path.abspath(FLAGS.records)
-  done = {parity_records.key_of(r) for r in parity_records.read(records_path)}
   if FLAGS.report_only:
     report(parity_records.read(records_path))
     return 0
@@ -344,13 +365,12 @@ def main(argv):
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   work_dir = os.path.abspath(FLAGS.work_dir)
-  todo, planned, recorded, corpora = pending(done)
-  needed = {j[0] for j in todo}
-  loaded = {name: Corpus(name, source, work_dir) for name, source in corpora.items()
-            if name in needed}
+  loaded = {name: Corpus(name, source, work_dir)
+            for name, source in cached_data.parse_corpora(FLAGS.corpora).items()}
   for c in loaded.values():
     print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
+  todo, planned, recorded, _ = pending(done_runs(parity_records.read(records_path), loaded))
   stop = FLAGS.stop_after or FLAGS.train_steps
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code_hash()}: {planned} runs, "
