@@ -11,6 +11,9 @@ import types
 
 from absl import flags
 
+# The flags its define_* functions declare belong to the calling script: its --help lists them.
+flags.disclaim_key_flags()
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The corpus most benchmarks read by default: the Python docs beside the repository (not in it).
 DOCS_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")

@@ -28,6 +28,7 @@ from benchmarks import acceptability_task
 from benchmarks import finetune_docs_sections as docs_bench
 
 FLAGS = docs_bench.FLAGS
+flags.adopt_module_key_flags(docs_bench)  # its flags are this benchmark's too (--help)
 flags.DEFINE_enum("corruption", "replace", acceptability_task.CORRUPTIONS,
                   "How the corrupted half of the sentences is made (acceptability_task.py).")
 

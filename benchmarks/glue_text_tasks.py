@@ -33,6 +33,8 @@ from absl import flags
 from benchmarks import commands, word_order_task
 from roberta_tf.finetuning import docs_sections, glue
 
+# The flags its define_* functions declare belong to the calling script: its --help lists them.
+flags.disclaim_key_flags()
 LABELS = {"intact": "0", "swapped": "1"}
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 

@@ -17,6 +17,8 @@ from absl import flags
 
 from benchmarks import commands, hf_finetune, parity_records, starting_checkpoint
 
+# The flags its define_* functions declare belong to the calling script: its --help lists them.
+flags.disclaim_key_flags()
 FLAGS = flags.FLAGS
 KEY_FIELDS = ("side", "run_key")
 

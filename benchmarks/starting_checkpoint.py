@@ -14,6 +14,8 @@ from absl import flags
 
 from benchmarks import cached_data, commands
 
+# The flags its define_* functions declare belong to the calling script: its --help lists them.
+flags.disclaim_key_flags()
 FLAGS = flags.FLAGS
 
 
