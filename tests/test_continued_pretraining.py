@@ -22,6 +22,7 @@ import tensorflow as tf
 from data_prep import train_tokenizer
 from roberta_tf import models
 from roberta_tf.common import files
+from roberta_tf.data import dataset_info
 from roberta_tf.models import growth, hf_weights, position_growth
 from roberta_tf.pretraining import model_dir_setup, vocab_checks
 from roberta_tf.serving import mlm_export
@@ -166,6 +167,41 @@ def test_init_from_and_resume_meet_only_their_vocabulary(tmp_path, source, grown
     assert f"--train_data={shards!r}" in message and f"{flag}={model_dir!r}" in message
   with open(os.path.join(model_dir, "vocab.json"), encoding="utf-8") as f:
     assert len(json.load(f)) == 8000  # the refused resume replaced nothing
+
+
+def _eval_shards(vocab_dir, shards_dir, max_seq_len=64, split="validation") -> str:
+  """`_shards_of` with a dataset_info.json on disk listing one (empty) shard of `split`."""
+  path, info = _shards_of(vocab_dir, shards_dir)
+  open(os.path.join(path, "v.tfrecord"), "wb").close()
+  info.update(format_version=1, special_ids={}, max_seq_len=max_seq_len, packing="full_sentences",
+              splits={split: {"shards": [{"file": "v.tfrecord"}]}})
+  with open(os.path.join(path, "dataset_info.json"), "w", encoding="utf-8") as f:
+    json.dump(info, f)
+  return path
+
+
+def test_eval_data_is_checked_before_anything_is_written(tmp_path, source):
+  """--eval_data of another vocabulary than --train_data's (same size), of longer sequences or
+  without a validation split: one line before the model dir is touched (the eval pipeline
+  found the first only by size, and all of them after config.json was written)."""
+  train = _shards_of(HF_TINY, tmp_path / "train")
+  cfg = lambda eval_data, length=64: types.SimpleNamespace(  # noqa: E731
+      train_data=train[0], eval_data=eval_data, data=types.SimpleNamespace(max_seq_len=length))
+  vocab_checks.check_eval_data(cfg(""), train[1], source.config)
+  vocab_checks.check_eval_data(cfg(_eval_shards(HF_TINY, tmp_path / "same")), train[1],
+                               source.config)
+  other = _eval_shards(swapped_vocabulary(HF_TINY, tmp_path / "swapped"), tmp_path / "other")
+  with pytest.raises(vocab_growth.VocabGrowthError) as error:
+    vocab_checks.check_eval_data(cfg(other), train[1], source.config)
+  message = str(error.value)
+  assert "\n" not in message and "2 of the 8000 ids" in message, message
+  assert f"--eval_data={other!r}" in message and f"--train_data={train[0]!r}" in message
+  for shards, length, problem in (
+      (_eval_shards(HF_TINY, tmp_path / "long", max_seq_len=128), 128, "position table"),
+      (_eval_shards(HF_TINY, tmp_path / "long2", max_seq_len=64), 32, "--max_seq_len=32"),
+      (_eval_shards(HF_TINY, tmp_path / "train_only", split="train"), 64, "no 'validation'")):
+    with pytest.raises(dataset_info.DatasetInfoError, match=problem):
+      vocab_checks.check_eval_data(cfg(shards, length), train[1], source.config)
 
 
 def test_growth_reads_urls(source, grown_vocab, tmp_path):

@@ -88,6 +88,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
     model_config, growth_plan = model_config_and_growth(cfg, info)
     vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
+    vocab_checks.check_eval_data(cfg, info, model_config)  # likewise
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)
     task = PretrainingTask(cfg, strategy, model_config)
     if chief:  # after the data and config checks: a bad flag never costs a checkpoint

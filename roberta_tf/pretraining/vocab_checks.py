@@ -10,15 +10,19 @@ its checkpoints):
   --extend_from`): the model then grows, and `init_from_plan` is the growth's one plan (which
   old pieces spell each new token), handed to the weight copy (models/growth.py).
 Anything else is refused in one line naming both flags and directories
-(tokenization/vocab_growth.check).
+(tokenization/vocab_growth.check). `--eval_data` must be of --train_data's vocabulary (the ids
+the model learns), checked here with the rest of what its input pipeline would refuse only after
+config.json and the vocabulary files are written (`check_eval_data`).
 """
 
 from __future__ import annotations
 
-from roberta_tf.data import vocab_info
+from roberta_tf.data import dataset_info, vocab_info
 from roberta_tf.models import checkpoint_files
+from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.tokenization import vocab_growth
 from roberta_tf.tokenization.vocab_growth import VocabGrowth, VocabGrowthError
 
 
@@ -59,3 +63,29 @@ def init_from_plan(cfg: TrainConfig, info: dict, model_vocab_size: int) -> Vocab
            if shards.size < model_vocab_size else
            "growing the model needs its vocab.json, to check that the shards' extends it"))
   return plan
+
+
+def check_eval_data(cfg: TrainConfig, info: dict, model_config: RobertaConfig) -> None:
+  """Refuses --eval_data the run could not evaluate on, before anything is written in the model
+  dir: shards of another vocabulary than --train_data's (`info`; by content, so one of the same
+  size but other tokens too), or ones the eval pipeline would refuse after config.json is
+  written (no validation split, sequences longer than --max_seq_len or `model_config`'s
+  position table).
+
+  Raises:
+    VocabGrowthError: one line naming --eval_data and --train_data.
+    dataset_info.DatasetInfoError: one line naming --eval_data's dataset_info.json.
+  """
+  if not cfg.eval_data:
+    return
+  eval_info = dataset_info.read(cfg.eval_data)
+  train, train_dir = vocab_info.shards_vocabulary(cfg.train_data, info)
+  evaluation, eval_dir = vocab_info.shards_vocabulary(cfg.eval_data, eval_info)
+  vocab_growth.check(train, evaluation, model_side=("--train_data", cfg.train_data),
+                     other_side=("--eval_data", cfg.eval_data), model_dir=train_dir,
+                     other_dir=eval_dir, grow=False,
+                     hint="evaluate on shards encoded with the vocabulary of --train_data "
+                     "(data_prep.build_shards --vocab_dir=it)")
+  dataset_info.check_compatible(eval_info, max_positions=model_config.max_positions,
+                                max_seq_len=cfg.data.max_seq_len, where=cfg.eval_data)
+  dataset_info.split_files(cfg.eval_data, eval_info, "validation")
