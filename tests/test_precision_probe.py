@@ -99,8 +99,10 @@ def test_the_peak_is_measured_once_then_cached(tmp_path, monkeypatch):
   assert precision_probe.peak_flops("float32", lines.append, n=32) == (flops * 2, True)
 
 
-@pytest.mark.parametrize("content", ["[1, 2]", "{not json", '{"KEY": [1]}',
-                                     '{"KEY": {"float32": "fast"}}'])
+@pytest.mark.parametrize("content", [
+    "[1, 2]", "{not json", '{"KEY": [1]}', '{"KEY": {"float32": "fast"}}',
+    "[" * 10**5 + "]" * 10**5,  # deeper than json's recursion limit
+    '{"KEY": {"float32": Infinity}}', '{"KEY": {"float32": 1e999}}'])  # both read as inf
 def test_a_malformed_cache_is_measured_again(tmp_path, monkeypatch, content):
   monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
   monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: 5e9)

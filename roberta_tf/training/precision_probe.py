@@ -28,6 +28,7 @@ the seconds measured, in its config.json.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -128,7 +129,7 @@ def read_cache(log=None) -> dict:
     cache = json.loads(files.read_bytes(path))
   except OSError:  # none yet, or unreadable
     return {}
-  except ValueError:
+  except (ValueError, RecursionError):  # not UTF-8 JSON; nested past Python's recursion limit
     cache = None
   if not isinstance(cache, dict):
     if log:
@@ -149,9 +150,11 @@ def write_cache(key: str, result: dict) -> None:
 
 
 def _positive_numbers(entry, names) -> bool:
+  """`entry` is a dict whose `names` are finite numbers > 0 (JSON's Infinity and 1e999 read as
+  inf: as a peak it would make every MFU 0)."""
   return isinstance(entry, dict) and all(
       isinstance(entry.get(n), (int, float)) and not isinstance(entry.get(n), bool)
-      and entry[n] > 0 for n in names)
+      and math.isfinite(entry[n]) and entry[n] > 0 for n in names)
 
 
 def cached_entry(key: str, valid: Callable[[object], bool], log) -> dict | None:
