@@ -116,6 +116,16 @@ def test_a_malformed_cache_is_measured_again(tmp_path, monkeypatch, content):
   assert precision_probe.cached_entry(key, precision_probe._is_pick, lines.append) is None
 
 
+def test_an_unreadable_cache_is_said_once_and_measured_again(tmp_path, monkeypatch):
+  monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
+  monkeypatch.setattr(precision_probe, "matmul_flops", lambda *a: 5e9)
+  (tmp_path / "precision.json").mkdir()  # nor can it be rewritten: every run measures
+  lines = []
+  assert precision_probe.peak_flops("float32", lines.append, n=32) == (5e9, False)
+  assert len(lines) == 2 and lines[0].startswith(f"ignoring {tmp_path / 'precision.json'}: "
+                                                 "cannot read it"), lines
+
+
 def test_train_with_auto_records_the_measured_precision_and_a_resume_keeps_it(
     tmp_path, monkeypatch, train_shards):
   monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path / "cache"))

@@ -123,11 +123,13 @@ def _cache_path() -> str:
 
 def read_cache(log=None) -> dict:
   """{key: entry}; {} when there is none yet, or (said in one line to `log`) when the file is
-  not a JSON object: it is measured again and rewritten."""
+  unreadable or not a JSON object: it is measured again (and rewritten where it can be)."""
   path = _cache_path()
   try:
     cache = json.loads(files.read_bytes(path))
-  except OSError:  # none yet, or unreadable
+  except OSError as e:  # none yet (nothing to say), or unreadable (a directory, ...)
+    if log and files.exists(path):
+      log(f"ignoring {path}: cannot read it ({e.strerror or e}; measuring again)")
     return {}
   except (ValueError, RecursionError):  # not UTF-8 JSON; nested past Python's recursion limit
     cache = None
