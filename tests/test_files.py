@@ -33,6 +33,10 @@ def test_names_of_a_url_are_never_made_local():
                r"named 'ram:', \./ram:/m\)$"),
     ("gs:/", r"no path after the scheme: write gs://<directory>$"),
     ("ram://", r"no path after the scheme: write ram://<directory>$"),
+    # One slash on a scheme no file system handles: not `write scheme://` (which fails next).
+    ("scheme:/", r"no file system handles 'scheme://' here \(registered: .*\)$"),
+    ("Scheme:/x", r"no file system handles 'scheme://' here \(.*\) \(for a local folder named "
+                  r"'Scheme:', \./Scheme:/x\)$"),
 ])
 def test_a_path_that_names_no_usable_place_is_one_line_naming_the_flag(path, message):
   with pytest.raises(files.PathError, match=f"^--model_dir={re.escape(path)}: {message}"):

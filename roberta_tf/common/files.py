@@ -72,6 +72,12 @@ def registered_schemes() -> list[str]:
   return sorted(s for s in tf.io.gfile.get_registered_schemes() if s)
 
 
+def _unknown_scheme(name: str, s: str) -> str:
+  return (f"{name}: no file system handles '{s}://' here (registered: "
+          f"{', '.join(f'{x}://' for x in registered_schemes())}; s3:// and hdfs:// need their "
+          "TensorFlow file system plugin loaded, e.g. `import tensorflow_io`)")
+
+
 def check(path: str, flag: str | None = None) -> str:
   """Returns `path` when it names a place this process can use; else raises PathError (see the
   module docstring), one line starting `<flag>=<path>: `."""
@@ -79,18 +85,18 @@ def check(path: str, flag: str | None = None) -> str:
   short = _SHORT_URL.match(path)
   if short:
     s, rest = short.group(1), path[short.end():]
+    local = f" (for a local folder named '{s}:', ./{path})" if rest else ""
+    if s.lower() not in registered_schemes():  # `write scheme://...` would fail next
+      raise UnknownSchemeError(_unknown_scheme(name, s.lower()) + local)
     if not rest:
       raise PathError(f"{name}: no path after the scheme: write {s.lower()}://<directory>")
     raise PathError(f"{name}: a URL takes two slashes after its scheme: write "
-                    f"{s.lower()}://{rest} (for a local folder named '{s}:', ./{path})")
+                    f"{s.lower()}://{rest}{local}")
   s = scheme(path)
   if not s:
     return path
   if s not in registered_schemes():
-    raise UnknownSchemeError(
-        f"{name}: no file system handles '{s}://' here (registered: "
-        f"{', '.join(f'{x}://' for x in registered_schemes())}; s3:// and hdfs:// need their "
-        "TensorFlow file system plugin loaded, e.g. `import tensorflow_io`)")
+    raise UnknownSchemeError(_unknown_scheme(name, s))
   head, rest = files_gfile.split(path)
   if not rest.strip("/"):
     raise PathError(f"{name}: no path after the scheme: write {s}://<directory>")
