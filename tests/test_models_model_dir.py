@@ -1,5 +1,7 @@
 """Model directories: save → load round trip, training-style checkpoints, clear errors."""
 
+import gc
+import logging
 import os
 import uuid
 
@@ -86,6 +88,30 @@ def test_config_checkpoint_mismatch_names_shapes_and_variables(pretrainer, tmp_p
   CONFIG.replace(num_layers=3).save(os.path.join(model_dir, "config.json"))
   with pytest.raises(ModelDirError, match=r"lacks variables.*transformer_layer_2/"):
     models.load(model_dir)
+
+
+def test_a_checkpoint_of_another_model_is_one_error_without_tf_warnings(pretrainer, tmp_path):
+  """A training checkpoint (optimizer, step) under a config of another vocabulary size: the error
+  names both shapes, and TF's warning of every value the failed restore left (a hundred lines
+  before the error in `evaluate --checkpoint`'s stderr) is not logged."""
+  model_dir = str(tmp_path / "train")
+  os.makedirs(model_dir)
+  CONFIG.replace(vocab_size=121).save(os.path.join(model_dir, "config.json"))
+  optimizer = keras.optimizers.AdamW(1e-3)
+  optimizer.build(pretrainer.trainable_variables)
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=pretrainer, optimizer=optimizer,
+                                                 step=tf.Variable(7)), model_dir, 1).save()
+  records = []
+  handler = logging.Handler()
+  handler.emit = records.append
+  tf.get_logger().addHandler(handler)
+  try:
+    with pytest.raises(ModelDirError, match=r"shape \(120,\).*shape \(121,\)"):
+      models.load(model_dir)
+    gc.collect()
+  finally:
+    tf.get_logger().removeHandler(handler)
+  assert not [r for r in records if r.levelno >= logging.WARNING], records[0].getMessage()
 
 
 def test_model_dir_on_a_url(pretrainer, tmp_path):

@@ -26,6 +26,8 @@ the layer's place in the functional graph: 2 = embeddings, 3.. = transformer lay
 
 from __future__ import annotations
 
+import gc
+import logging
 import re
 
 import tensorflow as tf
@@ -181,6 +183,25 @@ def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
       some of the model's variables, or has a variable of another shape (the TF message names
       both shapes).
   """
+  # A failed restore leaves TF's restore state behind, which logs a warning for every value it
+  # did not restore (a hundred lines: the optimizer's, the counters') when it is collected:
+  # that is when the TF error is dropped, here, with TF's Python logger quieted.
+  logger = tf.get_logger()
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    failure = _restore_failure(pretrainer, checkpoint_prefix)
+    if failure is not None:
+      gc.collect()  # the restore state, if a reference cycle kept it past the TF error
+  finally:
+    logger.setLevel(level)
+  if failure is not None:
+    raise failure
+
+
+def _restore_failure(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> ModelDirError | None:
+  """`restore`'s work: None when restored, else the error to raise (not chained to TF's, whose
+  traceback would keep the failed restore's state alive past the quieted logger)."""
   try:
     status = tf.train.Checkpoint(model=pretrainer).restore(checkpoint_prefix)
     status.expect_partial()  # Optimizer, step and data state are the train step's business.
@@ -189,15 +210,16 @@ def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
     # TF's message prints whole variable values; name the variables and shapes instead.
     missing = re.findall(r"Variable path=([^,]+), shape=(\([^)]*\))", str(e))
     listed = ", ".join(f"{name} {shape}" for name, shape in missing) or str(e)[:500]
-    raise ModelDirError(f"checkpoint {checkpoint_prefix} lacks variables of the model built from "
-                        f"its config ({pretrainer.config}): {listed}") from e
+    return ModelDirError(f"checkpoint {checkpoint_prefix} lacks variables of the model built "
+                         f"from its config ({pretrainer.config}): {listed}")
   except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:
     # IndexError: TF's CheckpointReader on a short data file ("Read less bytes than requested").
-    raise ModelDirError(checkpoint_files.damaged_message(
-        checkpoint_prefix, checkpoint_files.read_problem(checkpoint_prefix, e))) from e
+    return ModelDirError(checkpoint_files.damaged_message(
+        checkpoint_prefix, checkpoint_files.read_problem(checkpoint_prefix, e)))
   except (tf.errors.OpError, ValueError) as e:
-    raise ModelDirError(f"checkpoint {checkpoint_prefix} does not fit the model built from its "
-                        f"config ({pretrainer.config}): {e}") from e
+    return ModelDirError(f"checkpoint {checkpoint_prefix} does not fit the model built from its "
+                         f"config ({pretrainer.config}): {e}")
+  return None
 
 
 def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPretrainer:
