@@ -88,7 +88,7 @@ def token_counts(tokenize, texts: list[str]) -> tuple[list[tuple[int, bool]], in
     out = tokenize(text=tf.constant(batch))
     return np.asarray(out["padding_mask"]).sum(axis=1) - 2
 
-  limit = int(count(["a " * 20_000])[0])  # 20,000 words: more tokens than any model reads
+  limit = token_limit(tokenize)
   result = []
   for text, n in zip(texts, count(texts), strict=True):
     if n < limit:
@@ -97,6 +97,35 @@ def token_counts(tokenize, texts: list[str]) -> tuple[list[tuple[int, bool]], in
     piece_counts = count(_pieces(text, limit))  # <= limit bytes: <= limit tokens, not cut
     result.append((int(piece_counts.sum()), bool((piece_counts >= limit).any())))
   return result, limit
+
+
+def token_limit(tokenize) -> int:
+  """The most text tokens the SavedModel reads (its `tokenize` signature truncates there): its
+  max_seq_len less `<s>` and `</s>`."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  out = tokenize(text=tf.constant(["a " * 20_000]))  # 20,000 words: more than any model reads
+  return int(np.asarray(out["padding_mask"]).sum()) - 2
+
+
+def fitted(examples, reads: int) -> tuple[list, int]:
+  """(`examples` (held_out_ranks.Example), each `<s> left <mask> right </s>` longer than the
+  `reads` tokens the SavedModel reads cut to fit, the longer side's farthest tokens first; how
+  many were cut). Shards of longer sequences than the model's give such windows: their
+  positions past its table would fail inside the graph."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  out, cut = [], 0
+  for example in examples:
+    left, right = list(example.left), list(example.right)
+    while len(left) + len(right) + 3 > reads and (left or right):
+      if len(left) >= len(right):
+        left.pop(0)
+      else:
+        right.pop()
+    if len(left) + len(right) < len(example.left) + len(example.right):
+      example, cut = dataclasses.replace(example, left=tuple(left), right=tuple(right)), cut + 1
+    out.append(example)
+  return out, cut
 
 
 def format_predictions(texts, out, notes=None) -> str:
@@ -207,6 +236,12 @@ def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: in
   if not examples:
     raise ValueError(f"--held_out={data_dir}: its validation split has no sequence with a "
                      "whole word in its middle half to mask")
+  if "tokenize" in loaded.signatures:  # an older export without it: windows as they are
+    reads = token_limit(loaded.signatures["tokenize"]) + 2
+    examples, cut = fitted(examples, reads)
+    if cut:
+      print(f"note: --saved_model={saved_model} reads {reads} tokens: the context of {cut} of "
+            f"the {len(examples)} --held_out examples was cut to fit", flush=True)
   signature = loaded.signatures["mlm_logits"]
 
   def mlm_logits(input_ids, padding_mask):

@@ -245,6 +245,17 @@ def test_fill_mask_ranks_held_out_words_as_the_model_scores_them(exported, train
   assert proc.returncode == 1 and "--held_out needs --vocab_dir" in proc.stderr
 
 
+def test_fill_mask_cuts_held_out_windows_to_what_the_saved_model_reads():
+  """Shards of longer sequences than the SavedModel's give windows past its position table
+  ("Graph execution error"): each is cut to fit, the longer side's farthest tokens first."""
+  from roberta_tf import fill_mask  # pylint: disable=import-outside-toplevel
+  from roberta_tf.serving.held_out_ranks import Example  # pylint: disable=import-outside-toplevel
+  fits, long = Example((1, 2), 3, (4,)), Example((10, 11, 12, 13, 14), 15, (16, 17))
+  assert fill_mask.fitted([fits, long], 8) == ([fits, Example((12, 13, 14), 15, (16, 17))], 1)
+  assert fill_mask.fitted([long], 5) == ([Example((14,), 15, (16,))], 1)
+  assert fill_mask.fitted([fits, long], 64) == ([fits, long], 0)
+
+
 def test_fill_mask_refuses_shards_of_another_vocabulary(exported, train_shards, hf_tiny_dir,
                                                         tmp_path):
   """The export keeps its vocabulary (assets.extra/); shards of another one of the same size
