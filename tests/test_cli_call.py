@@ -7,7 +7,7 @@ import os
 import pytest
 from absl import flags
 
-from roberta_tf.common import cli, quiet_start
+from roberta_tf.common import cli, error_text, quiet_start
 from tests import harness
 from tests.conftest import REPO
 
@@ -86,3 +86,15 @@ def test_the_quiet_start_knows_every_line_the_installed_tensorflow_prints_on_imp
   version, lines = json.loads(result.stdout)
   assert version.startswith(quiet_start.TF_VERSION + "."), version
   assert [line for line in lines if not quiet_start.IMPORT_CHATTER.search(line)] == []
+
+
+def test_a_failed_graph_op_is_its_own_message_not_graph_execution_error():
+  """TF's "Graph execution error:" wraps an op's message after the stack where the op was
+  defined (its text as TF 2.21 gives it, from fill_mask ranking past a position table); the one
+  line is the op's message."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  message = ("Graph execution error:\n\nDetected at node GatherV2 defined at (most recent call "
+             'last):\n  File "x.py", line 7, in <module>\n\n  File "x.py", line 5, in f\n\n'
+             "indices[0] = 7 is not in [0, 5)\n\t [[{{node GatherV2}}]] [Op:__inference_f_8]")
+  error = tf.errors.InvalidArgumentError(None, None, message)
+  assert error_text.one_line(error) == "indices[0] = 7 is not in [0, 5)"

@@ -25,6 +25,7 @@ _CKPT_TMP = re.compile(r"(?P<final>[^\s'\"\[\]]*?ckpt-\d+)_temp(?:/[^\s'\";]*)?"
 _TF_DECORATIONS = (re.compile(r"\{\{function_node [^}]*\}\}\s*"),
                    re.compile(r"\s*\[Op:[^\]]*\]( name: ?\S*)?"),
                    re.compile(r"\s*\[\[\{\{node [^\]]*\]\]"))
+_GRAPH_ERROR = "Graph execution error:"
 _TF_ITERATOR_PREFIX = re.compile(r"^Error in user-defined function passed to \S+ transformation "
                                  r"with iterator: \S+: ")
 
@@ -68,10 +69,18 @@ def tf_message(e: BaseException) -> str:
   message = str(getattr(e, "message", e))
   if "assertion failed: " in message:
     return _assertion_text(_first_line(message.partition("assertion failed: ")[2]))
-  line = _first_line(message)
-  for pattern in _TF_DECORATIONS:
-    line = pattern.sub("", line)
-  return _TF_ITERATOR_PREFIX.sub("", line).strip()
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  if lines[:1] == [_GRAPH_ERROR]:
+    # A tf.function's op failed: the op's own message is the last line, after the Python stack
+    # where the op was defined (a first line alone said only "Graph execution error:").
+    lines = lines[::-1]
+  for line in lines:
+    for pattern in _TF_DECORATIONS:
+      line = pattern.sub("", line)
+    line = _TF_ITERATOR_PREFIX.sub("", line).strip()
+    if line:
+      return line
+  return ""
 
 
 def path_in(text: str) -> str | None:
