@@ -24,7 +24,7 @@ from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
 from roberta_tf.models import growth, hf_weights, position_growth
-from roberta_tf.pretraining import model_dir_setup, vocab_checks
+from roberta_tf.pretraining import mlm_evaluation, model_dir_setup, vocab_checks
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.vocab_files import paths as vocab_paths
@@ -196,6 +196,11 @@ def test_eval_data_is_checked_before_anything_is_written(tmp_path, source):
   message = str(error.value)
   assert "\n" not in message and "2 of the 8000 ids" in message, message
   assert f"--eval_data={other!r}" in message and f"--train_data={train[0]!r}" in message
+  # `evaluate --eval_data`: the same refusal against the model dir's vocabulary, before loading.
+  model_dir = _shards_of(HF_TINY, tmp_path / "model")[0]  # its vocab files: all the check reads
+  with pytest.raises(vocab_growth.VocabGrowthError, match=f"--eval_data={other!r} .* than "
+                     f"--model_dir={model_dir!r} .*2 of the 8000 ids"):
+    mlm_evaluation.evaluate_checkpoint(model_dir, other)
   for shards, length, problem in (
       (_eval_shards(HF_TINY, tmp_path / "long", max_seq_len=128), 128, "position table"),
       (_eval_shards(HF_TINY, tmp_path / "long2", max_seq_len=64), 32, "--max_seq_len=32"),
