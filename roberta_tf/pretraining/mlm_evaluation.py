@@ -121,7 +121,7 @@ def eval_line(prefix: str, metrics: dict) -> str:
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
   training = ModelDir(model_dir).section("training")
-  return None if training is None else TrainConfig.from_dict(training)
+  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
 
 
 def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | None = None,
