@@ -62,12 +62,10 @@ def at_least(bound) -> Check:
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disable=redefined-builtin
-           choices: tuple[str, ...] | None = None, check: Check | None = None,
-           flag_type: str | None = None, group: str | None = None):
-  """A dataclass field with its flag help (and enum choices, and its check). `flag_type` (the
-  annotation the field must have) and `group` are set by option_groups.use()."""
+           choices: tuple[str, ...] | None = None, check: Check | None = None):
+  """A dataclass field with its flag help (and enum choices, and its check)."""
   return dataclasses.field(default=default, metadata={
-      "help": help, "choices": choices, "check": check, "flag_type": flag_type, "group": group})
+      "help": help, "choices": choices, "check": check})
 
 
 def setting(default: Any, help: str):  # pylint: disable=redefined-builtin
@@ -180,10 +178,6 @@ def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> N
     help_text, choices = f.metadata.get("help"), f.metadata.get("choices")
     if not help_text:
       raise ValueError(f"{cls.__name__}.{f.name} has no help text: declare it with option()")
-    flag_type = f.metadata.get("flag_type")
-    if flag_type and flag_type != _type(f):
-      raise TypeError(f"{cls.__name__}.{f.name} is annotated {_type(f)}; its option group "
-                      f"declares {flag_type}")
     default = None if f.default is dataclasses.MISSING else f.default
     if f.default is dataclasses.MISSING and required:
       required_names.append(f.name)
