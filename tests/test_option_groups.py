@@ -391,8 +391,9 @@ def test_each_config_keeps_its_own_checks():
 
 _GROUP_OPTIONS = {f.name: group for group, cls in option_groups.GROUPS.items()
                   for f in dataclasses.fields(cls)}
-# A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...).
-_FLAT_READ = re.compile(r"\b(cfg|train_config|finetune_config)\.(" + "|".join(
+# A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...), also
+# of a config read back from a model dir (trained, before).
+_FLAT_READ = re.compile(r"\b(\w*cfg|train_config|finetune_config|trained|before)\.(" + "|".join(
     sorted(_GROUP_OPTIONS, key=len, reverse=True)) + r")\b(?!\s*(=[^=]|\+=|-=))")
 
 
