@@ -219,8 +219,8 @@ def _choice_error(f: dataclasses.Field, value) -> str | None:
 
 
 def check_options(config) -> None:
-  """Raises ValueError naming the flag for the first field, in declaration order, whose value
-  is not one of its choices or fails its check."""
+  """Raises ValueError naming the flag for the first option, in declaration order (a nested()
+  group's in its place), whose value is not one of its choices or fails its check."""
   for group, f in option_fields(type(config)):
     value = getattr(getattr(config, group) if group else config, f.name)
     check = f.metadata.get("check")
