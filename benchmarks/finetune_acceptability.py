@@ -56,13 +56,13 @@ def finetune(task_dir, train_file, dev_file, name, init_from, seed) -> dict:
   from roberta_tf.finetuning.finetune_config import FinetuneConfig  # pylint: disable=import-outside-toplevel
   # One seed per call where the config sweeps seeds itself (the paper's median-of-5 protocol).
   extra = {"seeds": 1} if "seeds" in {f.name for f in dataclasses.fields(FinetuneConfig)} else {}
-  cfg = FinetuneConfig(
+  cfg = FinetuneConfig.from_dict(dict(
       task="classification", model_dir=os.path.join(task_dir, f"ft_{name}_{seed}"),
       train_file=train_file, eval_file=dev_file, labels=acceptability_task.LABELS,
       init_from=init_from, config=FLAGS.config, vocab_dir=FLAGS.vocab_dir,
       max_seq_len=FLAGS.max_seq_len, batch_size=16, epochs=FLAGS.epochs,
       learning_rates=tuple(float(r) for r in FLAGS.learning_rates), seed=seed, overwrite=True,
-      **extra)
+      **extra))
   return sweep_runner.run_sweep(cfg)
 
 

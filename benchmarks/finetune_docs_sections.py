@@ -55,12 +55,13 @@ def pretrain(work_dir: str) -> str:
 def finetune(name: str, init_from: str, seed: int, learning_rates, epochs: int) -> dict:
   from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.finetune_config import FinetuneConfig  # pylint: disable=import-outside-toplevel
-  cfg = FinetuneConfig(
-      task="classification", model_dir=os.path.join(FLAGS.work_dir, f"ft_{name}_{seed}_{epochs}"),
+  cfg = FinetuneConfig.from_dict(dict(
+      task="classification",
+      model_dir=os.path.join(FLAGS.work_dir, f"ft_{name}_{seed}_{epochs}"),
       train_file=os.path.join(TASK, "train.jsonl"), eval_file=os.path.join(TASK, "dev.jsonl"),
       init_from=init_from, config=FLAGS.config, vocab_dir=FLAGS.vocab_dir,
       max_seq_len=FLAGS.max_seq_len, batch_size=16, epochs=epochs,
-      learning_rates=tuple(learning_rates), seed=seed, seeds=1, overwrite=True)
+      learning_rates=tuple(learning_rates), seed=seed, seeds=1, overwrite=True))
   return sweep_runner.run_sweep(cfg)
 
 

@@ -97,7 +97,8 @@ def build_step(args, work: str):
   from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   from roberta_tf.training.task import build_train_step  # pylint: disable=import-outside-toplevel
-  cfg = TrainConfig(**train_vs_hf.train_config_fields(vs_args, data, args.preset, args.precision))
+  cfg = TrainConfig.from_dict(
+      train_vs_hf.train_config_fields(vs_args, data, args.preset, args.precision))
   strategy = tf.distribute.get_strategy()
   model_config = model_config_for(cfg, dataset_info.read(cfg.train_data))
   train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)

@@ -126,10 +126,11 @@ def peaks(args) -> dict[str, float]:
 
 def build_ours(args, data, preset, precision, jit_compile=False):
   """A function running one step of our TrainStep on the pipeline; returns a tensor to sync on."""
-  cfg = TrainConfig(model_dir="", train_data=data, config=preset, max_seq_len=args.max_seq_len,
-                    batch_size=args.batch_size, train_steps=10**6, warmup_steps=1,
-                    learning_rate=1e-4, precision=precision, shuffle_buffer=1000, seed=0,
-                    dropout=args.dropout, jit_compile=jit_compile)
+  cfg = TrainConfig.from_dict(dict(
+      model_dir="", train_data=data, config=preset, max_seq_len=args.max_seq_len,
+      batch_size=args.batch_size, train_steps=10**6, warmup_steps=1, learning_rate=1e-4,
+      precision=precision, shuffle_buffer=1000, seed=0, dropout=args.dropout,
+      jit_compile=jit_compile))
   strategy = tf.distribute.get_strategy()
   model_config = model_config_for(cfg, dataset_info.read(data))
   train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
@@ -248,7 +249,8 @@ def main(argv):
     rows = []
     for preset in args.presets.split(","):
       config = models.preset(preset, vocab_size=VOCAB_SIZE, max_positions=args.max_seq_len + 2)
-      predictions = TrainConfig(model_dir="", train_data="").masking_config() \
+      predictions = TrainConfig.from_dict(dict(
+          model_dir="", train_data="")).masking_config() \
           .resolved_max_predictions(args.max_seq_len)
       step_flops = flops.train_step_flops(
           num_layers=config.num_layers, hidden_size=config.hidden_size,

@@ -92,7 +92,7 @@ def build_ours_worker(spec: dict):
     peak_lines.append(f"peak for MFU: {spec['precision']} {peak / 1e9:.0f} GFLOP/s (given)")
   else:  # before the model exists: the matmul alone on the cores; again each run (the best kept)
     peak, _ = precision_probe.peak_flops(spec["precision"], peak_lines.append, remeasure=True)
-  cfg = TrainConfig(**spec["train_config"])
+  cfg = TrainConfig.from_dict(spec["train_config"])
   strategy = tf.distribute.get_strategy()
   model_config = model_config_for(cfg, dataset_info.read(cfg.train_data))
   train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
@@ -120,7 +120,8 @@ def dump_batches(args, data: str, path: str) -> None:
   from roberta_tf.data import dataset_info, pipeline  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.task import model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
-  cfg = TrainConfig(**train_config_fields(args, data, args.presets.split(",")[0], "float32"))
+  cfg = TrainConfig.from_dict(
+      train_config_fields(args, data, args.presets.split(",")[0], "float32"))
   model_config = model_config_for(cfg, dataset_info.read(data))
   ds = pipeline.build_dataset(data, "train", training=True,
                               per_replica_batch_size=args.batch_size,
@@ -133,7 +134,7 @@ def dump_batches(args, data: str, path: str) -> None:
 
 
 def train_config_fields(args, data: str, preset: str, precision: str) -> dict:
-  """TrainConfig's fields for our side (what train_throughput.build_ours sets)."""
+  """TrainConfig's options for our side, by name (what train_throughput.build_ours sets)."""
   fields = {"model_dir": "", "train_data": data, "config": preset,
             "max_seq_len": args.max_seq_len, "batch_size": args.batch_size,
             "train_steps": 10**6, "warmup_steps": 1, "learning_rate": 1e-4,
@@ -193,11 +194,11 @@ def compare(args, data: str, batches: str, work: str, preset: str, precision: st
   from roberta_tf.pretraining.task import model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   fields = train_config_fields(args, data, preset, precision)
-  cfg = TrainConfig(**fields)
+  cfg = TrainConfig.from_dict(fields)
   model_config = model_config_for(cfg, dataset_info.read(data))
   common = {"threads": args.threads, "batches": batches, "precision": precision}
   given_peak = args.peak_flops_bf16 if precision == "mixed_bfloat16" else args.peak_flops_fp32
-  hf_spec = {**common, "model_config": model_config.to_dict(), "clip_norm": cfg.clip_norm}
+  hf_spec = {**common, "model_config": model_config.to_dict(), "clip_norm": cfg.optimizer.clip_norm}
   specs = {"ours": {**common, "train_config": fields, "peak_flops": given_peak},
            "hf": hf_spec, "hf_masked": hf_spec}
   workers = start_workers(args, specs, work, header)

@@ -69,10 +69,11 @@ def worker(args) -> None:
         tf.py_function(bump, [r], tf.string), []))
   tf.data.TFRecordDataset = counted
 
-  cfg = TrainConfig(model_dir=os.path.join(os.path.dirname(args.worker_out), "model"),
-                    train_data=args.data, config="tiny", max_seq_len=args.max_seq_len,
-                    batch_size=args.batch_size, grad_accum_steps=args.grad_accum_steps,
-                    input_lanes=args.input_lanes, strategy="multi_worker")
+  cfg = TrainConfig.from_dict(dict(
+      model_dir=os.path.join(os.path.dirname(args.worker_out), "model"), train_data=args.data,
+      config="tiny", max_seq_len=args.max_seq_len, batch_size=args.batch_size,
+      grad_accum_steps=args.grad_accum_steps, input_lanes=args.input_lanes,
+      strategy="multi_worker"))
   info = dataset_info.read(args.data)
   train, _ = inputs.build_datasets(cfg, strategy, model_config_for(cfg, info), start=0)
   lanes = inputs.input_lanes(cfg, info)

@@ -29,7 +29,7 @@ from roberta_tf.finetuning import finetune_config, glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-# One flag per FinetuneConfig field, with the field's help; --task, --model_dir, --train_file
+# One flag per FinetuneConfig option, with its help; --task, --model_dir, --train_file
 # and --eval_file are not required flags (--export_only does without most): validate() checks.
 options.define_flags(FinetuneConfig, FLAGS, required=False)
 # The one flag that is not a config field.

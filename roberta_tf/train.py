@@ -14,7 +14,7 @@ from roberta_tf.common import cli, options
 from roberta_tf.pretraining.train_config import TrainConfig
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-options.define_flags(TrainConfig, FLAGS)  # one flag per TrainConfig field, with the field's help
+options.define_flags(TrainConfig, FLAGS)  # one flag per TrainConfig option, with its help
 
 
 def main(argv):

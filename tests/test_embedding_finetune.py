@@ -27,8 +27,9 @@ def run(tmp_path_factory, hf_tiny_dir):
            "train": fx.write_table(str(root / "train.jsonl"),
                                    fx.embedding_rows(64, 0, negatives=True)),
            "dev": fx.write_beir(str(root / "dev"), 24, 1)}
-  cfg = FinetuneConfig(model_dir=str(root / "one"), train_file=paths["train"],
-                       eval_file=paths["dev"], init_from=paths["pretrained"], **FLAGS)
+  cfg = FinetuneConfig.from_dict(dict(
+      model_dir=str(root / "one"), train_file=paths["train"], eval_file=paths["dev"],
+      init_from=paths["pretrained"], **FLAGS))
   return paths, sweep_runner.run_sweep(cfg)
 
 

@@ -57,7 +57,7 @@ def _config(data, out, **overrides):
                 batch_size=16, epochs=2, learning_rate=2e-3, text_fields=("sentence",),
                 seeds=1, dropout=0.0)
   values.update(overrides)
-  return FinetuneConfig(**values)
+  return FinetuneConfig.from_dict(values)
 
 
 def test_batches_have_few_shapes_and_micro_batches_split_the_same_updates(data, hf_tiny_dir):
@@ -96,7 +96,7 @@ def test_padding_to_the_ladder_trains_and_scores_like_padding_to_max_seq_len(dat
 def test_dev_metrics_of_one_model_do_not_depend_on_the_padding(data, tmp_path, hf_tiny_dir):
   cfg = _config(data, tmp_path / "lb", epochs=1)
   sweep_runner.run_sweep(cfg)
-  model, _, _ = finetuned_dir.load(cfg.model_dir)
+  model, _, _ = finetuned_dir.load(cfg.model.model_dir)
   tokenizer = finetuned_dir.load_tokenizer(hf_tiny_dir)
   scores = {}
   for batching in ("length_buckets", "max_seq_len"):

@@ -129,11 +129,11 @@ def pretrained(tmp_path_factory, hf_tiny_dir):
 @pytest.fixture(scope="module")
 def mnli(pretrained, tmp_path_factory):
   """A 1-epoch MNLI model with the diagnostic (in process)."""
-  cfg = FinetuneConfig(task="", model_dir=str(tmp_path_factory.mktemp("mnli") / "out"),
-                       train_file="", eval_file="", glue_task="mnli",
-                       data_dir=os.path.join(GLUE, "MNLI"), init_from=pretrained, max_seq_len=64,
-                       batch_size=4, epochs=1, learning_rate=1e-3, seeds=1,
-                       glue_diagnostic=os.path.join(GLUE, "diagnostic", "diagnostic.tsv"))
+  cfg = FinetuneConfig.from_dict(dict(
+      task="", model_dir=str(tmp_path_factory.mktemp("mnli") / "out"), train_file="",
+      eval_file="", glue_task="mnli", data_dir=os.path.join(GLUE, "MNLI"), init_from=pretrained,
+      max_seq_len=64, batch_size=4, epochs=1, learning_rate=1e-3, seeds=1,
+      glue_diagnostic=os.path.join(GLUE, "diagnostic", "diagnostic.tsv")))
   return cfg, sweep_runner.run_sweep(cfg)
 
 
@@ -150,7 +150,7 @@ def test_mnli_scores_matched_and_mismatched_and_writes_three_files(mnli):
   assert results["mismatched_accuracy"] in (0, 1 / 3, 2 / 3, 1)  # 3 mismatched dev examples
   assert results["test_predictions"] == ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"]
   for name, rows in (("MNLI-m.tsv", 3), ("MNLI-mm.tsv", 2), ("AX.tsv", 2)):
-    table = _read_tsv(os.path.join(cfg.model_dir, name))
+    table = _read_tsv(os.path.join(cfg.model.model_dir, name))
     assert table[0] == ["index", "prediction"] and len(table) == rows + 1
     assert [r[0] for r in table[1:]] == [str(i) for i in range(rows)]
     assert {r[1] for r in table[1:]} <= {"contradiction", "entailment", "neutral"}
@@ -159,22 +159,22 @@ def test_mnli_scores_matched_and_mismatched_and_writes_three_files(mnli):
 def test_init_from_a_finetuned_model_takes_the_encoder_and_a_new_head_when_labels_differ(
     mnli, pretrained):
   cfg, _ = mnli
-  model_config = models.read_config(cfg.model_dir)
-  source, _, source_info = finetuned_dir.load(cfg.model_dir)
+  model_config = models.read_config(cfg.model.model_dir)
+  source, _, source_info = finetuned_dir.load(cfg.model.model_dir)
   rte_info = ProblemInfo("classification", 64, labels=("entailment", "not_entailment"),
                          text_fields=("sentence1", "sentence2"))
-  rte = warm_start.warm_started_model(model_config, rte_info, init_from=cfg.model_dir)
+  rte = warm_start.warm_started_model(model_config, rte_info, init_from=cfg.model.model_dir)
   for a, b in zip(source.encoder.weights, rte.encoder.weights, strict=True):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   assert rte.head.out_proj.kernel.shape == (128, 2)  # new: 2 classes, not MNLI's 3
-  again = warm_start.warm_started_model(model_config, source_info, init_from=cfg.model_dir)
+  again = warm_start.warm_started_model(model_config, source_info, init_from=cfg.model.model_dir)
   for a, b in zip(source.weights, again.weights, strict=True):  # same labels: the head kept
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   stsb = warm_start.warm_started_model(model_config, ProblemInfo("regression", 64),
-                                       init_from=cfg.model_dir)
+                                       init_from=cfg.model.model_dir)
   assert stsb.head.out_proj.kernel.shape == (128, 1)
   assert "a new head (it was classification contradiction/entailment/neutral)" in (
-      warm_start.describe(cfg.model_dir, rte_info))
+      warm_start.describe(cfg.model.model_dir, rte_info))
   assert "pretrained encoder, new head" in warm_start.describe(pretrained, rte_info)
 
 
@@ -184,7 +184,7 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
   cfg, _ = mnli
   out = tmp_path / "rte"
   args = ["--glue_task=rte", f"--data_dir={os.path.join(GLUE, 'RTE')}",
-          f"--init_from={cfg.model_dir}", f"--model_dir={out}", "--batch_sizes=4",
+          f"--init_from={cfg.model.model_dir}", f"--model_dir={out}", "--batch_sizes=4",
           "--learning_rate=1e-3", "--seeds=3", "--epochs=1", "--max_seq_len=64"]
   proc = call_module("roberta_tf.finetune", *args)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -214,12 +214,13 @@ def test_binary_rte_from_mnli_sweeps_seeds_and_writes_medians_and_predictions(mn
 
 
 def test_stsb_regression_predictions_are_clipped_scores(pretrained, tmp_path):
-  cfg = FinetuneConfig(task="", model_dir=str(tmp_path / "stsb"), train_file="", eval_file="",
-                       glue_task="stsb", data_dir=os.path.join(GLUE, "STS-B"),
-                       init_from=pretrained, max_seq_len=64, batch_size=4, epochs=1, seeds=1)
+  cfg = FinetuneConfig.from_dict(dict(
+      task="", model_dir=str(tmp_path / "stsb"), train_file="", eval_file="", glue_task="stsb",
+      data_dir=os.path.join(GLUE, "STS-B"), init_from=pretrained, max_seq_len=64, batch_size=4,
+      epochs=1, seeds=1))
   results = sweep_runner.run_sweep(cfg)
   assert results["metric"] == "pearson" and {"pearson", "spearman"} <= set(results)
-  table = _read_tsv(os.path.join(cfg.model_dir, "STS-B.tsv"))
+  table = _read_tsv(os.path.join(cfg.model.model_dir, "STS-B.tsv"))
   scores = [float(r[1]) for r in table[1:]]
   assert len(scores) == 2 and all(0.0 <= s <= 5.0 for s in scores)
   assert all(len(r[1].split(".")[1]) == 3 for r in table[1:])

@@ -3,7 +3,6 @@ early stopping, mixed precision (bf16, fp16 with loss scaling), 2-replica mirror
 1 replica (via the binary, which also exports), and a run whose files are all on ram:// (TF's
 in-memory file system, standing for gs:// and the like) == the same run on local disk."""
 
-import dataclasses
 import json
 import os
 import signal
@@ -49,7 +48,7 @@ def _config(data, tmp_path, problem_type, **overrides):
                 epochs=2, learning_rate=1e-3, text_fields=("sentence", "sentence2"),
                 max_query_len=12, doc_stride=16, max_answer_len=6, seeds=1)
   values.update(overrides)
-  return FinetuneConfig(**values)
+  return FinetuneConfig.from_dict(values)
 
 
 def _predict(model, problem):
@@ -77,15 +76,15 @@ def test_classification_sweep_keeps_the_best_lr_and_writes_the_model_dir(data, s
       "accuracy", "f1", "mcc"]
   history = runs[2e-3]["history"]
   assert [h["epoch"] for h in history] == list(range(1, 9)) and history[-1]["step"] == 8 * 6
-  with open(os.path.join(cfg.model_dir, "eval_results.json")) as f:
+  with open(os.path.join(cfg.model.model_dir, "eval_results.json")) as f:
     assert json.load(f)["accuracy"] == results["accuracy"]
   # The model dir reloads (float32) and gives exactly the kept run's dev metrics.
-  model, model_config, info = finetuned_dir.load(cfg.model_dir)
+  model, model_config, info = finetuned_dir.load(cfg.model.model_dir)
   assert info.labels == ("neg", "pos") and info.text_fields == ("sentence", "sentence2")
   assert info.max_seq_len == 48 and model_config.max_seq_len == 64
   problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   assert problem.evaluate(_predict(model, problem)).metrics == pytest.approx(runs[2e-3]["metrics"])
-  assert os.path.isdir(os.path.join(cfg.model_dir, "runs", "bs16_lr1e-07_seed0"))
+  assert os.path.isdir(os.path.join(cfg.model.model_dir, "runs", "bs16_lr1e-07_seed0"))
 
 
 @pytest.mark.slow
@@ -114,7 +113,7 @@ def test_multiple_choice(data, tmp_path):
   cfg = _config(data, tmp_path, "multiple_choice", epochs=1)
   results = sweep_runner.run_sweep(cfg)
   assert results["metric"] == "accuracy"
-  model, _, info = finetuned_dir.load(cfg.model_dir)
+  model, _, info = finetuned_dir.load(cfg.model.model_dir)
   assert info.num_choices == 4
   problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, problem)
@@ -133,7 +132,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
   cfg = _config(data, tmp_path, "extractive_qa", epochs=1, metric="exact_match",
                 squad_v2_null=null)
   results = sweep_runner.run_sweep(cfg)
-  model, _, info = finetuned_dir.load(cfg.model_dir)
+  model, _, info = finetuned_dir.load(cfg.model.model_dir)
   assert info.answer_classifier == (null == "classifier")
   problem = problem_loading.load_problem(cfg, finetuned_dir.load_tokenizer(data["pretrained"]))
   outputs = _predict(model, problem)
@@ -145,7 +144,7 @@ def test_extractive_qa_v2_writes_official_predictions(data, tmp_path, null):
               "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert key in results, key
   assert results["metric"] == "exact_match"
-  with open(os.path.join(cfg.model_dir, "predictions.json")) as f:
+  with open(os.path.join(cfg.model.model_dir, "predictions.json")) as f:
     predictions = json.load(f)
   with open(data["dev.squad"]) as f:
     gold = {qa["id"]: [a["text"] for a in qa["answers"]]
@@ -164,7 +163,7 @@ def test_mixed_precision_trains_and_saves_float32(data, tmp_path, precision):
   results = sweep_runner.run_sweep(cfg)
   assert all(np.isfinite(h["train_loss"]) for h in results["runs"][0]["history"])
   assert results["accuracy"] >= 0.8
-  reader = tf.train.load_checkpoint(cfg.model_dir)
+  reader = tf.train.load_checkpoint(cfg.model.model_dir)
   dtypes = set(reader.get_variable_to_dtype_map().values()) - {tf.string, tf.int64}
   assert dtypes == {tf.float32}
 
@@ -175,7 +174,7 @@ def test_mirrored_two_cpus_matches_one_replica(sweep, tmp_path):
   (the sweep's 2e-3 run): each replica divides its loss sum by the GLOBAL example count and
   keras AdamW sums the replicas' gradients, so the update is the global batch mean."""
   cfg, one = sweep
-  args = ["--task=classification", f"--init_from={cfg.init_from}",
+  args = ["--task=classification", f"--init_from={cfg.model.init_from}",
           f"--train_file={cfg.train_file}", f"--eval_file={cfg.eval_file}",
           f"--model_dir={tmp_path / 'two'}", "--text_fields=sentence,sentence2",
           "--max_seq_len=48", "--batch_size=16", "--epochs=8", "--learning_rate=2e-3",
@@ -233,7 +232,7 @@ def test_non_finite_steps_in_a_row_stop_the_run(data, tmp_path):
   with pytest.raises(TrainingError,
                      match=r"6 updates in a row \(>= --max_bad_steps=3\) had a non-finite"):
     sweep_runner.run_sweep(cfg)
-  assert not os.path.exists(os.path.join(cfg.model_dir, "eval_results.json"))
+  assert not os.path.exists(os.path.join(cfg.model.model_dir, "eval_results.json"))
 
 
 @pytest.fixture(scope="module")
@@ -248,8 +247,8 @@ def regression_run(data, tmp_path_factory):
 def test_accumulation_equals_the_whole_batch(regression_run, tmp_path):
   """batch 16 as 1 x 16 or 4 x 4 micro-batches: the same updates (dropout 0, float32)."""
   cfg, whole = regression_run
-  accumulated = sweep_runner.run_sweep(dataclasses.replace(
-      cfg, model_dir=str(tmp_path / "acc4"), grad_accum_steps=4))
+  accumulated = sweep_runner.run_sweep(
+      cfg.replace(model_dir=str(tmp_path / "acc4"), grad_accum_steps=4))
   np.testing.assert_allclose(accumulated["runs"][0]["history"][0]["train_loss"],
                              whole["runs"][0]["history"][0]["train_loss"], rtol=1e-5)
   np.testing.assert_allclose(accumulated["mse"], whole["mse"], rtol=1e-4)
@@ -257,11 +256,13 @@ def test_accumulation_equals_the_whole_batch(regression_run, tmp_path):
 
 def _flags(cfg):
   """The binary's flags for a _config(...) of the regression problem."""
-  return ["--task=regression", f"--init_from={cfg.init_from}", f"--train_file={cfg.train_file}",
-          f"--eval_file={cfg.eval_file}", f"--model_dir={cfg.model_dir}", "--text_fields=sentence",
+  return ["--task=regression", f"--init_from={cfg.model.init_from}",
+          f"--train_file={cfg.train_file}", f"--eval_file={cfg.eval_file}",
+          f"--model_dir={cfg.model.model_dir}", "--text_fields=sentence",
           "--label_field=score", "--max_seq_len=48", "--batch_size=16",
-          f"--epochs={cfg.epochs}", f"--learning_rate={cfg.learning_rate}", "--dropout=0.0",
-          "--max_query_len=12", "--doc_stride=16", "--max_answer_len=6", "--seeds=1"]
+          f"--epochs={cfg.epochs}", f"--learning_rate={cfg.optimizer.learning_rate}",
+          "--dropout=0.0", "--max_query_len=12", "--doc_stride=16", "--max_answer_len=6",
+          "--seeds=1"]
 
 
 def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkeypatch):
@@ -273,9 +274,9 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
   files.makedirs(root)
   for name in ("train_file", "eval_file"):
     files.copy(getattr(cfg, name), files.join(root, os.path.basename(getattr(cfg, name))))
-  files.copy_tree(cfg.init_from, files.join(root, "pretrained"))
-  ram = dataclasses.replace(
-      cfg, train_file=files.join(root, os.path.basename(cfg.train_file)),
+  files.copy_tree(cfg.model.init_from, files.join(root, "pretrained"))
+  ram = cfg.replace(
+      train_file=files.join(root, os.path.basename(cfg.train_file)),
       eval_file=files.join(root, os.path.basename(cfg.eval_file)),
       init_from=files.join(root, "pretrained"), model_dir=files.join(root, "out"))
   # A SIGTERM after update 3 of 6 (its flag raised as the handler would raise it).
@@ -300,25 +301,25 @@ def test_a_run_on_ram_equals_local_disk_and_resumes_there(regression_run, monkey
     m.setattr(sweep_runner, "SigtermFlag", Flag)
     m.setattr(FineTuningEvents, "batches", counted_batches)
     stopped = sweep_runner.run_sweep(ram)
-  run_dir = files.join(ram.model_dir, "runs", stopped["run"])
+  run_dir = files.join(ram.model.model_dir, "runs", stopped["run"])
   assert stopped["stopped_by_signal"]
   saved = files.read_json(files.join(run_dir, run_state.STATE_DIR, run_state.PROGRESS_FILE))
   assert sorted(saved) == ["best_epoch", "best_prefix", "checkpoint", "epoch_loss", "history"]
   assert run_state.RunProgress.from_json(saved).to_json(saved["checkpoint"]) == saved
-  assert not files.exists(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
+  assert not files.exists(files.join(ram.model.model_dir, finetuned_dir.RESULTS_FILE))
 
   proc = call_module("roberta_tf.finetune", *_flags(ram))
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "resumed at update 3" in proc.stdout, proc.stdout
-  got = files.read_json(files.join(ram.model_dir, finetuned_dir.RESULTS_FILE))
+  got = files.read_json(files.join(ram.model.model_dir, finetuned_dir.RESULTS_FILE))
   np.testing.assert_allclose([h["train_loss"] for h in got["runs"][0]["history"]],
                              [h["train_loss"] for h in want["runs"][0]["history"]], rtol=1e-5)
   np.testing.assert_allclose(got["mse"], want["mse"], rtol=1e-5)
-  assert got["epoch"] == want["epoch"] and got["init_from"] == ram.init_from
+  assert got["epoch"] == want["epoch"] and got["init_from"] == ram.model.init_from
   # The model dir is complete there; the run's state is gone; nothing went to a local "ram:".
-  assert finetuned_dir.read_problem_info(ram.model_dir).labels == ()
+  assert finetuned_dir.read_problem_info(ram.model.model_dir).labels == ()
   assert {"config.json", "checkpoint", "vocab.json", "merges.txt", "results.md"} <= set(
-      files.listdir(ram.model_dir))
+      files.listdir(ram.model.model_dir))
   assert not files.exists(files.join(run_dir, run_state.STATE_DIR))
   assert not os.path.exists("ram:") and not os.path.exists(os.path.join(REPO, "ram:"))
   files.rmtree(root)
@@ -375,7 +376,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   ends where the uninterrupted sweep (the `sweep` fixture, in-process) ended."""
   cfg, want = sweep
   out = tmp_path / "out"
-  args = ["--task=classification", f"--init_from={cfg.init_from}",
+  args = ["--task=classification", f"--init_from={cfg.model.init_from}",
           f"--train_file={cfg.train_file}", f"--eval_file={cfg.eval_file}",
           f"--model_dir={out}", "--max_seq_len=48", "--batch_size=16", "--epochs=8",
           "--learning_rates=1e-7,2e-3", "--dropout=0.0", "--text_fields=sentence,sentence2",
@@ -396,7 +397,7 @@ def test_sigterm_then_rerun_resumes_to_the_uninterrupted_result(data, sweep, tmp
   assert not os.path.exists(out / "eval_results.json")
   assert os.path.isfile(out / "runs" / "bs16_lr1e-07_seed0" / "state" / "progress.json")
 
-  other = dataclasses.replace(cfg, model_dir=str(out), epochs=3)
+  other = cfg.replace(model_dir=str(out), epochs=3)
   with pytest.raises(ValueError, match="unfinished sweep with other settings \\(epochs\\)"):
     sweep_runner.run_sweep(other)
 

@@ -92,8 +92,8 @@ def test_headerless_cola_rows_need_four_columns(tmp_path):
 
 
 def _preset_config(name, data_dir):
-  return FinetuneConfig(task="", model_dir="", train_file="", eval_file="", glue_task=name,
-                        data_dir=data_dir)
+  return FinetuneConfig.from_dict(dict(
+      task="", model_dir="", train_file="", eval_file="", glue_task=name, data_dir=data_dir))
 
 
 def test_a_glue_folder_on_a_url_reads_as_on_local_disk():

@@ -269,14 +269,28 @@ def test_build_shards_flags_are_shard_settings_fields_less_its_settings():
   assert pickle.loads(pickle.dumps(settings)) == settings
 
 
+def _groups_of(config_cls):
+  """{group field name: (the group class it holds, its omitted options)} of a config class."""
+  return {f.name: (f.metadata["nested"], f.metadata["omit"])
+          for f in dataclasses.fields(config_cls) if "nested" in f.metadata}
+
+
 def test_shared_options_are_declared_once_in_a_group():
-  train = {f.name: f for f in dataclasses.fields(TrainConfig)}
-  finetune = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+  """Each config holds every group as a nested field (the group or a subclass of it), and no
+  field of its own bears a group option's name; a subclass only redeclares group options."""
+  for config in (TrainConfig, FinetuneConfig):
+    groups = _groups_of(config)
+    assert set(groups) == set(option_groups.GROUPS), (config, groups)
+    for name, (cls, _) in groups.items():
+      assert issubclass(cls, option_groups.GROUPS[name]), (config, name, cls)
+      assert {f.name for f in dataclasses.fields(cls)} == {
+          f.name for f in dataclasses.fields(option_groups.GROUPS[name])}
+    own = {f.name for f in dataclasses.fields(config)} - set(groups)
+    assert not own & set(_GROUP_OPTIONS), (config, own & set(_GROUP_OPTIONS))
+  train = {f.name: f for _, f in options.option_fields(TrainConfig)}
+  finetune = {f.name: f for _, f in options.option_fields(FinetuneConfig)}
   shared = set(train) & set(finetune)
-  assert len(shared) >= 19, sorted(shared)
-  for name in sorted(shared):
-    for config, field in (("TrainConfig", train[name]), ("FinetuneConfig", finetune[name])):
-      assert field.metadata["group"] == option_groups.GROUP_OF[name], (config, name)
+  assert len(shared) >= 19 and shared <= set(_GROUP_OPTIONS), sorted(shared)
   # One list of precisions and strategies (strategy.py imports STRATEGIES).
   for fields in (train, finetune):
     assert fields["strategy"].metadata["choices"] is option_groups.STRATEGIES
@@ -287,12 +301,13 @@ def test_shared_options_are_declared_once_in_a_group():
 
 
 def test_a_config_overrides_a_group_default_and_help():
-  train, finetune = TrainConfig(model_dir="m", train_data="d"), FinetuneConfig("", "", "", "")
-  assert (train.learning_rate, finetune.learning_rate) == (6e-4, 1e-5)
-  assert (train.weight_decay, finetune.weight_decay) == (0.01, 0.1)
-  assert (train.max_bad_steps, finetune.max_bad_steps) == (20, 5)
-  assert (train.adam_beta2, finetune.adam_beta2) == (0.98, 0.98)
-  help_of = {c: {f.name: f.metadata["help"] for f in dataclasses.fields(c)}
+  train, finetune = _train(), FinetuneConfig.from_dict(_EMPTY_FINETUNE)
+  assert (train.optimizer.learning_rate, finetune.optimizer.learning_rate) == (6e-4, 1e-5)
+  assert (train.optimizer.weight_decay, finetune.optimizer.weight_decay) == (0.01, 0.1)
+  assert (train.loop.max_bad_steps, finetune.loop.max_bad_steps) == (20, 5)
+  assert (train.optimizer.adam_beta2, finetune.optimizer.adam_beta2) == (0.98, 0.98)
+  assert (train.data.max_seq_len, finetune.data.max_seq_len) == (512, 0)
+  help_of = {c: {f.name: f.metadata["help"] for _, f in options.option_fields(c)}
              for c in (TrainConfig, FinetuneConfig)}
   assert help_of[TrainConfig]["adam_epsilon"] == help_of[FinetuneConfig]["adam_epsilon"]
   assert help_of[TrainConfig]["learning_rate"] != help_of[FinetuneConfig]["learning_rate"]
@@ -320,14 +335,18 @@ def test_ablate_plan_takes_repeated_arms_and_its_study_defaults():
   assert (masking.steps, masking.base_batch, masking.base_lr) == (7, 32, 0.5)
 
 
+# What finetune's flags give with none set (required=False: an unset required flag is "").
+_EMPTY_FINETUNE = dict(task="", model_dir="", train_file="", eval_file="")
+
+
 def test_finetune_list_flags_parse_as_before():
   cfg = _finetune_flags(["--learning_rates=1e-5,2e-5", "--batch_sizes=16,32",
                          "--text_fields=sentence1,sentence2", "--labels=no,yes"])
   assert cfg.learning_rates == (1e-5, 2e-5) and cfg.batch_sizes == (16, 32)
   assert cfg.text_fields == ("sentence1", "sentence2") and cfg.labels == ("no", "yes")
-  assert (cfg.task, cfg.model_dir, cfg.train_file, cfg.eval_file) == ("", "", "", "")
+  assert (cfg.task, cfg.model.model_dir, cfg.train_file, cfg.eval_file) == ("", "", "", "")
   default = _finetune_flags([])
-  assert default == FinetuneConfig("", "", "", "")
+  assert default == FinetuneConfig.from_dict(_EMPTY_FINETUNE)
   assert default.text_fields == ("text",) and default.labels == ()
   assert default.learning_rate_sweep == (1e-5,)
   with pytest.raises(ValueError, match=r"--learning_rates=1e-5,x: not a list of numbers"):
@@ -338,10 +357,14 @@ def test_finetune_list_flags_parse_as_before():
     _finetune_flags(["--precision=float16"])
 
 
+def _train(**overrides):
+  return TrainConfig.from_dict({"model_dir": "m", "train_data": "d", **overrides})
+
+
 def _finetune(**overrides):
   values = dict(task="classification", model_dir="out", train_file="t", eval_file="e",
                 vocab_dir="v")
-  return FinetuneConfig(**{**values, **overrides})
+  return FinetuneConfig.from_dict({**values, **overrides})
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -353,7 +376,7 @@ def _finetune(**overrides):
 ])
 def test_group_checks_apply_to_both_configs(overrides, message):
   with pytest.raises(ValueError, match=message):
-    TrainConfig(model_dir="m", train_data="d", **overrides).validate()
+    _train(**overrides).validate()
   with pytest.raises(ValueError, match=message):
     _finetune(**overrides).validate()
 
@@ -363,9 +386,8 @@ def test_each_config_keeps_its_own_checks():
   with pytest.raises(ValueError, match=r"--max_seq_len must be 0 \(the model's\) or >= 8, got 4"):
     _finetune(max_seq_len=4).validate()
   with pytest.raises(ValueError, match=r"^--max_seq_len must be >= 8, got 0$"):
-    TrainConfig(model_dir="m", train_data="d", max_seq_len=0).validate()
-  for make in (lambda: TrainConfig(model_dir="m", train_data="d", peer_timeout=0),
-               lambda: _finetune(peer_timeout=0)):
+    _train(max_seq_len=0).validate()
+  for make in (lambda: _train(peer_timeout=0), lambda: _finetune(peer_timeout=0)):
     with pytest.raises(ValueError, match=r"^--peer_timeout must be > 0, got 0$"):
       make().validate()
   with pytest.raises(ValueError, match=r"^--glue_task='x': expected one of cola, sst2, "):
@@ -373,59 +395,118 @@ def test_each_config_keeps_its_own_checks():
   with pytest.raises(ValueError, match=r"^--task='': expected one of classification, "):
     _finetune(task="").validate()
   with pytest.raises(ValueError, match=r"^--model_dir is required$"):
-    TrainConfig(model_dir="", train_data="d").validate()
+    _train(model_dir="").validate()
   with pytest.raises(ValueError, match=r"^--warmup_ratio must be in \[0, 1\), got 1.0$"):
     _finetune(warmup_ratio=1.0).validate()
   with pytest.raises(ValueError, match=r"must be multiples of --grad_accum_steps=3$"):
     _finetune(grad_accum_steps=3).validate()
+  with pytest.raises(ValueError, match=r"^--warmup_steps=200 must be in \[0, --train_steps=100\]$"):
+    _train(warmup_steps=200, train_steps=100).validate()
 
 
-# A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...).
-_FLAT_READ = re.compile(r"\b(cfg|train_config|finetune_config)\.(" + "|".join(
-    sorted(option_groups.OPTIONS, key=len, reverse=True)) + r")\b(?!\s*(=[^=]|\+=|-=))")
+_GROUP_OPTIONS = {f.name: group for group, cls in option_groups.GROUPS.items()
+                  for f in dataclasses.fields(cls)}
+# A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...), also
+# of a config read back from a model dir (trained, before).
+_FLAT_READ = re.compile(r"\b(\w*cfg|train_config|finetune_config|trained|before)\.(" + "|".join(
+    sorted(_GROUP_OPTIONS, key=len, reverse=True)) + r")\b(?!\s*(=[^=]|\+=|-=))")
 
 
 def test_code_reads_group_options_through_their_group():
-  """cfg.optimizer.clip_norm, cfg.model.model_dir, ...: not the flat fields (those are the
-  flags, config.json's keys and the constructor's keywords). Fine-tuning has no loop group
-  (its loop is per epoch): its --max_bad_steps is read flat."""
+  """cfg.optimizer.clip_norm, cfg.model.model_dir, ...: the configs have no flat field of a
+  group option (a flat read fails at run time; this finds it in code a test does not run)."""
   flat = []
   for root, _, names in os.walk(os.path.join(REPO, "roberta_tf")):
     for name in sorted(n for n in names if n.endswith(".py")):
       path = os.path.join(root, name)
-      if name in ("option_groups.py", "train_config.py", "finetune_config.py"):
+      if name == "option_groups.py":
         continue
-      finetuning = "finetun" in path
       with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
           flat += [f"{os.path.relpath(path, REPO)}:{number}: {m.group(0)}"
-                   for m in _FLAT_READ.finditer(line)
-                   if not (finetuning and m.group(2) == "max_bad_steps")]
+                   for m in _FLAT_READ.finditer(line)]
   assert not flat, "\n".join(flat)
 
 
-def test_a_field_annotated_unlike_its_group_is_refused():
-  @dataclasses.dataclass
-  class Wrong:
-    seed: str = option_groups.use("seed")
+def test_a_group_option_redeclared_with_another_type_is_refused():
+  @dataclasses.dataclass(frozen=True)
+  class WrongRuntime(option_groups.RuntimeOptions):
+    seed: str = option_groups.redeclare(option_groups.RuntimeOptions, "seed")
 
-  with pytest.raises(TypeError, match=r"Wrong.seed is annotated str; its option group declares "
-                                      r"int"):
-    options.define_flags(Wrong, flags.FlagValues())
+  with pytest.raises(TypeError, match=r"WrongRuntime.seed is annotated str; RuntimeOptions "
+                                      r"declares int"):
+    options.nested(WrongRuntime)
+  with pytest.raises(ValueError, match=r"omit=\['tpus'\]: not options of RuntimeOptions"):
+    options.nested(option_groups.RuntimeOptions, omit=("tpus",))
+  with pytest.raises(TypeError, match=r"no such attribute \['helps'\]"):
+    option_groups.redeclare(option_groups.RuntimeOptions, "seed", helps="x")
 
 
-def test_each_group_is_a_frozen_dataclass_and_each_config_gives_its_typed_views():
-  train = TrainConfig(model_dir="m", train_data="d", learning_rate=1e-3, tpu="t")
-  finetune = _finetune(weight_decay=0.2, seed=3)
+def test_each_config_holds_its_groups_as_fields():
+  """The groups are the configs' dataclass fields (frozen group instances), not views; a group
+  option a binary does not offer keeps the group's default and is no name of its config."""
+  train, finetune = _train(learning_rate=1e-3, tpu="t"), _finetune(weight_decay=0.2, seed=3)
   for group in option_groups.GROUPS.values():
     assert group.__dataclass_params__.frozen
+  for config in (train, finetune):
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    for name, group in option_groups.GROUPS.items():
+      assert name in fields and isinstance(getattr(config, name), group), name
+      assert not isinstance(inspect.getattr_static(type(config), name, None), property)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+      config.optimizer.clip_norm = 1.0
   assert train.optimizer == option_groups.OptimizerOptions(learning_rate=1e-3)
+  assert train.model == option_groups.ModelOptions(model_dir="m")
   assert finetune.optimizer.weight_decay == 0.2 and finetune.optimizer.learning_rate == 1e-5
   assert (train.runtime.tpu, finetune.runtime.seed) == ("t", 3)
-  # A group option fine-tuning has no flag for keeps the group's default in its view.
   assert finetune.runtime.jit_compile is False and finetune.data.input_lanes == 8
-  assert train.model == option_groups.ModelOptions(model_dir="m")
-  assert train.loop.max_bad_steps == 20 and not hasattr(finetune, "loop")
-  # The views are not fields: config.json's "training" keys stay the flags.
+  assert finetune.loop.checkpoint_every == 1000 and finetune.optimizer.warmup_steps == 100
+  # The records and names stay flat, the flags': config.json's "training" keys, sweep.json's.
   assert set(train.to_dict()) == set(TRAIN_FLAGS)
   assert set(finetune.to_dict()) == set(FINETUNE_FLAGS) - {"export_only"}
+  for make, name in ((_finetune, "tpu"), (_finetune, "input_lanes"), (_finetune, "log_every"),
+                     (_train, "warmup_ratio"), (_train, "optimizer.clip_norm")):
+    with pytest.raises(ValueError, match=rf"Config has no option {re.escape(name)}$"):
+      make(**{name: 1})
+
+
+def test_flat_names_route_to_their_groups():
+  cfg = _train(clip_norm=1.0, seed=7, train_steps=500, max_seq_len=128)
+  assert (cfg.optimizer.clip_norm, cfg.runtime.seed, cfg.train_steps) == (1.0, 7, 500)
+  assert cfg.data == option_groups.DataOptions(max_seq_len=128)
+  changed = cfg.replace(learning_rate=1e-4, precision="auto", mask_prob=0.2, checkpoint_every=5)
+  assert (changed.optimizer.learning_rate, changed.optimizer.clip_norm) == (1e-4, 1.0)
+  assert (changed.runtime.precision, changed.runtime.seed) == ("auto", 7)
+  assert (changed.mask_prob, changed.loop.checkpoint_every, changed.data) == (0.2, 5, cfg.data)
+  assert type(changed.runtime) is type(cfg.runtime)  # TrainRuntime: --precision=auto allowed
+  changed.validate()
+  assert cfg.optimizer.learning_rate == 6e-4  # a copy: the original is unchanged
+  # A whole group by its field's name, with options of it on top.
+  whole = cfg.replace(optimizer=option_groups.OptimizerOptions(weight_decay=0.5), clip_norm=2.0)
+  assert (whole.optimizer.weight_decay, whole.optimizer.clip_norm) == (0.5, 2.0)
+  assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+  finetune = _finetune(labels=("a", "b"), clip_norm=1.0)
+  assert FinetuneConfig.from_dict(finetune.to_dict()).to_dict() == finetune.to_dict()
+  with pytest.raises(ValueError, match=r"^FinetuneConfig has no option learning_rat, warmup_step$"):
+    _finetune().replace(learning_rat=1.0, warmup_step=1)
+  with pytest.raises(TypeError, match="model_dir"):
+    TrainConfig.from_dict({"train_data": "d"})
+
+
+def test_a_flat_training_record_from_before_the_nesting_still_reads(tmp_path):
+  """config.json's "training" as every model dir has it (flat: the flags' names; the keys of
+  TRAIN_FLAGS), with an option removed since: a resume reads it back, and writes it the same."""
+  from roberta_tf.common import atomic_write  # pylint: disable=import-outside-toplevel
+  from roberta_tf.pretraining import model_dir_setup  # pylint: disable=import-outside-toplevel
+  record = {name: row[1] for name, row in TRAIN_FLAGS.items()}
+  record.update(model_dir=str(tmp_path), train_data="shards", learning_rate=3e-4, seed=5,
+                max_seq_len=128, precision="mixed_bfloat16", log_every=10, input_lanes=4)
+  atomic_write.write_json(os.path.join(tmp_path, "config.json"), {
+      "model": {}, "training": {**record, "a_removed_option": 1}})
+  cfg = model_dir_setup.recorded_training(str(tmp_path))
+  assert (cfg.optimizer.learning_rate, cfg.runtime.seed, cfg.runtime.precision) == (
+      3e-4, 5, "mixed_bfloat16")
+  assert (cfg.data.max_seq_len, cfg.data.input_lanes, cfg.loop.log_every) == (128, 4, 10)
+  assert cfg.to_dict() == record
+  with pytest.raises(ValueError, match=r"has no option a_removed_option$"):
+    TrainConfig.from_dict({**record, "a_removed_option": 1})

@@ -25,11 +25,10 @@ STEPS = 6
 
 
 def _config(train_shards, model_dir, accum):
-  return TrainConfig(config="tiny", train_data=train_shards, model_dir=model_dir,
-                     max_seq_len=64, batch_size=32, grad_accum_steps=accum,
-                     train_steps=STEPS, warmup_steps=2, learning_rate=1e-3, dropout=0.0,
-                     seed=7, shuffle_buffer=100, log_every=1, checkpoint_every=3,
-                     keep_checkpoints=5)
+  return TrainConfig.from_dict(dict(
+      config="tiny", train_data=train_shards, model_dir=model_dir, max_seq_len=64, batch_size=32,
+      grad_accum_steps=accum, train_steps=STEPS, warmup_steps=2, learning_rate=1e-3, dropout=0.0,
+      seed=7, shuffle_buffer=100, log_every=1, checkpoint_every=3, keep_checkpoints=5))
 
 
 @pytest.mark.timeout(240)

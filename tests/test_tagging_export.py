@@ -55,10 +55,10 @@ def tagger(tmp_path_factory, hf_tiny_dir):
   train = fx.write_conll(str(root / "train.conll"), fx.ner_sentences(96, 0))
   dev = fx.write_conll(str(root / "dev.conll"), fx.ner_sentences(64, 1))
   model_dir = str(root / "tagger")
-  sweep_runner.run_sweep(FinetuneConfig(
+  sweep_runner.run_sweep(FinetuneConfig.from_dict(dict(
       task="token_classification", model_dir=model_dir, train_file=train, eval_file=dev,
       init_from=pretrained, max_seq_len=16, doc_stride=6, batch_size=16, epochs=3,
-      learning_rate=2e-3, seeds=1))
+      learning_rate=2e-3, seeds=1)))
   export_dir = finetuned_export.export_saved_model(model_dir, str(root / "sm"))
   sentences = tagging_read.read_tagged(dev)
   return (model_dir, export_dir, sentences, [" ".join(s.words) for s in sentences] + EXTRA,

@@ -29,10 +29,10 @@ def run(tmp_path_factory, hf_tiny_dir):
   for split, n, seed in (("train", 96, 0), ("dev", 32, 1), ("test", 24, 2)):
     paths[split] = fx.write_conll(str(root / f"{split}.conll"), fx.ner_sentences(n, seed))
   # max_seq_len 16 cuts the longer sentences (up to 13 words, more pieces) into windows.
-  cfg = FinetuneConfig(task="token_classification", model_dir=str(root / "out"),
-                       train_file=paths["train"], eval_file=paths["dev"],
-                       test_file=paths["test"], init_from=paths["pretrained"], max_seq_len=16,
-                       doc_stride=6, batch_size=16, epochs=3, learning_rate=2e-3, seeds=1)
+  cfg = FinetuneConfig.from_dict(dict(
+      task="token_classification", model_dir=str(root / "out"), train_file=paths["train"],
+      eval_file=paths["dev"], test_file=paths["test"], init_from=paths["pretrained"],
+      max_seq_len=16, doc_stride=6, batch_size=16, epochs=3, learning_rate=2e-3, seeds=1))
   return paths, cfg, sweep_runner.run_sweep(cfg)
 
 
@@ -42,7 +42,8 @@ def test_it_learns_and_reports_seqeval_metrics(run):
   assert results["f1"] > 0.5 and results["test"]["f1"] > 0.5, results
   names = tagging_scores.metric_names(("B-PER", "O", "B-ORG", "I-ORG", "B-LOC", "I-LOC"), "IOB2")
   assert set(results["test"]) == set(names) and set(names) <= set(results)
-  saved = json.loads(open(os.path.join(cfg.model_dir, "config.json"), encoding="utf-8").read())
+  saved = json.loads(open(os.path.join(cfg.model.model_dir, "config.json"),
+                          encoding="utf-8").read())
   assert saved["task"]["labels"] == ["B-PER", "O", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
   assert saved["task"]["tag_scheme"] == "IOB2"
   assert results["runs"][0]["test"] == results["test"]
@@ -53,7 +54,7 @@ def test_it_learns_and_reports_seqeval_metrics(run):
 def test_seqeval_on_the_saved_predictions_gives_the_reported_f1(run, name, key):
   seqeval = pytest.importorskip("seqeval.metrics")
   paths, cfg, results = run
-  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model_dir, name))
+  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model.model_dir, name))
   source = tagging_read.read_tagged(paths["test" if key else "dev"])
   assert gold == [list(s.tags) for s in source]  # every word of every sentence, in order
   reported = results[key] if key else results
@@ -63,13 +64,13 @@ def test_seqeval_on_the_saved_predictions_gives_the_reported_f1(run, name, key):
 
 def test_windowed_sentences_are_scored_word_for_word(run):
   _, cfg, _ = run
-  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model_dir,
+  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model.model_dir,
                                                                 "predictions.conll"))
   assert [len(g) for g in gold] == [len(p) for p in predicted]
   words = [s.words for s in tagging_read.read_tagged(cfg.eval_file)]
-  pieces = tagging_features.encode_words(finetuned_dir.load_tokenizer(cfg.init_from), words)
+  pieces = tagging_features.encode_words(finetuned_dir.load_tokenizer(cfg.model.init_from), words)
   lengths = np.asarray([sum(len(w) for w in s) for s in pieces])
-  assert lengths.max() > cfg.max_seq_len - 2 >= lengths.min()  # some needed windows
+  assert lengths.max() > cfg.data.max_seq_len - 2 >= lengths.min()  # some needed windows
 
 
 def test_binary_refuses_an_unknown_dev_tag_and_writes_nothing(run, tmp_path):

@@ -283,12 +283,12 @@ def step_run(shards, tmp_path_factory):
   def run(arm: str) -> StepRun:
     if arm in runs:
       return runs[arm]
-    cfg = TrainConfig(model_dir="", train_data=data, eval_data=data, config=config_json,
-                      max_seq_len=S, batch_size=B, train_steps=STEPS, warmup_steps=2,
-                      learning_rate=2e-3, clip_norm=1.0, dropout=0.0, seed=0,
-                      shuffle_buffer=16, jit_compile=arm == "jit_compile")
+    cfg = TrainConfig.from_dict(dict(
+        model_dir="", train_data=data, eval_data=data, config=config_json, max_seq_len=S,
+        batch_size=B, train_steps=STEPS, warmup_steps=2, learning_rate=2e-3, clip_norm=1.0,
+        dropout=0.0, seed=0, shuffle_buffer=16, jit_compile=arm == "jit_compile"))
     strategy = tf.distribute.get_strategy()
-    keras.utils.set_random_seed(cfg.seed)  # as pretrain() does: the same initial weights
+    keras.utils.set_random_seed(cfg.runtime.seed)  # as pretrain() does: the same initial weights
     model_config = model_config_for(cfg, dataset_info.read(data))
     train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
     traced, objective = [], train_step.objective

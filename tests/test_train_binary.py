@@ -147,10 +147,10 @@ def test_init_from_continues_from_the_trained_weights(trained, tmp_path):
   """A new run --init_from the model dir starts at the trained model's eval (same masks)."""
   model_dir, _, _ = trained
   saved = json.load(open(os.path.join(model_dir, "config.json")))["data"]
-  result = pretraining.pretrain(TrainConfig(
+  result = pretraining.pretrain(TrainConfig.from_dict(dict(
       model_dir=str(tmp_path), train_data=saved["train"], eval_data=saved["eval"],
       init_from=model_dir, max_seq_len=64, batch_size=8, train_steps=1, warmup_steps=0,
-      learning_rate=1e-4, log_every=1))
+      learning_rate=1e-4, log_every=1)))
   step, start = result.eval_history[0]
   assert step == 0
   assert start["loss"] == pytest.approx(
@@ -216,18 +216,19 @@ def test_tensorboard_serves_grouped_tags_with_descriptions(trained):
 def test_flagfiles_parse_and_every_setting_has_a_flag():
   """Every flagfile resolves to a valid TrainConfig; every TrainConfig field is a flag with help."""
   script = r"""
-import glob, dataclasses
+import glob
+from roberta_tf.common import options
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.train import FLAGS  # the binary's flags
-for field in dataclasses.fields(TrainConfig):
+for field in options.flag_fields(TrainConfig):  # its groups' options included
   assert field.name in FLAGS, field.name
   assert len(FLAGS[field.name].help) > 15, field.name
 for path in sorted(glob.glob("flags/*.flags")):
   FLAGS.unparse_flags()
   FLAGS(["train", f"--flagfile={path}", "--model_dir=m", "--train_data=d"])
-  cfg = TrainConfig(**{f.name: FLAGS[f.name].value for f in dataclasses.fields(TrainConfig)})
+  cfg = options.from_flags(TrainConfig, FLAGS)  # as train's main builds it
   cfg.validate()
-  print(path, cfg.config, cfg.batch_size, cfg.max_seq_len, cfg.train_steps)
+  print(path, cfg.model.config, cfg.data.batch_size, cfg.data.max_seq_len, cfg.train_steps)
 """
   result = run_script(script, timeout=60)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -137,7 +137,7 @@ def _config(train_shards, model_dir, **overrides):
                 config="tiny", max_seq_len=SEQ, batch_size=8, train_steps=12, warmup_steps=2,
                 learning_rate=2e-3, log_every=4, checkpoint_every=100, seed=1)
   values.update(overrides)
-  return TrainConfig(**values)
+  return TrainConfig.from_dict(values)
 
 
 def _train_tags(model_dir):

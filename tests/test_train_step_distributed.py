@@ -56,8 +56,9 @@ for name, strategy, accum, resume_from in specs:
       f.write('model_checkpoint_path: "ckpt-2"\n')
   strategy = (tf.distribute.MirroredStrategy() if strategy == "mirrored"
               else tf.distribute.get_strategy())
-  result = pretraining.pretrain(TrainConfig(model_dir=model_dir, grad_accum_steps=accum, **base),
-                     strategy=strategy)
+  result = pretraining.pretrain(
+      TrainConfig.from_dict(dict(model_dir=model_dir, grad_accum_steps=accum, **base)),
+      strategy=strategy)
   print("RESULT", name, json.dumps({"loss": result.final_train["last_step_loss"],
                                     "replicas": strategy.num_replicas_in_sync}), flush=True)
 """

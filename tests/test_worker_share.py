@@ -256,8 +256,8 @@ def _fake_run(model_dir, training):
 
 def test_a_run_keeps_its_lanes_and_a_run_from_before_lanes_resumes_with_one(shards, tmp_path):
   info = dataset_info.read(shards)  # 8 shards
-  cfg = lambda d, **kw: TrainConfig(model_dir=str(tmp_path / d), train_data=shards,  # noqa: E731
-                                     batch_size=48, **kw)
+  cfg = lambda d, **kw: TrainConfig.from_dict(dict(  # noqa: E731
+      model_dir=str(tmp_path / d), train_data=shards, batch_size=48, **kw))
   assert inputs.input_lanes(cfg("new"), info) == 8
   assert inputs.input_lanes(cfg("new", input_lanes=6), info) == 4  # divides 8 and 48
   _fake_run(str(tmp_path / "old"), {"batch_size": 48, "seed": 0})  # written before lanes
@@ -267,4 +267,4 @@ def test_a_run_keeps_its_lanes_and_a_run_from_before_lanes_resumes_with_one(shar
   assert inputs.input_lanes(cfg("two", input_lanes=8), info) == 2
   # A resume at a batch the recorded lanes do not divide: the lanes both divide.
   _fake_run(str(tmp_path / "eight"), {"batch_size": 48, "input_lanes": 8})
-  assert inputs.input_lanes(dataclasses.replace(cfg("eight"), batch_size=36), info) == 4
+  assert inputs.input_lanes(cfg("eight").replace(batch_size=36), info) == 4

@@ -1,32 +1,35 @@
 """The options of pretraining (roberta_tf.train) and fine-tuning (roberta_tf.finetune) that come
 in groups: each group a frozen dataclass (ModelOptions, DataOptions, OptimizerOptions,
 RuntimeOptions, LoopOptions) whose fields declare its options once, with their type, default,
-help, choices and check; both configs are composed from them:
+help, choices and check. Both configs hold the groups as nested fields beside their own options:
+
+    @dataclasses.dataclass(frozen=True)
+    class FinetuneOptimizer(OptimizerOptions):
+      learning_rate: float = redeclare(OptimizerOptions, "learning_rate", default=1e-5, ...)
 
     @dataclasses.dataclass
-    class FinetuneConfig:
+    class FinetuneConfig(GroupedConfig):
       ...
-      learning_rate: float = use("learning_rate", default=1e-5, help="Peak learning rate ...")
-      adam_beta2: float = use("adam_beta2")
+      optimizer: FinetuneOptimizer = nested(FinetuneOptimizer, omit=("warmup_steps",))
 
-      @property
-      def optimizer(self) -> OptimizerOptions:
-        return view(OptimizerOptions, self)
+so code reads `cfg.optimizer.clip_norm`, `cfg.model.model_dir`, `cfg.runtime.seed`, and hands a
+group whole to what uses it (`optimizer.adamw(cfg.optimizer, schedule, variables)`,
+`model_config.resolve(cfg.model, ...)`).
 
-`use(name)` is the config's (flat) field of option `name` (an options.option(): the binary's flag
-is made from it, and check_options() runs its check). Where a task legitimately differs (the
-paper fine-tunes at 1e-5 and pretrains at 6e-4; fine-tuning's max_seq_len 0 means "the
-pretrained model's"), the composing config overrides `default=`, `help=` or `check=` and the
-option is still declared here only. Defaults and help here are pretraining's where the two differ.
+Where a task legitimately differs (the paper fine-tunes at 1e-5 and pretrains at 6e-4;
+fine-tuning's max_seq_len 0 means "the pretrained model's"; pretraining's --precision=auto), the
+config holds a subclass of the group that redeclares the option with redeclare(): only what
+differs (default, help, choices or check) is said there, the rest stays this module's. Defaults
+and help here are pretraining's where the two differ. A group option a binary does not offer
+(fine-tuning's --tpu, --input_lanes, --warmup_steps, the LOOP cadence) is left out with
+options.nested(omit=...): no flag, no name of that config, the group's default in its group.
 
-The configs' fields stay flat: they are the flags, config.json's "training" keys and the
-constructor's keywords, unchanged. Code reads a group option through its group
-(`cfg.optimizer.clip_norm`, `cfg.model.model_dir`, `cfg.runtime.seed`; test_option_groups.py
-checks that no flat read is left in roberta_tf/): `view(Group, config)` is the typed group of
-a config's values, also handed whole to what uses it (`optimizer.adamw(cfg.optimizer,
-schedule, variables)`, `model_config.resolve(cfg.model, ...)`).
-A group option a config does not offer (fine-tuning's --tpu, --input_lanes) keeps the group's
-default in the view.
+The flags stay flat: a group's options are flags under their own names (options.define_flags
+walks the nested groups), with the names, defaults and help they always had. So do the names
+callers use (GroupedConfig): `TrainConfig.from_dict({"model_dir": ..., "clip_norm": 1.0})`,
+`cfg.replace(learning_rate=...)` route each name to its group, and `cfg.to_dict()` is the flat
+{flag name: value} that config.json's "training" section and fine-tuning's sweep.json record
+(records from before the nesting read back unchanged).
 
 Groups: MODEL (the model dir and the model), DATA (sequence length and batch), OPTIMIZER, RUNTIME
 (precision, distribution, seeds, determinism) and LOOP (log, eval and checkpoint cadence, the
@@ -39,7 +42,7 @@ TensorFlow-free: `train --help` and `finetune --help` import it (strategy.py imp
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, TypeVar
+from typing import Any
 
 from roberta_tf.common import options
 from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check
@@ -48,16 +51,6 @@ from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # tf.distribute strategies (training/strategy.py's make_strategy builds them).
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
-
-
-class Option(NamedTuple):
-  """One option: its flag's type (the field's annotation: "int", "str", ...), default (MISSING:
-  a field without one), help, choices and check (options.Check)."""
-  type: str
-  default: Any = dataclasses.MISSING
-  help: str = ""
-  choices: tuple[str, ...] | None = None
-  check: Check | None = None
 
 
 def declare(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disable=redefined-builtin
@@ -190,57 +183,43 @@ class LoopOptions:
 
 GROUPS = {"model": ModelOptions, "data": DataOptions, "optimizer": OptimizerOptions,
           "runtime": RuntimeOptions, "loop": LoopOptions}
-OPTIONS: dict[str, Option] = {}
-GROUP_OF: dict[str, str] = {}
-for _group, _cls in GROUPS.items():
-  for _field in dataclasses.fields(_cls):
-    assert _field.name not in OPTIONS, f"option {_field.name} is declared in two groups"
-    OPTIONS[_field.name] = Option(_field.type, _field.default, _field.metadata["help"],
-                                  _field.metadata["choices"], _field.metadata["check"])
-    GROUP_OF[_field.name] = _group
-
-_KEEP = object()
+_DECLARED = ("help", "choices", "check")
 
 
-def use(name: str, *, default: Any = _KEEP, help: str | None = None,  # pylint: disable=redefined-builtin
-        check: Check | None | object = _KEEP, choices: tuple[str, ...] | None = None):
-  """The dataclass field of group option `name`, with the composing config's `default`, `help`,
-  `check` (None: no check) or `choices` where they differ from the group's."""
-  opt = OPTIONS[name]
-  return options.option(
-      opt.default if default is _KEEP else default, help or opt.help,
-      choices=choices or opt.choices,
-      check=opt.check if check is _KEEP else check, flag_type=opt.type,
-      group=GROUP_OF[name])
+def redeclare(group: type, name: str, **changes):
+  """Option `name` of `group` (ModelOptions, ...) as declared there but for `changes` (default=,
+  help=, choices=, check=; check=None drops the check): the field by which a config's subclass
+  of the group says what differs for its binary."""
+  declared = {f.name: f for f in dataclasses.fields(group)}[name]
+  unknown = sorted(set(changes) - {"default", *_DECLARED})
+  if unknown:
+    raise TypeError(f"redeclare({group.__name__}, {name!r}): no such attribute {unknown}")
+  values = {"default": declared.default, **{k: declared.metadata[k] for k in _DECLARED}}
+  return declare(**{**values, **changes})
 
 
-Group = TypeVar("Group")
+class GroupedConfig:
+  """TrainConfig's and FinetuneConfig's names: their group options live in nested groups
+  (cfg.optimizer.clip_norm), while callers, config.json and sweep.json name every option flat,
+  by its flag's name."""
 
+  @classmethod
+  def from_dict(cls, values: dict[str, Any], *, ignore_unknown: bool = False):
+    """The config of {option name: value} (a caller's, to_dict's, config.json's "training"); an
+    option not given keeps its default. ValueError naming a name that is no option of the
+    config, unless ignore_unknown (a record may hold an option since removed): it is dropped."""
+    if ignore_unknown:
+      known = {f.name for _, f in options.option_fields(cls)}
+      values = {k: v for k, v in values.items() if k in known}
+    return options.from_names(cls, values)
 
-def view(group: type[Group], config) -> Group:
-  """`group` (ModelOptions, OptimizerOptions, ...) of `config`'s values (a TrainConfig or
-  FinetuneConfig): a group option the config has no field for keeps the group's default."""
-  present = {f.name for f in dataclasses.fields(config)}
-  return group(**{f.name: getattr(config, f.name) for f in dataclasses.fields(group)
-                  if f.name in present})
+  def to_dict(self) -> dict[str, Any]:
+    """{option name: value} of every option the config offers (its flags), lists for tuples:
+    the flat record config.json's "training" and sweep.json keep (from_dict reads it back)."""
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in options.names_of(self).items()}
 
-
-class GroupViews:
-  """The shared option groups of a config (TrainConfig, FinetuneConfig) as typed views:
-  `cfg.optimizer` is its OptimizerOptions, and so on. Mixed into both configs."""
-
-  @property
-  def model(self) -> ModelOptions:
-    return view(ModelOptions, self)
-
-  @property
-  def data(self) -> DataOptions:
-    return view(DataOptions, self)
-
-  @property
-  def optimizer(self) -> OptimizerOptions:
-    return view(OptimizerOptions, self)
-
-  @property
-  def runtime(self) -> RuntimeOptions:
-    return view(RuntimeOptions, self)
+  def replace(self, **values):
+    """A copy with the options named changed (`cfg.replace(learning_rate=1e-4, seed=1)`),
+    each routed to its group; ValueError naming a name that is no option of the config."""
+    return options.replace_names(self, **values)

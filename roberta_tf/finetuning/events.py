@@ -184,7 +184,7 @@ class FineTuningEvents:
     """Nothing to restore (the run's state was saved after the last epoch)."""
     return TrainingError(
         f"{self.run.name}: {bad_in_row} updates in a row (>= --max_bad_steps="
-        f"{self.cfg.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
+        f"{self.cfg.loop.max_bad_steps}) had a non-finite loss or gradient and were skipped (epoch "
         f"{self.task.epoch(step)}); lower the learning rate, set --clip_norm, or check "
         "--init_from")
 

@@ -12,10 +12,22 @@ import dataclasses
 
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
-  GroupViews,
-  use,
+  DataOptions,
+  GroupedConfig,
+  LoopOptions,
+  ModelOptions,
+  OptimizerOptions,
+  RuntimeOptions,
+  redeclare,
 )
-from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, Check, check_options, option
+from roberta_tf.common.options import (
+  NON_NEGATIVE,
+  POSITIVE,
+  Check,
+  check_options,
+  nested,
+  option,
+)
 from roberta_tf.finetuning import glue, problem_types
 
 SQUAD_V2_NULL = ("classifier", "span_score")
@@ -33,20 +45,79 @@ def check_paths(values: dict) -> None:
       files.check(values[name], f"--{name}")
 
 
+# The option groups (roberta_tf/common/option_groups.py) as fine-tuning declares them: only what
+# differs from pretraining's is redeclared.
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneModel(ModelOptions):
+  """MODEL: fine-tuning's help (its model dir is the sweep's output; --init_from may also be a
+  fine-tuned model)."""
+  model_dir: str = redeclare(
+      ModelOptions, "model_dir", help="Output directory (must be empty unless --overwrite; the "
+      "same command on an unfinished sweep's directory resumes it).")
+  overwrite: bool = redeclare(
+      ModelOptions, "overwrite", help="Replace an earlier run's files in --model_dir (and an "
+      "existing --export_dir).")
+  init_from: str = redeclare(
+      ModelOptions, "init_from", help="Pretrained model dir (config.json + checkpoint + vocab "
+      "files), or a fine-tuned one (its encoder; its head too when the task and labels are the "
+      "same). Empty: random init.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneData(DataOptions):
+  """DATA: max_seq_len 0 is the pretrained model's; the paper's batch sizes (a sweep's
+  --batch_sizes override --batch_size, and validate() checks the sizes swept)."""
+  max_seq_len: int = redeclare(
+      DataOptions, "max_seq_len", default=0, help="Longest input in tokens, special tokens "
+      "included; <= the pretrained model's. 0: the pretrained model's (random init: 512).",
+      check=Check(lambda v: v == 0 or v >= 8,
+                  "--{name} must be 0 (the model's) or >= 8, got {value}"))
+  batch_size: int = redeclare(
+      DataOptions, "batch_size", default=32, help="Global examples per update (paper: 16 or "
+      "32).", check=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptimizer(OptimizerOptions):
+  """OPTIMIZER: the paper's fine-tuning rate and weight decay (--learning_rates override
+  --learning_rate; validate() checks the rates swept)."""
+  learning_rate: float = redeclare(
+      OptimizerOptions, "learning_rate", default=1e-5,
+      help="Peak learning rate (without a sweep).", check=None)
+  weight_decay: float = redeclare(OptimizerOptions, "weight_decay", default=0.1)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneRuntime(RuntimeOptions):
+  """RUNTIME: --seed is the first of the --seeds a configuration runs."""
+  seed: int = redeclare(
+      RuntimeOptions, "seed", help="The first seed (head init, shuffling, dropout); see --seeds.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneLoop(LoopOptions):
+  """LOOP: of it fine-tuning offers only the bad-step stop (its loop is per epoch)."""
+  max_bad_steps: int = redeclare(
+      LoopOptions, "max_bad_steps", default=5, help="Non-finite steps (skipped, weights "
+      "unchanged) in a row before the run stops with an error.")
+
+
 @dataclasses.dataclass
-class FinetuneConfig(GroupViews):
-  """Everything a fine-tuning run needs: each field is also `roberta_tf.finetune`'s flag of the
-  same name, with this help (roberta_tf/common/options.py). The options pretraining shares
-  (optimizer, runtime, loop cadence...) are declared once in roberta_tf/common/option_groups.py
-  and used here, with fine-tuning's default or help where it differs; the rest are its own. The
-  fields stay flat (the flags, sweep.json); code reads a group option through its typed group:
-  `cfg.model`, `cfg.data`, `cfg.optimizer` and `cfg.runtime` (no `loop`: a run's loop is per
-  epoch, and of the LOOP group only --max_bad_steps is fine-tuning's, read flat)."""
+class FinetuneConfig(GroupedConfig):
+  """Everything a fine-tuning run needs: each option is also `roberta_tf.finetune`'s flag of the
+  same name, with this help (roberta_tf/common/options.py). The options pretraining shares live
+  in the nested groups `cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime` and `cfg.loop`
+  (roberta_tf/common/option_groups.py; Finetune* above: fine-tuning's defaults and help where
+  they differ). Their options fine-tuning does not offer (--input_lanes, --warmup_steps, --tpu,
+  --deterministic, --jit_compile, the LOOP cadence: its loop is per epoch) are no flags of it
+  and keep the group's defaults. Built and changed by flat option names:
+  FinetuneConfig.from_dict({...}), cfg.replace(...); to_dict() is what sweep.json and the
+  model dir's config.json record."""
   task: str = option(help="The task type (set by --glue_task).",
                      choices=problem_types.PROBLEM_TYPES)
-  model_dir: str = use(
-      "model_dir", help="Output directory (must be empty unless --overwrite; the same command "
-      "on an unfinished sweep's directory resumes it).")
+  model: FinetuneModel = nested(FinetuneModel)
   train_file: str = option(
       help="Training data: a .tsv/.csv/.jsonl/.json table (classification, regression), "
       "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa), "
@@ -63,11 +134,6 @@ class FinetuneConfig(GroupViews):
       "", "token_classification: test data, same format; each run's best epoch (by dev) is "
       "scored on it (eval_results.json's \"test\") and its tags written "
       "(test_predictions.conll).")
-  init_from: str = use(
-      "init_from", help="Pretrained model dir (config.json + checkpoint + vocab files), or a "
-      "fine-tuned one (its encoder; its head too when the task and labels are the same). "
-      "Empty: random init.")
-  config: str = use("config")
   vocab_dir: str = option(
       "", "vocab.json + merges.txt (default: --init_from's); required for random init.")
   # GLUE presets (glue.py): they set task, train/eval files, fields, labels and the metric.
@@ -98,11 +164,7 @@ class FinetuneConfig(GroupViews):
       False, "token_classification: train every piece of a word on its tag (a B- tag's later "
       "pieces on its I- twin: HF's label_all_tokens); default: the first piece only. "
       "Prediction always reads the first piece.")
-  max_seq_len: int = use(
-      "max_seq_len", default=0, help="Longest input in tokens, special tokens included; <= the "
-      "pretrained model's. 0: the pretrained model's (random init: 512).",
-      check=Check(lambda v: v == 0 or v >= 8,
-                  "--{name} must be 0 (the model's) or >= 8, got {value}"))
+  data: FinetuneData = nested(FinetuneData, omit=("input_lanes",))
   max_query_len: int = option(64, "QA: question tokens kept.")
   doc_stride: int = option(
       128, "QA and token_classification: tokens between the starts of consecutive windows of "
@@ -133,34 +195,22 @@ class FinetuneConfig(GroupViews):
   # Optimization.
   epochs: int = option(
       10, "Epochs (the paper: at most 10, early stopping on dev).", check=POSITIVE)
-  # batch_size and learning_rate are checked with the sweeps that override them.
-  batch_size: int = use(
-      "batch_size", default=32, help="Global examples per update (paper: 16 or 32).",
-      check=None)
   batch_sizes: tuple[int, ...] = option(
       (), "A sweep over batch sizes, e.g. 16,32 (the paper's GLUE grid). Overrides "
       "--batch_size.")
   eval_batch_size: int = option(
       0, "Dev batch size (0: --batch_size).", check=NON_NEGATIVE)
-  learning_rate: float = use(
-      "learning_rate", default=1e-5, help="Peak learning rate (without a sweep).", check=None)
   learning_rates: tuple[float, ...] = option(
       (), "A sweep, e.g. 1e-5,2e-5,3e-5 (with --batch_sizes and --seeds: a run per batch size "
       "x rate x seed; the best median kept). Overrides --learning_rate.")
-  warmup_ratio: float = use("warmup_ratio")
-  weight_decay: float = use("weight_decay", default=0.1)
-  adam_beta1: float = use("adam_beta1")
-  adam_beta2: float = use("adam_beta2")
-  adam_epsilon: float = use("adam_epsilon")
-  dropout: float = use("dropout")
+  # Fine-tuning's schedule is --warmup_ratio (pretraining's is --warmup_steps).
+  optimizer: FinetuneOptimizer = nested(FinetuneOptimizer, omit=("warmup_steps",))
   metric: str = option(
       "", "Dev metric for early stopping and the sweep (default: accuracy / pearson / accuracy "
       "/ f1 by task).")
   early_stopping_patience: int = option(
       0, "Stop a run after this many epochs without a better dev metric; 0: never.",
       check=NON_NEGATIVE)
-  seed: int = use(
-      "seed", help="The first seed (head init, shuffling, dropout); see --seeds.")
   seeds: int = option(
       5, "Runs per configuration, seeds --seed .. --seed + seeds - 1; the median over them "
       "picks the configuration (the paper: 5).",
@@ -171,17 +221,11 @@ class FinetuneConfig(GroupViews):
       "few fixed lengths (fastest); random: random batches padded the same way; max_seq_len: "
       "random batches padded to --max_seq_len. See roberta_tf/finetuning/bucketing.py.",
       choices=problem_types.BATCHINGS)
-  grad_accum_steps: int = use("grad_accum_steps")
-  clip_norm: float = use("clip_norm")
-  max_bad_steps: int = use(
-      "max_bad_steps", default=5, help="Non-finite steps (skipped, weights unchanged) in a row "
-      "before the run stops with an error.")
+  loop: FinetuneLoop = nested(FinetuneLoop, omit=(
+      "log_every", "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints"))
   # Execution.
-  strategy: str = use("strategy")
-  # Unchecked, as fine-tuning always had it (pretraining requires > 0).
-  peer_timeout: int = use("peer_timeout")
-  cpu_replicas: int = use("cpu_replicas")
-  precision: str = use("precision")
+  runtime: FinetuneRuntime = nested(FinetuneRuntime, omit=("tpu", "deterministic",
+                                                           "jit_compile"))
   export_dir: str = option(
       "", "Also write the SavedModel (raw-string signatures) of the kept model here.")
   export_precision: str = option(
@@ -189,46 +233,45 @@ class FinetuneConfig(GroupViews):
       "matmuls run in bfloat16, outputs float32) or auto (the faster here, measured once per "
       "machine). See roberta_tf/serving/serving_precision.py.",
       choices=("float32", "bfloat16", "auto"))
-  overwrite: bool = use(
-      "overwrite", help="Replace an earlier run's files in --model_dir (and an existing "
-      "--export_dir).")
 
   @property
   def learning_rate_sweep(self) -> tuple[float, ...]:
     """The learning rates swept."""
-    return tuple(self.learning_rates) or (self.learning_rate,)
+    return tuple(self.learning_rates) or (self.optimizer.learning_rate,)
 
   @property
   def batch_size_sweep(self) -> tuple[int, ...]:
-    return tuple(self.batch_sizes) or (self.batch_size,)
+    return tuple(self.batch_sizes) or (self.data.batch_size,)
 
   @property
   def seed_list(self) -> tuple[int, ...]:
-    return tuple(range(self.seed, self.seed + max(self.seeds, 0)))
+    seed = self.runtime.seed
+    return tuple(range(seed, seed + max(self.seeds, 0)))
 
   def check_paths(self) -> None:
     """check_paths on this config's path fields."""
-    check_paths({name: getattr(self, name) for name in PATH_FLAGS})
+    check_paths(self.to_dict())
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each field's choices and
     check (options.check_options), then the settings that depend on each other."""
     check_options(self)
-    rates = self.learning_rate_sweep
+    rates, init_from, accum = (self.learning_rate_sweep, self.model.init_from,
+                               self.optimizer.grad_accum_steps)
     checks = [
         (bool(self.train_file), "--train_file is required"),
         (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
-        (bool(self.init_from) or bool(self.vocab_dir),
+        (bool(init_from) or bool(self.vocab_dir),
          "--vocab_dir is required without --init_from (random init needs the vocabulary)"),
-        (not self.init_from or files.isdir(self.init_from),
-         f"--init_from={self.init_from!r} is not a directory"),
+        (not init_from or files.isdir(init_from),
+         f"--init_from={init_from!r} is not a directory"),
         (all(b > 0 for b in self.batch_size_sweep),
          f"batch sizes must be > 0, got {self.batch_size_sweep}"),
         (len(set(self.batch_size_sweep)) == len(self.batch_size_sweep),
          f"--batch_sizes repeats a size: {self.batch_size_sweep}"),
-        (all(b % self.grad_accum_steps == 0 for b in self.batch_size_sweep),
+        (all(b % accum == 0 for b in self.batch_size_sweep),
          f"batch sizes {list(self.batch_size_sweep)} must be multiples of --grad_accum_steps="
-         f"{self.grad_accum_steps}"),
+         f"{accum}"),
         (all(lr > 0 for lr in rates), f"learning rates must be > 0, got {rates}"),
         (len(set(rates)) == len(rates), f"--learning_rates repeats a rate: {rates}"),
         (self.task not in (problem_types.CLASSIFICATION, problem_types.REGRESSION) or
@@ -251,7 +294,3 @@ class FinetuneConfig(GroupViews):
     for ok, message in checks:
       if not ok:
         raise ValueError(message)
-
-  def to_dict(self) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v
-            for k, v in dataclasses.asdict(self).items()}

@@ -128,7 +128,7 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   vocab_dir = cfg.vocab_dir or cfg.model.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
   model_config = model_config_for(cfg, tokenizer.vocab_size)
-  cfg = dataclasses.replace(cfg, max_seq_len=cfg.data.max_seq_len or model_config.max_seq_len)
+  cfg = cfg.replace(max_seq_len=cfg.data.max_seq_len or model_config.max_seq_len)
   chief = strategy_lib.is_chief(strategy)
   settings = _sweep_settings(cfg)
   resume = _resumes(cfg, settings)
@@ -198,8 +198,8 @@ def _train_runs(cfg: FinetuneConfig, problem, model_config: models.RobertaConfig
   with SigtermFlag() as sigterm:
     for key in keys:
       run_dir = files.join(cfg.model.model_dir, RUNS_DIR, key.name)
-      run_cfg = dataclasses.replace(cfg, batch_size=key.batch_size, seed=key.seed,
-                                    learning_rate=key.learning_rate)
+      run_cfg = cfg.replace(batch_size=key.batch_size, seed=key.seed,
+                            learning_rate=key.learning_rate)
       run = finished_run(run_dir) or run_trial(run_cfg, problem, model_config, strategy, run_dir,
                                                metric, sigterm, clock, label=key.label(keys))
       if run.checkpoint is None:

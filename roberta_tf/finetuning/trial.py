@@ -84,7 +84,7 @@ def run_trial(cfg: FinetuneConfig, problem: problems_lib.Problem,
   steps = task.steps_per_epoch
   result = loop_lib.Loop(strategy, train_step, events, loop_lib.LoopSchedule(
       total_steps=task.total_steps, log_every=steps, eval_every=steps, save_every=steps,
-      max_bad_steps=cfg.max_bad_steps, period=steps, eval_last_step=True)).run(update, sigterm)
+      max_bad_steps=cfg.loop.max_bad_steps, period=steps, eval_last_step=True)).run(update, sigterm)
   if result.stopped_by_signal:
     return TrialResult(cfg.optimizer.learning_rate, 0, {}, progress.history, None, run_dir)
   return events.result

@@ -121,7 +121,7 @@ def eval_line(prefix: str, metrics: dict) -> str:
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
   training = ModelDir(model_dir).section("training")
-  return None if training is None else TrainConfig.from_dict(training)
+  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
 
 
 def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | None = None,
@@ -162,8 +162,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
       "--vocab_dir=the model dir)")
   trained = training_config(model_dir)
   if trained is not None:
-    max_seq_len = max_seq_len or trained.max_seq_len
-    seed = trained.seed if seed is None else seed
+    max_seq_len = max_seq_len or trained.data.max_seq_len
+    seed = trained.runtime.seed if seed is None else seed
     masking = masking or trained.masking_config()
   max_seq_len = max_seq_len or info["max_seq_len"]
   seed = seed or 0

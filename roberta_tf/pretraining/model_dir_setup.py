@@ -58,7 +58,13 @@ def recorded_training(model_dir: str) -> TrainConfig | None:
   """The TrainConfig config.json's "training" section records, or None (no such section: an
   import, a fine-tuned dir, no config.json yet)."""
   training = model_dir_lib.ModelDir(model_dir).section("training")
-  return None if training is None else TrainConfig.from_dict(training)
+  # A record may hold an option removed since: dropped, as it always was.
+  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
+
+def _changed(before: TrainConfig, cfg: TrainConfig, names: tuple[str, ...]) -> list[str]:
+  """"--name: old -> new" of each option in `names` whose value differs between the configs."""
+  old, new = before.to_dict(), cfg.to_dict()
+  return [f"--{k}: {old[k]!r} -> {new[k]!r}" for k in names if old[k] != new[k]]
 
 def check_resumable(model_dir: str, model_config, shards_max_seq_len: int = 0) -> None:
   """Refuses to resume a model dir whose checkpoints belong to another architecture.
@@ -152,8 +158,7 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   if before is None:
     return
   step = max(steps)
-  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
-             for k in _SCHEDULE_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  changed = _changed(before, cfg, _SCHEDULE_SETTINGS)
   if cfg.train_steps < step and not cfg.train_minutes:
     raise ValueError(
         f"--model_dir={cfg.model.model_dir!r} holds a checkpoint at step {step}, past "
@@ -164,7 +169,8 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
     return
   where = ""
   if not (cfg.train_minutes or before.train_minutes):  # a budget's rate depends on the clock
-    old, new = (float(WarmupLinearDecay(c.learning_rate, c.warmup_steps, c.train_steps)(step))
+    old, new = (float(WarmupLinearDecay(c.optimizer.learning_rate, c.optimizer.warmup_steps,
+                                        c.train_steps)(step))
                 for c in (before, cfg))
     where = f", where the learning rate is {new:.3g} (the old schedule's: {old:.3g})"
   log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
@@ -188,8 +194,7 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   before = recorded_training(cfg.model.model_dir)
   if before is None:
     return
-  changed = [f"--{k}: {getattr(before, k)!r} -> {getattr(cfg, k)!r}"
-             for k in _DATA_ORDER_SETTINGS if getattr(before, k) != getattr(cfg, k)]
+  changed = _changed(before, cfg, _DATA_ORDER_SETTINGS)
   if changed:
     summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
                       + "): the data stream will not continue exactly where it stopped")
@@ -200,7 +205,7 @@ def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.Roberta
   config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
   warn_if_data_order_changed(cfg)
   # "training" records the run's input lanes as resolved (a resume's are the recorded ones).
-  cfg = dataclasses.replace(cfg, input_lanes=inputs.input_lanes(cfg, info))
+  cfg = cfg.replace(input_lanes=inputs.input_lanes(cfg, info))
   write_config_json(cfg.model.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],

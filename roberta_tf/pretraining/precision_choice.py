@@ -11,8 +11,6 @@ a collective).
 
 from __future__ import annotations
 
-import dataclasses
-
 import keras
 import tensorflow as tf
 
@@ -55,7 +53,7 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   recorded = None if cfg.model.overwrite else recorded_precision(cfg.model.model_dir)
   if recorded:
     log(f"precision auto: {recorded} (the resumed run's, from its config.json)")
-    return dataclasses.replace(cfg, precision=recorded)
+    return cfg.replace(precision=recorded)
   per_replica = inputs.per_replica_batch(cfg, strategy)
   predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
   replicas = strategy.num_replicas_in_sync
@@ -63,7 +61,7 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                           model_config.vocab_size, seed=cfg.runtime.seed)
 
   def build_step(precision):
-    task = PretrainingTask(dataclasses.replace(cfg, precision=precision), strategy, model_config)
+    task = PretrainingTask(cfg.replace(precision=precision), strategy, model_config)
     return build_train_step(task, strategy)
   dims = {k: v for k, v in model_config.to_dict().items() if isinstance(v, (int, float, bool))}
   key = precision_probe.cache_key(dims, (per_replica, cfg.data.max_seq_len, predictions), replicas)
@@ -77,4 +75,4 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
     log(f"precision auto: {picked} (mean over the workers: "
         + ", ".join(f"{p} {s * 1000:.0f} ms a step" for p, s in seconds.items()) + ")")
   keras.utils.set_random_seed(cfg.runtime.seed)
-  return dataclasses.replace(cfg, precision=picked)
+  return cfg.replace(precision=picked)

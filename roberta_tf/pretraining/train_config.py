@@ -7,38 +7,57 @@ import dataclasses
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
   PRECISIONS,
-  GroupViews,
+  DataOptions,
+  GroupedConfig,
   LoopOptions,
-  use,
-  view,
+  ModelOptions,
+  OptimizerOptions,
+  RuntimeOptions,
+  redeclare,
 )
-from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, REQUIRED, Check, check_options, option
+from roberta_tf.common.options import (
+  NON_NEGATIVE,
+  POSITIVE,
+  REQUIRED,
+  Check,
+  check_options,
+  nested,
+  option,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRuntime(RuntimeOptions):
+  """RUNTIME as pretraining offers it: --precision may also be auto (precision_choice.py)."""
+  precision: str = redeclare(
+      RuntimeOptions, "precision", choices=(*PRECISIONS, "auto"),
+      help="Compute precision; variables stay float32. fp16 uses dynamic loss scaling. auto: "
+      "time float32 and mixed_bfloat16 for a few steps of this model at start and train in "
+      "the faster (cached per machine and shape; a resumed run keeps its recorded precision).")
 
 
 @dataclasses.dataclass
-class TrainConfig(GroupViews):
-  """Everything a pretraining run needs besides the model config: each field is also the
+class TrainConfig(GroupedConfig):
+  """Everything a pretraining run needs besides the model config: each option is also the
   binary's flag of the same name, with this help (roberta_tf/common/options.py). The options
-  fine-tuning shares (optimizer, runtime, loop cadence...) are declared once in
-  roberta_tf/common/option_groups.py and used here; the rest are pretraining's own. The fields
-  stay flat (the flags, config.json); code reads a group option through its typed group:
-  `cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime` and `cfg.loop`."""
-  model_dir: str = use("model_dir")
+  fine-tuning shares live in the nested groups declared in roberta_tf/common/option_groups.py
+  (`cfg.model`, `cfg.data`, `cfg.optimizer`, `cfg.runtime`, `cfg.loop`; all of their options
+  are flags of train but fine-tuning's --warmup_ratio); the rest are pretraining's own fields.
+  Built and changed by flat option names: TrainConfig.from_dict({...}), cfg.replace(...);
+  to_dict() is config.json's "training"."""
+  model: ModelOptions = nested(ModelOptions)
   train_data: str = option(
       help="Shard directory written by data_prep.build_shards (its 'train' split is read).",
       check=REQUIRED)
   eval_data: str = option(
       "", "Shard directory whose 'validation' split is the held-out set (usually the same as "
       "--train_data). Empty: no eval.")
-  config: str = use("config")
-  init_from: str = use("init_from")
   new_token_init: str = option(
       "mean", "With --init_from and shards of a grown vocabulary (data_prep.train_tokenizer "
       "--extend_from): how each new token's embedding row (also the tied decoder's) and decoder "
       "bias start. mean: the mean of the rows (and biases) of the old pieces that spell it; "
       "normal: N(0, the model's initializer_range), bias 0.", choices=("mean", "normal"))
   # Data and masking (must match data generation: max_seq_len <= the shards' max_seq_len).
-  max_seq_len: int = use("max_seq_len")
   max_predictions_per_seq: int = option(
       0, "Prediction slots per sequence; 0 derives it from --max_seq_len and --mask_prob with "
       "headroom.")
@@ -64,10 +83,10 @@ class TrainConfig(GroupViews):
       "and parity checks).", check=NON_NEGATIVE)
   skip_corrupt_shards: bool = option(
       False, "Skip (and count) corrupt shards instead of failing.")
-  input_lanes: int = use("input_lanes")
   # Batch and optimization.
-  batch_size: int = use("batch_size")
-  grad_accum_steps: int = use("grad_accum_steps")
+  data: DataOptions = nested(DataOptions)  # --max_seq_len, --batch_size, --input_lanes
+  # Pretraining's schedule is --warmup_steps (fine-tuning's is --warmup_ratio).
+  optimizer: OptimizerOptions = nested(OptimizerOptions, omit=("warmup_ratio",))
   train_steps: int = option(
       1000, "Optimizer updates; the LR reaches 0 here.", check=POSITIVE)
   train_minutes: float = option(
@@ -76,14 +95,6 @@ class TrainConfig(GroupViews):
       "decay then follow the elapsed share of the budget (the warmup's share: --warmup_steps / "
       "--train_steps), and --train_steps no longer ends the run. 0: no budget.",
       check=NON_NEGATIVE)
-  learning_rate: float = use("learning_rate")
-  warmup_steps: int = use("warmup_steps")
-  weight_decay: float = use("weight_decay")
-  adam_beta1: float = use("adam_beta1")
-  adam_beta2: float = use("adam_beta2")
-  adam_epsilon: float = use("adam_epsilon")
-  clip_norm: float = use("clip_norm")
-  dropout: float = use("dropout")
   type_embedding: bool = option(
       True, "A preset model adds one learned vector to every token: a 1-row token-type table, "
       "HF RobertaModel's shape, whose random init helps a small model off the unigram plateau "
@@ -101,56 +112,35 @@ class TrainConfig(GroupViews):
   gated_ffn: bool = option(
       False, "GEGLU feed-forward: gelu(x W_gate) * (x W_in) (no Hugging Face or keras-hub class "
       "holds it: such a model exports as a SavedModel only).")
-  precision: str = use(
-      "precision", choices=(*PRECISIONS, "auto"),
-      help="Compute precision; variables stay float32. fp16 uses dynamic loss scaling. auto: "
-      "time float32 and mixed_bfloat16 for a few steps of this model at start and train in "
-      "the faster (cached per machine and shape; a resumed run keeps its recorded precision).")
-  # Distribution.
-  strategy: str = use("strategy")
-  peer_timeout: int = use("peer_timeout")
-  tpu: str = use("tpu")
-  cpu_replicas: int = use("cpu_replicas")
-  # Bookkeeping.
-  checkpoint_every: int = use("checkpoint_every")
-  keep_checkpoints: int = use("keep_checkpoints")
-  overwrite: bool = use("overwrite")
-  eval_every: int = use("eval_every")
-  eval_steps: int = use("eval_steps")
-  log_every: int = use("log_every")
-  max_bad_steps: int = use("max_bad_steps")
-  seed: int = use("seed")
-  deterministic: bool = use("deterministic")
-  jit_compile: bool = use("jit_compile")
+  runtime: TrainRuntime = nested(TrainRuntime)  # precision, distribution, seeds, determinism
+  loop: LoopOptions = nested(LoopOptions)  # log, eval and checkpoint cadence; the bad-step stop
   peak_flops: float = option(
       0.0, "Peak FLOP/s of one replica, for MFU. 0: measured at start, a 2048^3 matmul in the "
       "precision trained in on the run's device (cached per machine; the log says the figure).")
-
-  @property
-  def loop(self) -> LoopOptions:
-    return view(LoopOptions, self)
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each field's choices and
     check (options.check_options), then the settings that depend on each other."""
     check_options(self)
+    warmup, values = self.optimizer.warmup_steps, self.to_dict()
     checks = [
-        (0 <= self.warmup_steps <= self.train_steps,
-         f"--warmup_steps={self.warmup_steps} must be in [0, --train_steps={self.train_steps}]"),
+        (0 <= warmup <= self.train_steps,
+         f"--warmup_steps={warmup} must be in [0, --train_steps={self.train_steps}]"),
         (self.mask_token_prob + self.random_token_prob <= 1,
          "--mask_token_prob + --random_token_prob must be <= 1"),
-        (not (self.train_minutes and self.warmup_steps >= self.train_steps),
+        (not (self.train_minutes and warmup >= self.train_steps),
          f"--train_minutes: the warmup's share --warmup_steps / --train_steps = "
-         f"{self.warmup_steps}/{self.train_steps} must be below 1"),
-        (not (self.train_minutes and self.strategy == "multi_worker"),
+         f"{warmup}/{self.train_steps} must be below 1"),
+        (not (self.train_minutes and self.runtime.strategy == "multi_worker"),
          "--train_minutes with --strategy=multi_worker is not supported: each worker's clock "
          "would end the run at a different update"),
     ]
     for flag in ("model_dir", "train_data", "eval_data", "init_from", "config"):
-      if getattr(self, flag):
-        files.check(getattr(self, flag), f"--{flag}")
-    checks.append((not files.exists(self.model_dir) or files.isdir(self.model_dir),
-                   f"--model_dir={self.model_dir} exists and is not a directory"))
+      if values[flag]:
+        files.check(values[flag], f"--{flag}")
+    model_dir = self.model.model_dir
+    checks.append((not files.exists(model_dir) or files.isdir(model_dir),
+                   f"--model_dir={model_dir} exists and is not a directory"))
     for ok, message in checks:
       if not ok:
         raise ValueError(message)
@@ -164,14 +154,6 @@ class TrainConfig(GroupViews):
         random_token_prob=self.random_token_prob, whole_word=self.whole_word_masking,
         static=self.masking == "static", dupe_factor=self.dupe_factor,
         max_predictions_per_seq=self.max_predictions_per_seq or None)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, d: dict) -> TrainConfig:
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def write_config_json(model_dir: str, model_config: dict, train_config: TrainConfig | None,
