@@ -32,6 +32,8 @@ def test_names_of_a_url_are_never_made_local():
     ("ram:/m", r"a URL takes two slashes after its scheme: write ram://m \(for a local folder "
                r"named 'ram:', \./ram:/m\)$"),
     ("gs:/", r"no path after the scheme: write gs://<directory>$"),
+    ("file:/tmp/x", r"a file URL takes three slashes: write file:///tmp/x \(or /tmp/x\) \(for a "
+                    r"local folder named 'file:', \./file:/tmp/x\)$"),
     ("ram://", r"no path after the scheme: write ram://<directory>$"),
     # One slash on a scheme no file system handles: not `write scheme://` (which fails next).
     ("scheme:/", r"no file system handles 'scheme://' here \(registered: .*\)$"),

@@ -90,6 +90,9 @@ def check(path: str, flag: str | None = None) -> str:
       raise UnknownSchemeError(_unknown_scheme(name, s.lower()) + local)
     if not rest:
       raise PathError(f"{name}: no path after the scheme: write {s.lower()}://<directory>")
+    if s.lower() == "file":  # file:/tmp/x means the absolute path /tmp/x (RFC 8089)
+      raise PathError(f"{name}: a file URL takes three slashes: write file:///{rest} (or "
+                      f"/{rest}){local}")
     raise PathError(f"{name}: a URL takes two slashes after its scheme: write "
                     f"{s.lower()}://{rest}{local}")
   s = scheme(path)
