@@ -42,6 +42,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks import commands  # noqa: E402
 from data_prep import corpus  # noqa: E402
+from data_prep.vocab_settings import VocabSettings
 from roberta_tf.tokenization.tokenizer import SPECIAL_TOKENS, BytePairTokenizer  # noqa: E402
 
 REPO = commands.REPO
@@ -255,10 +256,12 @@ def main(argv):
     small_dir, big_dir = os.path.join(work, "small"), os.path.join(work, "big")
     print(f"training an {FLAGS.small_vocab_size} vocab on {FLAGS.other_corpus} and a "
           f"{FLAGS.big_vocab_size} vocab on {FLAGS.corpus} ...", flush=True)
-    train_tokenizer.train(other_txt, FLAGS.small_vocab_size, small_dir, show_progress=False)
+    train_tokenizer.train(VocabSettings(input=other_txt, output_dir=small_dir,
+                                        vocab_size=FLAGS.small_vocab_size, progress=False))
     # min_frequency=1: a corpus of a few MB has too few pairs seen twice for 50K merges.
-    train_tokenizer.train(FLAGS.corpus, FLAGS.big_vocab_size, big_dir, min_frequency=1,
-                          show_progress=False)
+    train_tokenizer.train(VocabSettings(input=FLAGS.corpus, output_dir=big_dir,
+                                        vocab_size=FLAGS.big_vocab_size, min_frequency=1,
+                                        progress=False))
     print(f"\ncold / warm MB/s, batch {FLAGS.batch_size} lines, tf.data AUTOTUNE, "
           f"{os.cpu_count()} CPUs:")
     header = "| corpus, vocab | MB | roberta_tf | HF tokenizers | ours / HF"

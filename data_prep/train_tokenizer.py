@@ -30,11 +30,12 @@ import json
 import sys
 from collections.abc import Iterator
 
-from absl import app, flags
+from absl import app
 
 from data_prep import corpus, vocab_extension
 from data_prep import progress as progress_lib
-from roberta_tf.common import atomic_write, cli
+from data_prep.vocab_settings import VocabSettings
+from roberta_tf.common import atomic_write, cli, options
 from roberta_tf.common import files as files_lib
 from roberta_tf.tokenization.vocab_files import BOS, EOS, MASK, MERGES_FILE, PAD, UNK, VOCAB_FILE
 
@@ -53,34 +54,29 @@ def _sentences(files: list[str], text_field: str, stats: corpus.CorpusStats,
       report.update(stats.bytes_read, stats.total_bytes, stats.sentences)
 
 
-def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int = 2,
-          text_field: str = "text", overwrite: bool = False,
-          show_progress: bool = True) -> dict[str, int]:
-  """Trains the vocabulary and writes `output_dir`/vocab.json and merges.txt.
+def train(settings: VocabSettings) -> dict[str, int]:
+  """Trains the vocabulary and writes `settings.output_dir`/vocab.json and merges.txt.
 
-  Args:
-    input_spec: files, globs, directories (comma list) or `stdlib` (see data_prep/corpus.py);
-      local paths or URLs.
-    vocab_size: the size of the vocabulary, `<mask>` included (roberta-base: 50265). A corpus
-      too small to learn that many merges gives a smaller one (`<mask>` still last).
-    output_dir: created if needed; must be empty unless `overwrite` (a local path or URL).
-    min_frequency: a pair seen fewer times is never merged.
-    text_field: the JSON field of .jsonl documents (the column of .parquet ones).
-    overwrite: replace vocab.json/merges.txt in a non-empty directory.
-    show_progress: reading progress and the trainer's progress bars on stderr.
+  `settings` (data_prep/vocab_settings.py): `input` is files, globs, directories (comma list)
+  or `stdlib` (see data_prep/corpus.py), local paths or URLs; `vocab_size` counts `<mask>`
+  (roberta-base: 50265), and a corpus too small to learn that many merges gives a smaller one
+  (`<mask>` still last); `output_dir` is created if needed and must be empty unless `overwrite`;
+  `progress`: reading progress and the trainer's progress bars on stderr.
   Returns:
     counters: vocab_size, num_merges, documents, sentences, invalid_utf8, null_texts.
   Raises:
     TrainTokenizerError, corpus.CorpusError, files.UnknownSchemeError.
   """
   from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
+  input_spec, vocab_size, output_dir = settings.input, settings.vocab_size, settings.output_dir
+  min_frequency, show_progress = settings.min_frequency, settings.progress
   files_lib.check(output_dir, "--output_dir")
   if vocab_size < MIN_VOCAB_SIZE:
     raise TrainTokenizerError(f"--vocab_size={vocab_size}: must be >= {MIN_VOCAB_SIZE} "
                               "(256 byte symbols + 5 special tokens)")
   if min_frequency < 0:
     raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
-  _check_output_dir(output_dir, overwrite)
+  _check_output_dir(output_dir, settings.overwrite)
   files = corpus.resolve_inputs(input_spec)
   files_lib.makedirs(output_dir)
 
@@ -93,7 +89,8 @@ def train(input_spec: str, vocab_size: int, output_dir: str, min_frequency: int 
       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
   stats = corpus.CorpusStats()
   report = progress_lib.Progress() if show_progress else None
-  tokenizer.train_from_iterator(_sentences(files, text_field, stats, report), trainer=trainer)
+  tokenizer.train_from_iterator(_sentences(files, settings.text_field, stats, report),
+                                trainer=trainer)
   if report is not None:
     report.update(stats.bytes_read, stats.total_bytes, stats.sentences, force=True)
     report.done()
@@ -137,12 +134,10 @@ def _check_output_dir(output_dir: str, overwrite: bool) -> None:
                               "replace its vocab.json and merges.txt)")
 
 
-def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
-           min_frequency: int = 2, text_field: str = "text", overwrite: bool = False,
-           show_progress: bool = True) -> dict[str, int | float]:
-  """Grows the vocabulary in `extend_from` with up to `add_tokens` tokens learned on the corpus
-  (data_prep/vocab_extension.py: old ids and merge ranks kept, new tokens after them) and
-  writes the grown vocab.json and merges.txt to `output_dir`.
+def extend(settings: VocabSettings) -> dict[str, int | float]:
+  """Grows the vocabulary in `settings.extend_from` with up to `add_tokens` tokens learned on
+  the corpus `input` (data_prep/vocab_extension.py: old ids and merge ranks kept, new tokens
+  after them) and writes the grown vocab.json and merges.txt to `output_dir`.
 
   Returns:
     counters: vocab_size, old_vocab_size, added, num_merges, documents, sentences, words
@@ -152,12 +147,14 @@ def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
     TrainTokenizerError, vocab_extension.VocabExtensionError, corpus.CorpusError,
     files.UnknownSchemeError.
   """
+  input_spec, extend_from, output_dir = settings.input, settings.extend_from, settings.output_dir
+  add_tokens, min_frequency = settings.add_tokens, settings.min_frequency
   files_lib.check(extend_from, "--extend_from")
   if add_tokens < 1:
     raise TrainTokenizerError(f"--add_tokens={add_tokens}: must be >= 1")
   if min_frequency < 0:
     raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
-  _check_output_dir(output_dir, overwrite)
+  _check_output_dir(output_dir, settings.overwrite)
   if (files_lib.isdir(output_dir) and files_lib.normalize(output_dir)
       == files_lib.normalize(extend_from)):
     raise TrainTokenizerError(f"--output_dir={output_dir!r} is --extend_from: write the grown "
@@ -165,9 +162,10 @@ def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
   vocab, merges = vocab_extension.read_old(extend_from)
   files = corpus.resolve_inputs(input_spec)
   stats = corpus.CorpusStats()
-  report = progress_lib.Progress() if show_progress else None
+  report = progress_lib.Progress() if settings.progress else None
   grown, grown_merges, counts = vocab_extension.extend(
-      vocab, merges, _sentences(files, text_field, stats, report), add_tokens, min_frequency)
+      vocab, merges, _sentences(files, settings.text_field, stats, report), add_tokens,
+      min_frequency)
   if report is not None:
     report.update(stats.bytes_read, stats.total_bytes, stats.sentences, force=True)
     report.done()
@@ -184,46 +182,26 @@ def extend(input_spec: str, extend_from: str, add_tokens: int, output_dir: str,
 
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("input", None, "Corpus: files, globs, directories (comma list; local or "
-                    "URLs) of .txt / .jsonl (optionally .gz) / .parquet, or 'stdlib' (the "
-                    "running Python's docs).", flag_values=FLAGS)
-flags.DEFINE_integer("vocab_size", 50265, "Vocabulary size including the 5 special tokens "
-                     "(roberta-base: 50265). Must match the model config's vocab_size.",
-                     flag_values=FLAGS)
-flags.DEFINE_string("output_dir", None, "Directory (local or a URL) for vocab.json and "
-                    "merges.txt; must be empty unless --overwrite.", flag_values=FLAGS)
-flags.DEFINE_integer("min_frequency", 2, "Pairs seen fewer times are never merged.",
-                     flag_values=FLAGS)
-flags.DEFINE_string("text_field", "text", "JSON field (.jsonl) or column (.parquet) holding "
-                    "a document's text.", flag_values=FLAGS)
-flags.DEFINE_bool("overwrite", False, "Replace vocab.json/merges.txt in a non-empty directory.",
-                  flag_values=FLAGS)
-flags.DEFINE_bool("progress", True, "Progress output on stderr.", flag_values=FLAGS)
-flags.DEFINE_string("extend_from", "", "Grow this vocabulary directory (vocab.json + "
-                    "merges.txt) instead of training one: up to --add_tokens new merges learned "
-                    "on --input over the old pieces; every old token keeps its id and every old "
-                    "merge its rank, the new tokens come after <mask> (data_prep/"
-                    "vocab_extension.py). --vocab_size does not apply.", flag_values=FLAGS)
-flags.DEFINE_integer("add_tokens", 0, "With --extend_from: the most new tokens (= new merges) "
-                     "to add; fewer when no pair is seen --min_frequency times.", flag_values=FLAGS)
+# One flag per VocabSettings field (data_prep/vocab_settings.py); --input and --output_dir are
+# required, said by main in one line.
+options.define_flags(VocabSettings, FLAGS, required=False)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if not FLAGS.input or not FLAGS.output_dir:
+  settings = options.from_flags(VocabSettings, FLAGS)
+  if not settings.input or not settings.output_dir:
     raise app.UsageError("--input and --output_dir are required")
-  files_lib.check(FLAGS.output_dir, "--output_dir")
-  for part in FLAGS.input.split(","):
+  files_lib.check(settings.output_dir, "--output_dir")
+  for part in settings.input.split(","):
     if part.strip() and part.strip() != corpus.STDLIB:
       files_lib.check(part.strip(), "--input")
-  if FLAGS.extend_from or FLAGS.add_tokens:
-    return _main_extend()
+  if settings.extend_from or settings.add_tokens:
+    return _main_extend(settings)
   # Errors (TrainTokenizerError, CorpusError, OSError naming the file) are one line from cli.
-  counts = train(FLAGS.input, FLAGS.vocab_size, FLAGS.output_dir,
-                 min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
-                 overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
-  print(f"wrote {FLAGS.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
+  counts = train(settings)
+  print(f"wrote {settings.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
         f"{counts['vocab_size'] - 1}) and {MERGES_FILE} ({counts['num_merges']} merges) from "
         f"{counts['documents']} documents, {counts['sentences']} sentences"
         + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
@@ -233,17 +211,15 @@ def main(argv):
   return 0
 
 
-def _main_extend():
-  if not FLAGS.extend_from:
+def _main_extend(settings: VocabSettings):
+  if not settings.extend_from:
     raise app.UsageError("--add_tokens needs --extend_from=VOCAB_DIR (the vocabulary to grow)")
   if FLAGS["vocab_size"].present:
     raise app.UsageError("--vocab_size does not apply with --extend_from: the grown size is the "
                          "old size + --add_tokens")
-  counts = extend(FLAGS.input, FLAGS.extend_from, FLAGS.add_tokens, FLAGS.output_dir,
-                  min_frequency=FLAGS.min_frequency, text_field=FLAGS.text_field,
-                  overwrite=FLAGS.overwrite, show_progress=FLAGS.progress)
-  print(vocab_extension.report(counts, FLAGS.extend_from, FLAGS.output_dir, FLAGS.add_tokens,
-                               FLAGS.min_frequency), file=sys.stderr)
+  counts = extend(settings)
+  print(vocab_extension.report(counts, settings.extend_from, settings.output_dir,
+                               settings.add_tokens, settings.min_frequency), file=sys.stderr)
   return 0
 
 

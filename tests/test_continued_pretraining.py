@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep import train_tokenizer
+from data_prep.vocab_settings import VocabSettings
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
@@ -48,7 +49,8 @@ def source():
 def grown_vocab(tmp_path_factory):
   root = tmp_path_factory.mktemp("continued_vocab")
   corpus_path = write_domain_corpus(root / "domain.txt", count=300)
-  train_tokenizer.extend(corpus_path, HF_TINY, ADD, str(root / "vocab"), show_progress=False)
+  train_tokenizer.extend(VocabSettings(input=corpus_path, extend_from=HF_TINY, add_tokens=ADD,
+                                       output_dir=str(root / "vocab"), progress=False))
   return corpus_path, str(root / "vocab")
 
 

@@ -15,6 +15,7 @@ import pytest
 from data_prep import corpus, sentence_encoders, stdlib_corpus, train_tokenizer
 from data_prep import shard_builder as bs
 from data_prep.shard_settings import ShardSettings
+from data_prep.vocab_settings import VocabSettings
 from roberta_tf.common import files
 from tests.conftest import TESTDATA
 
@@ -107,7 +108,8 @@ def test_parquet_and_its_jsonl_twin_give_the_same_shards_and_vocabulary(tmp_path
   for name, spec, out in (("jsonl", jsonl, str(tmp_path / "v_jsonl")),
                           ("parquet", parquet, str(tmp_path / "v_parquet")),
                           ("ram", ram_parquet, f"{ram}/vocab")):
-    counts = train_tokenizer.train(spec, 400, out, show_progress=False)
+    counts = train_tokenizer.train(VocabSettings(input=spec, output_dir=out, vocab_size=400,
+                                                  progress=False))
     assert counts["documents"] == 21
     vocabs[name] = _vocab(out)
   assert vocabs["jsonl"] == vocabs["parquet"] == vocabs["ram"]

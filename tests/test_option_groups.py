@@ -163,6 +163,18 @@ BUILD_SHARDS_FLAGS = {
     "validation_fraction": ("float", 0.01),
     "vocab_dir": ("string", None),
 }
+# data_prep.train_tokenizer's, as declared by hand before VocabSettings.
+TRAIN_TOKENIZER_FLAGS = {
+    "add_tokens": ("integer", 0),
+    "extend_from": ("string", ""),
+    "input": ("string", None),
+    "min_frequency": ("integer", 2),
+    "output_dir": ("string", None),
+    "overwrite": ("bool", False),
+    "progress": ("bool", True),
+    "text_field": ("string", "text"),
+    "vocab_size": ("integer", 50265),
+}
 _PROBLEM = os.path.join(REPO, "tests", "testdata", "docs_sections")
 ABLATE_FLAGS = {
     "arm": ("string", []),  # a multi-string flag
@@ -242,6 +254,7 @@ def test_flag_names_defaults_and_choices_are_unchanged(module, expected, require
 # In this process (build_shards imports TensorFlow; required: flags with a validator).
 @pytest.mark.parametrize("module, expected, required", [
     ("data_prep.build_shards", BUILD_SHARDS_FLAGS, []),
+    ("data_prep.train_tokenizer", TRAIN_TOKENIZER_FLAGS, []),
     # The lower bounds of --pairs_per_paradigm and --parallel are checks of StudySettings and
     # StudyPlan now (check_options), no absl validators.
     ("roberta_tf.ablate", ABLATE_FLAGS, ["study", "work_dir"]),

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from data_prep import corpus, train_tokenizer
+from data_prep.vocab_settings import VocabSettings
 from roberta_tf.common import files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import TESTDATA
@@ -18,7 +19,8 @@ SMALL = os.path.join(TESTDATA, "python_docs_small.jsonl.gz")
 
 
 def _train(out, vocab_size=600, **kwargs):
-  return train_tokenizer.train(SMALL, vocab_size, str(out), show_progress=False, **kwargs)
+  return train_tokenizer.train(VocabSettings(input=SMALL, output_dir=str(out),
+                                             vocab_size=vocab_size, progress=False, **kwargs))
 
 
 def test_layout_and_parity(tmp_path):
@@ -60,8 +62,8 @@ def test_txt_and_jsonl_inputs(tmp_path):
   with gzip.open(data / "b.jsonl.gz", "wt", encoding="utf-8") as f:
     f.write(json.dumps({"text": "hello again\nworld peace"}) + "\n")
   spec = f"{data}/*.txt,{data / 'b.jsonl.gz'}"
-  counts = train_tokenizer.train(spec, 300, str(tmp_path / "out"), min_frequency=1,
-                                 show_progress=False)
+  counts = train_tokenizer.train(VocabSettings(input=spec, output_dir=str(tmp_path / "out"),
+                                               vocab_size=300, min_frequency=1, progress=False))
   assert counts["documents"] == 3 and counts["sentences"] == 5
   tok = BytePairTokenizer.from_dir(str(tmp_path / "out"))
   assert tok.id_to_token(tok("hello").numpy()[0]) == "hello"  # a frequent word is one token
@@ -78,8 +80,9 @@ def test_refusals(tmp_path):
   with pytest.raises(train_tokenizer.TrainTokenizerError, match="--vocab_size=100"):
     _train(tmp_path / "new", vocab_size=100)
   with pytest.raises(corpus.CorpusError, match="nothing"):
-    train_tokenizer.train(str(tmp_path / "nothing*.txt"), 600, str(tmp_path / "new"),
-                          show_progress=False)
+    train_tokenizer.train(VocabSettings(input=str(tmp_path / "nothing*.txt"),
+                                        output_dir=str(tmp_path / "new"), vocab_size=600,
+                                        progress=False))
 
 
 def test_binary(tmp_path):
@@ -104,8 +107,9 @@ def test_binary_on_urls(tmp_path):
     for root in (f"{ram}/corpus", str(tmp_path / "corpus")):
       with files.open(files.join(root, f"part{i}.jsonl"), "w") as f:
         f.writelines(lines[i::2])
-  train_tokenizer.train(f"{tmp_path}/corpus/*.jsonl", 400, str(tmp_path / "local"),
-                        show_progress=False)
+  train_tokenizer.train(VocabSettings(input=f"{tmp_path}/corpus/*.jsonl",
+                                      output_dir=str(tmp_path / "local"), vocab_size=400,
+                                      progress=False))
   result = call_module("data_prep.train_tokenizer", f"--input={ram}/corpus/*.jsonl",
                        "--vocab_size=400", f"--output_dir={ram}/vocab", "--noprogress")
   assert result.returncode == 0, result.stderr[-2000:]

@@ -11,6 +11,7 @@ import pytest
 from tokenizers import models as hf_models
 
 from data_prep import train_tokenizer, vocab_extension
+from data_prep.vocab_settings import VocabSettings
 from roberta_tf.common import files
 from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -29,8 +30,9 @@ def grown(tmp_path_factory):
   tokenizer; its <mask> is id 4) grown by up to ADD tokens on the domain corpus."""
   root = tmp_path_factory.mktemp("grown")
   corpus_path = write_domain_corpus(root / "domain.txt")
-  counts = train_tokenizer.extend(corpus_path, HF_TINY, ADD, str(root / "vocab"),
-                                  show_progress=False)
+  counts = train_tokenizer.extend(VocabSettings(
+      input=corpus_path, extend_from=HF_TINY, add_tokens=ADD, output_dir=str(root / "vocab"),
+      progress=False))
   return corpus_path, str(root / "vocab"), counts
 
 
@@ -85,10 +87,12 @@ def test_hf_agrees_and_untouched_words_keep_their_ids(grown):
 def test_roberta_layout_new_ids_after_mask(tmp_path):
   """A vocabulary trained here (<mask> last, id V - 1): the new tokens come after <mask>, and
   ours and HF still agree; <mask> written in a text is still id V - 1."""
-  train_tokenizer.train(SMALL, 700, str(tmp_path / "old"), show_progress=False)
+  train_tokenizer.train(VocabSettings(input=SMALL, output_dir=str(tmp_path / "old"),
+                                      vocab_size=700, progress=False))
   corpus_path = write_domain_corpus(tmp_path / "domain.txt", count=200)
-  counts = train_tokenizer.extend(corpus_path, str(tmp_path / "old"), 40, str(tmp_path / "new"),
-                                  show_progress=False)
+  counts = train_tokenizer.extend(VocabSettings(
+      input=corpus_path, extend_from=str(tmp_path / "old"), add_tokens=40,
+      output_dir=str(tmp_path / "new"), progress=False))
   vocab, _ = _read(tmp_path / "new")
   assert vocab["<mask>"] == 699 and counts["vocab_size"] == 740
   assert sorted(vocab.values()) == list(range(740))
@@ -116,7 +120,8 @@ def test_model_side_pieces(grown):
 
 
 def test_model_side_refuses_a_vocabulary_that_does_not_extend(tmp_path):
-  train_tokenizer.train(SMALL, 700, str(tmp_path / "other"), show_progress=False)
+  train_tokenizer.train(VocabSettings(input=SMALL, output_dir=str(tmp_path / "other"),
+                                      vocab_size=700, progress=False))
   with pytest.raises(vocab_growth.VocabGrowthError, match="does not extend"):
     vocab_growth.plan(HF_TINY, str(tmp_path / "other"))
   with pytest.raises(vocab_growth.VocabGrowthError, match="has no vocab.json"):
@@ -207,9 +212,10 @@ def test_on_ram_urls(tmp_path):
   for name in vocab_files.FILES:
     files.copy(os.path.join(HF_TINY, name), f"{root}/old/{name}")
   files.copy(corpus_path, f"{root}/domain.txt")
-  train_tokenizer.extend(f"{root}/domain.txt", f"{root}/old", 12, f"{root}/new",
-                         show_progress=False)
-  train_tokenizer.extend(corpus_path, HF_TINY, 12, str(tmp_path / "new"), show_progress=False)
+  train_tokenizer.extend(VocabSettings(input=f"{root}/domain.txt", extend_from=f"{root}/old",
+                                       add_tokens=12, output_dir=f"{root}/new", progress=False))
+  train_tokenizer.extend(VocabSettings(input=corpus_path, extend_from=HF_TINY, add_tokens=12,
+                                       output_dir=str(tmp_path / "new"), progress=False))
   for name in vocab_files.FILES:
     assert files.read_bytes(f"{root}/new/{name}") == (tmp_path / "new" / name).read_bytes()
   assert not os.path.exists("ram:")
