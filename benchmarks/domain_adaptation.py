@@ -64,7 +64,6 @@ from benchmarks import (
   quality_report,
   word_order_task,
 )
-from roberta_tf.training import precision_probe
 
 REPO = commands.REPO
 
@@ -318,6 +317,8 @@ def main(argv):
       for task in tasks:
         if not record.get(f"{task}_accuracy"):
           record[f"{task}_accuracy"] = finetune_scores(model_dir, domain, arm, task)
+      # Imported here: TensorFlow stays out of --help and --report_only.
+      from roberta_tf.training import precision_probe  # pylint: disable=import-outside-toplevel
       record.update(seconds=round(time.time() - start) + (old or {}).get("seconds", 0),
                     host_cpus=os.cpu_count(), host_machine=precision_probe.machine_key(),
                     finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

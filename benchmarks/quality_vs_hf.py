@@ -54,7 +54,6 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import cached_data, commands, parity_records, quality_report, quality_sides
-from roberta_tf.training import precision_probe
 
 REPO = commands.REPO
 
@@ -291,10 +290,9 @@ def done_runs(records: list[dict], loaded: dict) -> set:
   return done
 
 
-def pending(done: set) -> tuple[list[tuple], int, int, dict]:
-  """(this process's runs still to do, the plan's runs, how many of them are recorded, the
-  corpora)."""
-  corpora = cached_data.parse_corpora(FLAGS.corpora)
+def pending(done: set, corpora) -> tuple[list[tuple], int, int]:
+  """(this process's runs still to do, the plan's runs, how many of them are recorded), over
+  `corpora` (their names, in --corpora's order)."""
   rates = parse_learning_rates(FLAGS.learning_rates, FLAGS.seeds)
   arms = parse_arms(FLAGS.arms, FLAGS.seeds)
   jobs = plan(corpora, rates, arms)
@@ -304,11 +302,12 @@ def pending(done: set) -> tuple[list[tuple], int, int, dict]:
     assert 0 <= index < count
   except (ValueError, AssertionError):
     sys.exit(f"--shard={FLAGS.shard!r}: use I/N with 0 <= I < N, e.g. 1/2")
-  return todo[index::count], len(jobs), len(jobs) - len(todo), corpora
+  return todo[index::count], len(jobs), len(jobs) - len(todo)
 
 
 def record_of(corpus: Corpus, job: tuple, result: dict, code: str, revision: str) -> dict:
   """The JSON line of a finished run: its key, figures, code and batch hashes."""
+  from roberta_tf.training import precision_probe  # pylint: disable=import-outside-toplevel
   name, lr, seed, arm = job
   losses = result.pop("train_loss")
   result.pop("grad_norm")
@@ -370,7 +369,7 @@ def main(argv):
   for c in loaded.values():
     print(f"{c.name}: validation {c.unigram['targets']:,} masked targets, unigram ppl "
           f"{c.unigram['ppl']:,.1f} acc {c.unigram['acc']:.3f}", flush=True)
-  todo, planned, recorded, _ = pending(done_runs(parity_records.read(records_path), loaded))
+  todo, planned, recorded = pending(done_runs(parity_records.read(records_path), loaded), loaded)
   stop = FLAGS.stop_after or FLAGS.train_steps
   print(f"{FLAGS.config}, {stop} of {FLAGS.train_steps} steps x {FLAGS.batch_size} x "
         f"{FLAGS.max_seq_len}, init {FLAGS.init}, code {code_hash()}: {planned} runs, "

@@ -128,8 +128,12 @@ def option_fields(cls) -> list[tuple[str | None, dataclasses.Field]]:
 def names_of(config) -> dict[str, Any]:
   """{option name: value} of dataclass instance `config`, its nested() groups' offered options
   among its own fields (declaration order): the flat names of its flags."""
-  return {f.name: getattr(getattr(config, group) if group else config, f.name)
-          for group, f in option_fields(type(config))}
+  return {f.name: _value(config, group, f) for group, f in option_fields(type(config))}
+
+
+def _value(config, group: str | None, f: dataclasses.Field):
+  """The value of option `f` (option_fields' pair with `group`) in instance `config`."""
+  return getattr(getattr(config, group) if group else config, f.name)
 
 
 def _arguments(cls, values: dict[str, Any], current=None) -> dict[str, Any]:
@@ -234,8 +238,7 @@ def check_options(config) -> None:
   """Raises ValueError naming the flag for the first option, in declaration order (a nested()
   group's in its place), whose value is not one of its choices or fails its check."""
   for group, f in option_fields(type(config)):
-    value = getattr(getattr(config, group) if group else config, f.name)
-    check = f.metadata.get("check")
+    value, check = _value(config, group, f), f.metadata.get("check")
     error = _choice_error(f, value)
     if error:
       raise ValueError(error)
