@@ -139,6 +139,22 @@ def table(records: list[dict]) -> str:
                              "seeds.\n")
 
 
+def newest_series(records: list[dict]) -> tuple[list[dict], dict[str, tuple[str, str]]]:
+  """(per recipe, the records of its flagfile as it is now, else of the version recorded last;
+  {recipe: (recorded sha, current sha)} where the flagfile changed since). Records of earlier
+  versions stay in the file; a table never mixes two versions of one recipe."""
+  chosen, stale = [], {}
+  for recipe, flagfile in RECIPES.items():
+    runs = [r for r in records if r["recipe"] == recipe]
+    now = flags_sha(flagfile)
+    shas = {r["flags_sha"] for r in runs}
+    sha = now if now in shas else max(runs, key=lambda r: r["finished"])["flags_sha"] if runs else None
+    chosen += [r for r in runs if r["flags_sha"] == sha]
+    if sha is not None and sha != now:
+      stale[recipe] = (sha, now)
+  return chosen, stale
+
+
 def main(argv):
   del argv
   records = parity_records.read(FLAGS.records)
@@ -169,9 +185,11 @@ def main(argv):
                 + (f", BLiMP {record['blimp']:.3f}" if "blimp" in record else "")
                 + f", docs_sections {record['docs_sections_accuracy']:.3f}", flush=True)
     records = parity_records.read(FLAGS.records)
-  # The table shows the flagfiles as they are now; records of earlier versions stay in the file.
-  records = [r for r in records if r.get("flags_sha") == flags_sha(RECIPES[r["recipe"]])]
-  text = table(records) if records else "(no records yet)\n"
+  records, stale = newest_series(records)
+  text = (table(records) + "".join(
+      f"\nThe {recipe} rows are {RECIPES[recipe]} at sha {old}; the file has changed since "
+      f"(now {now}): rerun to compare with it.\n" for recipe, (old, now) in stale.items())
+          if records else "(no records yet)\n")
   print("\n" + text)
   if FLAGS.docs and records:
     quality_report.write_docs_section(FLAGS.docs, text, begin=BEGIN)
