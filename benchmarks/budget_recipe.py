@@ -148,9 +148,9 @@ def newest_series(records: list[dict]) -> tuple[list[dict], dict[str, tuple[str,
     runs = [r for r in records if r["recipe"] == recipe]
     now = flags_sha(flagfile)
     shas = {r["flags_sha"] for r in runs}
-    sha = now if now in shas else max(runs, key=lambda r: r["finished"])["flags_sha"] if runs else None
+    sha = now if now in shas or not runs else max(runs, key=lambda r: r["finished"])["flags_sha"]
     chosen += [r for r in runs if r["flags_sha"] == sha]
-    if sha is not None and sha != now:
+    if runs and sha != now:
       stale[recipe] = (sha, now)
   return chosen, stale
 
