@@ -7,8 +7,9 @@ Three kinds of figures, three checks:
 - a figure quoted from a record carries a marker right after it,
   `<!-- record FILE SELECTOR PATH -->`: FILE in benchmarks/records/; SELECTOR `k=v` (the
   field's text equals v), `k~v` (contains v) or `k>v` (sorts after v), comma-joined, `*` for
-  all; PATH dotted fields and list indices, optionally `|median`, `|min` or `|max` over a list
-  or over the selected records. The number before the marker (a unit of up to 3 characters may
+  all; PATH dotted fields and list indices (`+` for a space in a key), optionally `*100` (a
+  percentage), then optionally `|median`, `|min` or `|max` over a list or over the selected
+  records. The number before the marker (a unit of up to 3 characters may
   sit between) must equal the record's value rounded to the decimals written. Without `|...`
   the selector must pick exactly one record;
 - a section (`##` heading) with a measured figure (a number with a unit: ×, ms, texts/s,
@@ -90,9 +91,10 @@ def _matches(record: dict, selector: str) -> bool:
 
 
 def _field(value, path: str):
+  path, _, scale = path.partition("*")
   for part in path.split("."):
-    value = value[int(part)] if isinstance(value, list) else value[part]
-  return value
+    value = value[int(part)] if isinstance(value, list) else value[part.replace("+", " ")]
+  return value * float(scale) if scale else value
 
 
 def resolve(name: str, selector: str, path: str) -> float:
