@@ -210,3 +210,14 @@ def test_the_section_check_finds_an_unnamed_figure():
   assert unnamed_sections("x.md", page) == {"x.md#Speed"}
   named = page.replace("It ran", "On a 2-core AMD EPYC, `python -m benchmarks.speed` ran")
   assert unnamed_sections("x.md", named) == set()
+
+
+def test_the_recipe_ablation_table_is_what_its_record_gives():
+  """docs/budget_recipe.md's recipe-study table is ablate's own report of its record (the record
+  predates the rename of task_* to problem_*)."""
+  from roberta_tf.ablation import report  # pylint: disable=import-outside-toplevel
+  results = [{**r, "problem_value": r["task_value"], "problem_metric": r["task_metric"]}
+             for r in read_records("ablation_recipe_4min.json")]
+  rows = [line for line in report.table("recipe", results).splitlines() if line.startswith("|")]
+  page = _read("docs/budget_recipe.md").splitlines()
+  assert len(rows) == 10 and not [row for row in rows if row not in page], rows
