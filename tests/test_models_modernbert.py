@@ -1,17 +1,26 @@
 """ModernBERT (roberta_tf/models/modernbert/): parity with transformers' ModernBertForMaskedLM on
-the committed fixture (tests/testdata/modernbert_tiny, made by its make_model_fixture.py),
-both config dialects, HF import/export round trips, mixed precision."""
+the committed fixture (tests/testdata/modernbert_tiny, made by its make_model_fixture.py; HF
+eager, float32): a padded batch whose texts span several local windows and one 4,100-token
+text; HF import -> export -> re-import; transformers loading our export (where installed);
+mixed_bfloat16."""
 
+import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from safetensors.numpy import load_file
 
-from roberta_tf.models.modernbert import modernbert_hf_weights
+from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models.modernbert import modernbert_config, modernbert_hf_weights
+from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
 from tests.conftest import REPO
+from tests.harness import module_env, run_script
 
 FIXTURE = os.path.join(REPO, "tests", "testdata", "modernbert_tiny")
+HAVE_HF = all(importlib.util.find_spec(m) for m in ("transformers", "torch"))
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +34,7 @@ def imported():
 
 
 def _batch_outputs(pretrainer, expected):
+  """(logits, last_hidden_state) at the real positions of the fixture's padded batch."""
   ids, mask = expected["batch_input_ids"], expected["batch_attention_mask"]
   hidden = pretrainer.encoder({"input_ids": ids, "padding_mask": mask})["sequence_output"]
   real = mask.astype(bool)
@@ -37,3 +47,195 @@ def test_padded_batch_matches_transformers(imported, expected):
   hidden_err = np.abs(hidden - expected["batch_last_hidden_state"]).max()
   print(f"padded batch max |diff|: logits {logits_err:.3g}, last_hidden_state {hidden_err:.3g}")
   assert logits_err < 1e-4 and hidden_err < 1e-4
+
+
+def test_long_text_matches_transformers(imported, expected):
+  ids = expected["long_input_ids"].astype(np.int32)[None]
+  mask = np.ones_like(ids)
+  hidden = imported.encoder({"input_ids": ids, "padding_mask": mask})["sequence_output"]
+  hidden = hidden.numpy()[0]
+  logits = imported.full_logits(ids, mask).numpy()[0]
+  at = expected["long_positions"]
+  errors = {
+      "logits": np.abs(logits[at] - expected["long_logits"]).max(),
+      "last_hidden_state": np.abs(hidden[at] - expected["long_last_hidden_state"]).max(),
+      "logsumexp (all positions)": np.abs(
+          tf.reduce_logsumexp(logits, -1).numpy() - expected["long_logsumexp"]).max(),
+      # Projections on fixed random vectors: sums of V (H) per-element differences.
+      "logits @ r / sqrt(V)": np.abs(logits @ expected["check_vocab"]
+                                     - expected["long_logit_checks"]).max() / np.sqrt(1024),
+      "hidden @ r / sqrt(H)": np.abs(hidden @ expected["check_hidden"]
+                                     - expected["long_hidden_checks"]).max() / np.sqrt(32),
+  }
+  print(f"{ids.shape[1]}-token text max |diff|: "
+        + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
+  assert max(errors.values()) < 1e-4
+
+
+def _without(hf, *keys):
+  return {k: v for k, v in hf.items() if k not in keys}
+
+
+def test_both_config_dialects_read_alike():
+  with open(os.path.join(FIXTURE, "config.json"), encoding="utf-8") as f:
+    hf = json.load(f)
+  from_hf = modernbert_hf_weights.config_from_hf
+  new = from_hf(_without(hf, "global_attn_every_n_layers"))
+  legacy = from_hf({**_without(hf, "layer_types", "rope_parameters"),
+                    "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})
+  assert [new.layer_type(i) for i in range(5)] == hf["layer_types"]
+  assert [legacy.layer_type(i) for i in range(5)] == hf["layer_types"]
+  for config in (new, legacy):
+    assert (config.global_rope_theta, config.local_rope_theta) == (160000.0, 10000.0)
+    assert [config.rope_theta(i) for i in range(5)] == [160000.0, 1e4, 1e4, 160000.0, 1e4]
+    assert (config.window_radius, config.pad_id, config.bos_id, config.eos_id) == (
+        8, 1022, 1020, 1021)
+    assert config.classifier_pooling == "mean"
+  # rope_parameters' theta wins over the legacy key; a missing local theta is 10k (HF's).
+  mixed = from_hf({**hf, "local_rope_theta": 5.0,
+                   "rope_parameters": {"full_attention": {"rope_theta": 7.0}}})
+  assert (mixed.global_rope_theta, mixed.local_rope_theta) == (7.0, 5.0)
+  bare = from_hf(_without(hf, "layer_types", "rope_parameters"))
+  assert (bare.global_rope_theta, bare.local_rope_theta) == (160000.0, 10000.0)
+  # An explicit layer_types wins over the every-n rule.
+  types = ["full_attention"] * 2 + ["sliding_attention"] * 3
+  assert [from_hf({**hf, "layer_types": types}).is_global(i) for i in range(5)] == [
+      True, True, False, False, False]
+  with pytest.raises(ValueError, match="model_type 'roberta'"):
+    from_hf({**hf, "model_type": "roberta"})
+  with pytest.raises(ValueError, match="gelu_pytorch_tanh"):
+    from_hf({**hf, "hidden_activation": "gelu_pytorch_tanh"})
+
+
+def test_config_json_presets_and_parameter_count():
+  base = modernbert_config.preset("base")
+  large = modernbert_config.preset("large", max_seq_len=1024)
+  assert (base.num_layers, base.hidden_size, base.intermediate_size, base.num_heads) == (
+      22, 768, 1152, 12)
+  assert (large.num_layers, large.hidden_size, large.intermediate_size, large.num_heads) == (
+      28, 1024, 2624, 16)
+  assert large.max_seq_len == 1024
+  assert [i for i in range(22) if base.is_global(i)] == [0, 3, 6, 9, 12, 15, 18, 21]
+  # The paper's (HF's) parameter counts, tied decoder counted once.
+  assert modernbert_config.count_parameters(base) == 149_655_232
+  assert modernbert_config.count_parameters(large) == 395_881_664
+  assert modernbert_config.count_parameters(base, include_head=False) == 149_014_272
+  config = modernbert_config.preset("tiny", vocab_size=512, pad_id=3, bos_id=1, eos_id=2,
+                                    layer_types=["full_attention"] * 3)
+  text = config.to_json()
+  assert json.loads(text)["family"] == "modernbert"
+  assert modernbert_config.ModernBertConfig.from_json(text) == config
+  assert ModernBertPretrainer(config).count_params() == modernbert_config.count_parameters(
+      config)
+  with pytest.raises(ValueError, match="unknown ModernBertConfig field"):
+    modernbert_config.ModernBertConfig.from_dict({"max_positions": 10})
+  with pytest.raises(ValueError, match="family 'roberta'"):
+    modernbert_config.ModernBertConfig.from_dict({"family": "roberta"})
+  with pytest.raises(ValueError, match="unknown ModernBERT preset"):
+    modernbert_config.preset("huge")
+
+
+def test_export_reimport_round_trip(imported, tmp_path):
+  out = str(tmp_path / "hf")
+  modernbert_hf_weights.save_hf(out, imported)
+  original = load_file(os.path.join(FIXTURE, "model.safetensors"))
+  written = load_file(os.path.join(out, "model.safetensors"))
+  assert sorted(written) == sorted(original)
+  assert max(np.abs(written[k] - original[k]).max() for k in original) <= 1e-5
+  again = modernbert_hf_weights.load_hf(out)
+  assert again.config == imported.config
+  diffs = [np.abs(a.numpy() - b.numpy()).max() for a, b in zip(again.weights, imported.weights)]
+  print(f"round trip: {len(diffs)} weights, max |diff| {max(diffs):.3g}")
+  assert len(again.weights) == len(imported.weights) and max(diffs) <= 1e-5
+
+
+def test_import_refuses_wrong_checkpoints(imported, tmp_path):
+  tensors = load_file(os.path.join(FIXTURE, "model.safetensors"))
+  fresh = ModernBertPretrainer(imported.config)
+  before = [w.numpy() for w in fresh.weights]
+  broken = dict(tensors)
+  del broken["model.layers.2.attn_norm.weight"]
+  with pytest.raises(HFCheckpointError, match="missing key 'model.layers.2.attn_norm.weight'"):
+    modernbert_hf_weights.set_from_hf_tensors(fresh, broken)
+  with pytest.raises(HFCheckpointError, match="unexpected key 'model.layers.0.attn_norm"):
+    modernbert_hf_weights.set_from_hf_tensors(
+        fresh, {**tensors, "model.layers.0.attn_norm.weight": np.ones(32, np.float32)})
+  with pytest.raises(HFCheckpointError, match=r"'model.layers.1.mlp.Wi.weight' has shape"):
+    modernbert_hf_weights.set_from_hf_tensors(
+        fresh, {**tensors, "model.layers.1.mlp.Wi.weight": np.ones((32, 32), np.float32)})
+  assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, fresh.weights))
+  # The tied decoder may be present if equal; a bare ModernBertModel's keys get "model.".
+  bare = {k[len("model."):] if k.startswith("model.") else k: v for k, v in tensors.items()}
+  modernbert_hf_weights.set_from_hf_tensors(
+      fresh, {**bare, "decoder.weight": tensors["model.embeddings.tok_embeddings.weight"]})
+  assert all(np.array_equal(a.numpy(), w.numpy())
+             for a, w in zip(imported.weights, fresh.weights))
+
+
+def test_mixed_bfloat16_close_to_float32(imported, expected):
+  mixed = ModernBertPretrainer(imported.config, dtype="mixed_bfloat16")
+  for target, source in zip(mixed.weights, imported.weights):
+    target.assign(source)
+  ids, mask = expected["batch_input_ids"], expected["batch_attention_mask"]
+  logits = mixed.full_logits(ids, mask).numpy()[mask.astype(bool)]
+  err = np.abs(logits - expected["batch_logits"]).max()
+  print(f"mixed_bfloat16 logits max |diff| vs HF float32: {err:.3g} "
+        f"(logits up to {np.abs(expected['batch_logits']).max():.3g})")
+  assert np.isfinite(logits).all() and err < 0.5
+  # Training under the mixed policy takes the fused (XLA) LayerNorm and GELU path.
+  with tf.GradientTape() as tape:
+    out = mixed({"input_ids": ids, "padding_mask": mask, "mask_positions": ids[:, :4] * 0 + 3},
+                training=True)
+    loss = tf.reduce_mean(tf.square(out))
+  grads = tape.gradient(loss, mixed.trainable_weights)
+  assert all(g is not None and np.isfinite(tf.convert_to_tensor(g).numpy()).all()
+             for g in grads)
+
+
+# transformers loads a folder and prints its class and logits on a padded batch (fresh process:
+# torch beside TF in one process is avoided).
+_HF_LOGITS = r"""
+import json, sys
+import numpy as np, torch
+from transformers import AutoModelForMaskedLM
+model = AutoModelForMaskedLM.from_pretrained(sys.argv[1], attn_implementation="eager").eval()
+ids, mask = (np.array(x) for x in json.loads(sys.argv[2]))
+with torch.no_grad():
+  logits = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits
+np.save(sys.argv[3], logits.numpy())
+print(type(model).__name__)
+"""
+
+
+@pytest.mark.skipif(not HAVE_HF, reason="transformers and torch are not installed "
+                    "(requirements-bench.txt)")
+def test_transformers_loads_our_export(tmp_path):
+  # A fresh model with every bias on and an explicit layer pattern, so the export's optional
+  # keys and both dialects' keys are exercised.
+  config = modernbert_config.preset(
+      "tiny", vocab_size=300, hidden_size=32, num_heads=2, intermediate_size=40,
+      num_layers=4, pad_id=0, bos_id=1, eos_id=2, local_attention=8, initializer_range=0.2,
+      norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
+      global_rope_theta=5e4, local_rope_theta=2e3,
+      layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                   "full_attention"])
+  tf.keras.utils.set_random_seed(3)
+  ours = ModernBertPretrainer(config)
+  for weight in ours.weights:  # biases and norms away from 0 / 1
+    if "bias" in weight.path or "beta" in weight.path or "gamma" in weight.path:
+      weight.assign(weight + np.random.default_rng(0).normal(0, 0.3, weight.shape))
+  out = str(tmp_path / "hf")
+  modernbert_hf_weights.save_hf(out, ours)
+  ids = np.random.default_rng(1).integers(3, 300, (2, 30)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 17:] = 0
+  proc = run_script(_HF_LOGITS, out, json.dumps([ids.tolist(), mask.tolist()]),
+                    str(tmp_path / "logits.npy"), timeout=600,
+                    env=module_env(CUDA_VISIBLE_DEVICES=""))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.strip().splitlines()[-1] == "ModernBertForMaskedLM"
+  real = mask.astype(bool)
+  theirs = np.load(str(tmp_path / "logits.npy"))[real]
+  err = np.abs(ours.full_logits(ids, mask).numpy()[real] - theirs).max()
+  print(f"transformers on our export: logits max |diff| {err:.3g}")
+  assert err < 1e-4

@@ -219,3 +219,23 @@ def preset(name: str, **overrides) -> ModernBertConfig:
   if name not in _PRESETS:
     raise ConfigError(f"unknown ModernBERT preset {name!r}; choose one of {list(PRESET_NAMES)}")
   return ModernBertConfig.from_dict({**_PRESETS[name], **overrides})
+
+
+def count_parameters(config: ModernBertConfig, include_head: bool = True) -> int:
+  """The number of weights `ModernBertPretrainer(config)` has (the encoder only if not
+  include_head): HF's ModernBertForMaskedLM count, the tied decoder counted once.
+
+  Token table V·H; LayerNorms H each (2H with norm_bias): the embedding norm, per layer
+  attn_norm (not layer 0) and mlp_norm, the final norm, the head's norm; per layer Wqkv 3H·H,
+  Wo H·H, Wi 2I·H, Wo I·H (+ biases with attention_bias / mlp_bias); the head's dense H·H
+  (+ H with classifier_bias) and the decoder bias V (with decoder_bias).
+  """
+  h, i, layers = config.hidden_size, config.intermediate_size, config.num_layers
+  norm = 2 * h if config.norm_bias else h
+  attention = 4 * h * h + (4 * h if config.attention_bias else 0)
+  mlp = 3 * i * h + (2 * i + h if config.mlp_bias else 0)
+  # Layer 0 has no attn_norm; the final norm takes its count's place.
+  encoder = config.vocab_size * h + norm + layers * (attention + mlp + 2 * norm)
+  head = (h * h + (h if config.classifier_bias else 0) + norm
+          + (config.vocab_size if config.decoder_bias else 0))
+  return encoder + (head if include_head else 0)
