@@ -6,7 +6,10 @@ import keras
 
 from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig
 from roberta_tf.models.modernbert.modernbert_layers import (
-    ModernBertEmbeddings, ModernBertLayer, layer_norm)
+  ModernBertEmbeddings,
+  ModernBertLayer,
+  layer_norm,
+)
 
 ENCODER_NAME = "modernbert_encoder"
 EMBEDDINGS_NAME = "embeddings"

@@ -29,7 +29,10 @@ from roberta_tf.common import atomic_write, files
 from roberta_tf.models import hf_weights
 from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert.modernbert_encoder import (
-    EMBEDDINGS_NAME, FINAL_NORM_NAME, layer_name)
+  EMBEDDINGS_NAME,
+  FINAL_NORM_NAME,
+  layer_name,
+)
 from roberta_tf.models.modernbert.modernbert_hf_config import config_from_hf, config_to_hf
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
 

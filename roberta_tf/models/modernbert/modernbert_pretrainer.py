@@ -9,7 +9,9 @@ import tensorflow as tf
 
 from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig
 from roberta_tf.models.modernbert.modernbert_encoder import (
-    EMBEDDINGS_NAME, build_modernbert_encoder)
+  EMBEDDINGS_NAME,
+  build_modernbert_encoder,
+)
 from roberta_tf.models.modernbert.modernbert_mlm_head import build_modernbert_mlm_head
 
 
