@@ -11,10 +11,14 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 from roberta_tf.models.hf_weights import HFCheckpointError
-from roberta_tf.models.modernbert import modernbert_config, modernbert_hf_weights
+from roberta_tf.models.modernbert import (
+  modernbert_config,
+  modernbert_hf_tasks,
+  modernbert_hf_weights,
+)
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
 from tests.conftest import REPO
 from tests.harness import module_env, run_script
@@ -197,8 +201,9 @@ def test_mixed_bfloat16_close_to_float32(imported, expected):
 _HF_LOGITS = r"""
 import json, sys
 import numpy as np, torch
-from transformers import AutoModelForMaskedLM
-model = AutoModelForMaskedLM.from_pretrained(sys.argv[1], attn_implementation="eager").eval()
+import transformers
+auto = getattr(transformers, sys.argv[4] if len(sys.argv) > 4 else "AutoModelForMaskedLM")
+model = auto.from_pretrained(sys.argv[1], attn_implementation="eager").eval()
 ids, mask = (np.array(x) for x in json.loads(sys.argv[2]))
 with torch.no_grad():
   logits = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits
@@ -238,4 +243,71 @@ def test_transformers_loads_our_export(tmp_path):
   theirs = np.load(str(tmp_path / "logits.npy"))[real]
   err = np.abs(ours.full_logits(ids, mask).numpy()[real] - theirs).max()
   print(f"transformers on our export: logits max |diff| {err:.3g}")
+  assert err < 1e-4
+
+
+def _task_folder(path, task, pooling="mean"):
+  """An HF ModernBertFor{Sequence,Token}Classification folder: the fixture's encoder and the
+  task head of task_heads.npz (see make_model_fixture.py)."""
+  heads = np.load(os.path.join(FIXTURE, "task_heads.npz"))
+  kind = "seq" if task == "ModernBertForSequenceClassification" else "token"
+  tensors = {k: v for k, v in load_file(os.path.join(FIXTURE, "model.safetensors")).items()
+             if k.startswith("model.")}
+  tensors.update({k.split("/", 1)[1]: heads[k] for k in heads if k.startswith(kind + "/")})
+  with open(os.path.join(FIXTURE, "config.json"), encoding="utf-8") as f:
+    hf = json.load(f)
+  hf.update(architectures=[task], classifier_pooling=pooling,
+            id2label={"0": "neg", "1": "neutral", "2": "pos"},
+            label2id={"neg": 0, "neutral": 1, "pos": 2})
+  os.makedirs(path)
+  save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+  with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(hf, f)
+  return str(path)
+
+
+def test_task_heads_match_transformers(expected, tmp_path):
+  heads = np.load(os.path.join(FIXTURE, "task_heads.npz"))
+  ids, mask = expected["batch_input_ids"], expected["batch_attention_mask"]
+  inputs = {"input_ids": ids, "padding_mask": mask}
+  errors = {}
+  for pooling in ("cls", "mean"):
+    model, labels = modernbert_hf_tasks.load_hf_task(_task_folder(
+        tmp_path / pooling, "ModernBertForSequenceClassification", pooling))
+    assert (model.task, model.num_labels, labels) == (
+        "sequence_classification", 3, ["neg", "neutral", "pos"])
+    errors[f"sequence ({pooling})"] = np.abs(
+        model(inputs)["logits"].numpy() - heads[f"seq_logits_{pooling}"]).max()
+  tagger, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
+      tmp_path / "token", "ModernBertForTokenClassification"))
+  tags = tagger(inputs)["logits"].numpy()[mask.astype(bool)]
+  errors["token"] = np.abs(tags - heads["token_logits"]).max()
+  print("task heads max |diff|: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
+  assert max(errors.values()) < 1e-4
+  # Export and re-import: the same weights and labels.
+  out = str(tmp_path / "export")
+  modernbert_hf_tasks.save_hf_task(out, tagger, ["a", "b", "c"])
+  again, labels = modernbert_hf_tasks.load_hf_task(out)
+  assert labels == ["a", "b", "c"] and again.task == "token_classification"
+  assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(again.weights, tagger.weights))
+  with pytest.raises(HFCheckpointError, match="architectures"):
+    modernbert_hf_tasks.load_hf_task(FIXTURE)  # an MLM folder
+
+
+@pytest.mark.skipif(not HAVE_HF, reason="transformers and torch are not installed "
+                    "(requirements-bench.txt)")
+def test_transformers_loads_our_task_export(expected, tmp_path):
+  model, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
+      tmp_path / "in", "ModernBertForSequenceClassification", "mean"))
+  out = str(tmp_path / "out")
+  modernbert_hf_tasks.save_hf_task(out, model, ["x", "y", "z"])
+  ids, mask = expected["batch_input_ids"], expected["batch_attention_mask"]
+  proc = run_script(_HF_LOGITS, out, json.dumps([ids.tolist(), mask.tolist()]),
+                    str(tmp_path / "logits.npy"), "AutoModelForSequenceClassification",
+                    timeout=600, env=module_env(CUDA_VISIBLE_DEVICES=""))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.strip().splitlines()[-1] == "ModernBertForSequenceClassification"
+  ours = model({"input_ids": ids, "padding_mask": mask})["logits"].numpy()
+  err = np.abs(np.load(str(tmp_path / "logits.npy")) - ours).max()
+  print(f"transformers on our sequence-classifier export: logits max |diff| {err:.3g}")
   assert err < 1e-4

@@ -10,6 +10,11 @@ and expected.npz: HF eager float32 outputs on
 - one sequence of 4,100 tokens: `long_input_ids`, logits and last_hidden_state at
   `long_positions` (a sample), and at every position the logits' logsumexp and the projections
   logits @ r_v and last_hidden_state @ r_h on fixed random vectors (`long_*_checks`).
+task_heads.npz: random heads (head.dense, head.norm, classifier; 3 labels) of
+ModernBertForSequenceClassification (with "cls" and with "mean" pooling: the same weights) and
+ModernBertForTokenClassification on this model's encoder, and their logits on the padded batch
+(`seq_logits_cls`, `seq_logits_mean` [3, 3]; `token_logits` at the real positions); a test
+assembles the HF folders from them and model.safetensors' `model.*` tensors.
 The init std is 0.2 (not 0.02) and the LayerNorm weights and the decoder bias are perturbed,
 so that each mistake of modernbert.md section 4 moves the logits by far more than 1e-4.
 Measured on the padded batch (max |logit diff| at real positions; correct: 1.5e-6): interleaved
@@ -22,7 +27,8 @@ import os
 
 import numpy as np
 import torch
-from transformers import ModernBertConfig, ModernBertForMaskedLM
+from transformers import (ModernBertConfig, ModernBertForMaskedLM,
+                          ModernBertForSequenceClassification, ModernBertForTokenClassification)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, UNK, CLS, SEP, PAD, MASK = 1024, 1019, 1020, 1021, 1022, 1023
@@ -92,7 +98,34 @@ def main():
       long_logsumexp=logsumexp.astype(np.float32), check_vocab=r_v, check_hidden=r_h,
       long_logit_checks=(long_logits @ r_v).astype(np.float32),
       long_hidden_checks=(long_hidden @ r_h).astype(np.float32))
+  task_heads(model, ids, mask)
   print("wrote", sorted(os.listdir(HERE)), "logit range", float(np.abs(logits[real]).max()))
+
+
+def task_heads(mlm, ids, mask):
+  """Writes task_heads.npz (see the module docstring)."""
+  torch.manual_seed(1)
+  encoder = {k: v for k, v in mlm.state_dict().items() if k.startswith("model.")}
+  heads, out = {}, {}
+  inputs = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+  for kind, cls in (("seq", ModernBertForSequenceClassification),
+                    ("token", ModernBertForTokenClassification)):
+    values = {k: v for k, v in mlm.config.to_dict().items() if k not in ("id2label", "label2id")}
+    model = cls(ModernBertConfig.from_dict({**values, "num_labels": 3})).eval()
+    model.load_state_dict(encoder, strict=False)
+    with torch.no_grad():
+      for name, p in model.named_parameters():
+        if name.startswith("model."):
+          continue
+        p.copy_((1.0 if name.endswith("norm.weight") else 0.0) + 0.3 * torch.randn_like(p))
+        heads[f"{kind}/{name}"] = p.numpy().copy()
+      if kind == "token":
+        out["token_logits"] = model(**inputs).logits.numpy()[mask.astype(bool)]
+        continue
+      for pooling in ("cls", "mean"):
+        model.config.classifier_pooling = pooling
+        out[f"seq_logits_{pooling}"] = model(**inputs).logits.numpy()
+  np.savez_compressed(os.path.join(HERE, "task_heads.npz"), **heads, **out)
 
 
 if __name__ == "__main__":
