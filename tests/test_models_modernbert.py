@@ -196,54 +196,26 @@ def test_mixed_bfloat16_close_to_float32(imported, expected):
              for g in grads)
 
 
-# transformers loads a folder and prints its class and logits on a padded batch (fresh process:
-# torch beside TF in one process is avoided).
-_HF_LOGITS = r"""
-import json, sys
-import numpy as np, torch
-import transformers
-auto = getattr(transformers, sys.argv[4] if len(sys.argv) > 4 else "AutoModelForMaskedLM")
-model = auto.from_pretrained(sys.argv[1], attn_implementation="eager").eval()
-ids, mask = (np.array(x) for x in json.loads(sys.argv[2]))
-with torch.no_grad():
-  logits = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits
-np.save(sys.argv[3], logits.numpy())
-print(type(model).__name__)
-"""
-
-
-@pytest.mark.skipif(not HAVE_HF, reason="transformers and torch are not installed "
-                    "(requirements-bench.txt)")
-def test_transformers_loads_our_export(tmp_path):
-  # A fresh model with every bias on and an explicit layer pattern, so the export's optional
-  # keys and both dialects' keys are exercised.
-  config = modernbert_config.preset(
-      "tiny", vocab_size=300, hidden_size=32, num_heads=2, intermediate_size=40,
-      num_layers=4, pad_id=0, bos_id=1, eos_id=2, local_attention=8, initializer_range=0.2,
-      norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
-      global_rope_theta=5e4, local_rope_theta=2e3,
-      layer_types=["sliding_attention", "full_attention", "sliding_attention",
-                   "full_attention"])
-  tf.keras.utils.set_random_seed(3)
-  ours = ModernBertPretrainer(config)
-  for weight in ours.weights:  # biases and norms away from 0 / 1
-    if "bias" in weight.path or "beta" in weight.path or "gamma" in weight.path:
-      weight.assign(weight + np.random.default_rng(0).normal(0, 0.3, weight.shape))
-  out = str(tmp_path / "hf")
-  modernbert_hf_weights.save_hf(out, ours)
-  ids = np.random.default_rng(1).integers(3, 300, (2, 30)).astype(np.int32)
-  mask = np.ones_like(ids)
-  mask[1, 17:] = 0
-  proc = run_script(_HF_LOGITS, out, json.dumps([ids.tolist(), mask.tolist()]),
-                    str(tmp_path / "logits.npy"), timeout=600,
-                    env=module_env(CUDA_VISIBLE_DEVICES=""))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert proc.stdout.strip().splitlines()[-1] == "ModernBertForMaskedLM"
-  real = mask.astype(bool)
-  theirs = np.load(str(tmp_path / "logits.npy"))[real]
-  err = np.abs(ours.full_logits(ids, mask).numpy()[real] - theirs).max()
-  print(f"transformers on our export: logits max |diff| {err:.3g}")
-  assert err < 1e-4
+def test_fresh_init_and_pad_row_gradient():
+  config = modernbert_config.preset("tiny", vocab_size=64, pad_id=0, bos_id=1, eos_id=2)
+  tf.keras.utils.set_random_seed(5)
+  model = ModernBertPretrainer(config)
+  std = {"in": 0.02, "out": 0.02 / np.sqrt(2 * 3)}
+  # Truncated at 2 std: the draws' std is 0.88 of the untruncated one.
+  for name, kind in (("modernbert_layer_1/attn_wqkv/kernel", "in"),
+                     ("modernbert_layer_1/mlp_wo/kernel", "out"),
+                     ("mlm_head/head/dense/kernel", "out"),
+                     ("embeddings/token_embedding/embeddings", "in")):
+    values = next(w for w in model.weights if w.path == name).numpy()
+    assert abs(values.std() / (0.8796 * std[kind]) - 1) < 0.05, name
+    assert np.abs(values).max() <= 2 * std[kind] + 1e-7, name
+  table = model.encoder.get_layer("embeddings").token_embedding.embeddings
+  ids = tf.constant([[1, 5, 6, 2, 0, 0]])
+  with tf.GradientTape() as tape:
+    out = model.encoder({"input_ids": ids, "padding_mask": tf.cast(ids > 0, tf.int32)})
+    loss = tf.reduce_sum(out["sequence_output"] ** 3)
+  grad = tf.convert_to_tensor(tape.gradient(loss, table)).numpy()
+  assert not grad[0].any() and all(grad[i].any() for i in (1, 2, 5, 6))
 
 
 def _task_folder(path, task, pooling="mean"):
@@ -294,20 +266,62 @@ def test_task_heads_match_transformers(expected, tmp_path):
     modernbert_hf_tasks.load_hf_task(FIXTURE)  # an MLM folder
 
 
+# transformers loads each folder and saves its logits on a padded batch; prints the classes
+# (a fresh process: torch is kept out of the test's TF process).
+_HF_LOGITS = r"""
+import json, sys
+import numpy as np, torch
+import transformers
+names = []
+for folder, auto, ids, mask, out in json.loads(sys.argv[1]):
+  model = getattr(transformers, auto).from_pretrained(folder, attn_implementation="eager")
+  with torch.no_grad():
+    logits = model.eval()(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits
+  np.save(out, logits.numpy())
+  names.append(type(model).__name__)
+print(json.dumps(names))
+"""
+
+
 @pytest.mark.skipif(not HAVE_HF, reason="transformers and torch are not installed "
                     "(requirements-bench.txt)")
-def test_transformers_loads_our_task_export(expected, tmp_path):
-  model, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
+def test_transformers_loads_our_exports(expected, tmp_path):
+  # A fresh MLM model with every bias on and an explicit layer pattern (the export's optional
+  # keys), and the fixture's sequence classifier re-exported.
+  config = modernbert_config.preset(
+      "tiny", vocab_size=300, hidden_size=32, num_heads=2, intermediate_size=40,
+      num_layers=4, pad_id=0, bos_id=1, eos_id=2, local_attention=8, initializer_range=0.2,
+      norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True,
+      global_rope_theta=5e4, local_rope_theta=2e3,
+      layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                   "full_attention"])
+  tf.keras.utils.set_random_seed(3)
+  mlm = ModernBertPretrainer(config)
+  for weight in mlm.weights:  # biases and norms away from 0 / 1
+    if "bias" in weight.path or "beta" in weight.path or "gamma" in weight.path:
+      weight.assign(weight + np.random.default_rng(0).normal(0, 0.3, weight.shape))
+  modernbert_hf_weights.save_hf(str(tmp_path / "mlm"), mlm)
+  ids = np.random.default_rng(1).integers(3, 300, (2, 30)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 17:] = 0
+  classifier, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
       tmp_path / "in", "ModernBertForSequenceClassification", "mean"))
-  out = str(tmp_path / "out")
-  modernbert_hf_tasks.save_hf_task(out, model, ["x", "y", "z"])
-  ids, mask = expected["batch_input_ids"], expected["batch_attention_mask"]
-  proc = run_script(_HF_LOGITS, out, json.dumps([ids.tolist(), mask.tolist()]),
-                    str(tmp_path / "logits.npy"), "AutoModelForSequenceClassification",
-                    timeout=600, env=module_env(CUDA_VISIBLE_DEVICES=""))
+  modernbert_hf_tasks.save_hf_task(str(tmp_path / "cls"), classifier, ["x", "y", "z"])
+  batch = expected["batch_input_ids"], expected["batch_attention_mask"]
+  runs = [(str(tmp_path / "mlm"), "AutoModelForMaskedLM", ids.tolist(), mask.tolist(),
+           str(tmp_path / "mlm.npy")),
+          (str(tmp_path / "cls"), "AutoModelForSequenceClassification", batch[0].tolist(),
+           batch[1].tolist(), str(tmp_path / "cls.npy"))]
+  proc = run_script(_HF_LOGITS, json.dumps(runs), timeout=600,
+                    env=module_env(CUDA_VISIBLE_DEVICES=""))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert proc.stdout.strip().splitlines()[-1] == "ModernBertForSequenceClassification"
-  ours = model({"input_ids": ids, "padding_mask": mask})["logits"].numpy()
-  err = np.abs(np.load(str(tmp_path / "logits.npy")) - ours).max()
-  print(f"transformers on our sequence-classifier export: logits max |diff| {err:.3g}")
-  assert err < 1e-4
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+      "ModernBertForMaskedLM", "ModernBertForSequenceClassification"]
+  real = mask.astype(bool)
+  mlm_err = np.abs(mlm.full_logits(ids, mask).numpy()[real]
+                   - np.load(str(tmp_path / "mlm.npy"))[real]).max()
+  ours = classifier({"input_ids": batch[0], "padding_mask": batch[1]})["logits"].numpy()
+  cls_err = np.abs(np.load(str(tmp_path / "cls.npy")) - ours).max()
+  print(f"transformers on our exports: logits max |diff| MLM {mlm_err:.3g}, "
+        f"sequence classifier {cls_err:.3g}")
+  assert mlm_err < 1e-4 and cls_err < 1e-4

@@ -42,7 +42,7 @@ def build_modernbert_encoder(config: ModernBertConfig, dtype=None) -> keras.Mode
   input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
   padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
   x = ModernBertEmbeddings(
-      config.vocab_size, config.hidden_size, norm_eps=config.norm_eps,
+      config.vocab_size, config.hidden_size, pad_id=config.pad_id, norm_eps=config.norm_eps,
       norm_bias=config.norm_bias, dropout=config.embedding_dropout,
       initializer_std=config.init_std("in"),
       initializer_cutoff=config.initializer_cutoff_factor, dtype=dtype,

@@ -14,28 +14,29 @@ from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="roberta_tf")
-class TruncatedNormalCutoff(keras.initializers.Initializer):
-  """N(0, stddev) restricted to [-cutoff*stddev, cutoff*stddev]."""
+class TruncatedNormalCutoff(keras.initializers.RandomNormal):
+  """N(0, stddev) restricted to [-cutoff*stddev, cutoff*stddev]. Seeded as Keras' random
+  initializers are (an unseeded one draws its seed from Keras' global seeding when made, so
+  use one instance per weight)."""
 
   def __init__(self, stddev: float, cutoff: float = 2.0, seed=None):
-    self.stddev = float(stddev)
+    super().__init__(mean=0.0, stddev=float(stddev), seed=seed)
     self.cutoff = float(cutoff)
-    self.seed = seed
-    # Drawn once at construction (an unseeded initializer draws its seed when made), so one
-    # instance per weight.
-    self._seed = seed if seed is not None else keras.random.SeedGenerator()
 
   def __call__(self, shape, dtype=None):
-    # u uniform in (Phi(-c), Phi(c)) in erf terms; x = sqrt(2) erfinv(u).
+    # u uniform in (-erf(c / sqrt 2), erf(c / sqrt 2)); x = sqrt(2) erfinv(u) is N(0, 1)
+    # restricted to [-c, c].
     bound = math.erf(self.cutoff / math.sqrt(2.0))
     u = keras.random.uniform(shape, minval=-bound, maxval=bound, dtype="float32",
-                             seed=self._seed)
+                             seed=self.seed)
     values = ops.erfinv(u) * (math.sqrt(2.0) * self.stddev)
     values = ops.clip(values, -self.cutoff * self.stddev, self.cutoff * self.stddev)
     return ops.cast(values, dtype or "float32")
 
   def get_config(self):
-    return {"stddev": self.stddev, "cutoff": self.cutoff, "seed": self.seed}
+    config = {**super().get_config(), "cutoff": self.cutoff}
+    del config["mean"]  # always 0
+    return config
 
 
 def truncated(config, kind: str) -> TruncatedNormalCutoff:

@@ -26,16 +26,19 @@ def layer_norm(eps: float, bias: bool, name: str) -> keras.layers.LayerNormaliza
 class ModernBertEmbeddings(keras.layers.Layer):
   """input_ids int [B, L] -> Dropout(LayerNorm(token_embedding[ids])) float32 [B, L, H].
 
-  No position or token-type table (positions are rotary, inside attention). Sublayers:
+  No position or token-type table (positions are rotary, inside attention). As HF's
+  `nn.Embedding(padding_idx=pad_id)`, lookups of `pad_id` pass no gradient to its row (the tied
+  decoder still does); the forward pass is unchanged. Sublayers:
   `token_embedding` (a keras-hub ReversibleEmbedding [V, H], the MLM head's tied decoder),
   `norm`, `dropout`. The table is float32 (bfloat16 under a bfloat16-variable policy, as
   RobertaEmbeddings'); the decoder's matmul runs in the compute dtype.
   """
 
-  def __init__(self, vocab_size, hidden_size, norm_eps=1e-5, norm_bias=False, dropout=0.0,
-               initializer_std=0.02, initializer_cutoff=2.0, **kwargs):
+  def __init__(self, vocab_size, hidden_size, pad_id=None, norm_eps=1e-5, norm_bias=False,
+               dropout=0.0, initializer_std=0.02, initializer_cutoff=2.0, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
+    self.pad_id = pad_id
     self.hidden_size = hidden_size
     self.norm_eps = norm_eps
     self.norm_bias = norm_bias
@@ -58,6 +61,8 @@ class ModernBertEmbeddings(keras.layers.Layer):
 
   def call(self, input_ids, training=None):
     x = tf.cast(self.token_embedding(input_ids), tf.float32)
+    if self.pad_id is not None:
+      x = tf.where(tf.equal(input_ids, self.pad_id)[..., None], tf.stop_gradient(x), x)
     x = fused_ops.layer_norm(self.norm, x, fused=bool(training) and self.compute_dtype != "float32")
     return self.dropout(x, training=training)
 
@@ -69,7 +74,7 @@ class ModernBertEmbeddings(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size, pad_id=self.pad_id,
                   norm_eps=self.norm_eps, norm_bias=self.norm_bias, dropout=self.dropout_rate,
                   initializer_std=self.initializer_std,
                   initializer_cutoff=self.initializer_cutoff)
