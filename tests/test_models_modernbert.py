@@ -19,9 +19,12 @@ from roberta_tf.models.modernbert import (
   modernbert_hf_tasks,
   modernbert_hf_weights,
 )
+from roberta_tf.models.modernbert.modernbert_layers import ModernBertLayer
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
+from roberta_tf.models.modernbert.windowed_attention import attend
 from tests.conftest import REPO
 from tests.harness import module_env, run_script
+from tests.layer_testing import run_layer_test
 
 FIXTURE = os.path.join(REPO, "tests", "testdata", "modernbert_tiny")
 HAVE_HF = all(importlib.util.find_spec(m) for m in ("transformers", "torch"))
@@ -325,3 +328,40 @@ def test_transformers_loads_our_exports(expected, tmp_path):
   print(f"transformers on our exports: logits max |diff| MLM {mlm_err:.3g}, "
         f"sequence classifier {cls_err:.3g}")
   assert mlm_err < 1e-4 and cls_err < 1e-4
+
+
+@pytest.mark.parametrize("kwargs,weights", [
+    ({"radius": 2}, 6), ({"radius": None, "first": True}, 5),
+    ({"radius": 3, "norm_bias": True, "attention_bias": True, "mlp_bias": True}, 12)],
+    ids=["local", "first_global", "biases"])
+def test_layer_contract(kwargs, weights):
+  # attn_norm (not in the first layer), attn_wqkv, attn_wo, mlp_norm, mlp_wi, mlp_wo; biases
+  # and LayerNorm betas with the flags.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(2, 9, 16)).astype(np.float32)
+  mask = np.ones((2, 9), np.int32)
+  mask[1, 6:] = 0
+  run_layer_test(ModernBertLayer, {"num_heads": 2, "intermediate_size": 24,
+                                   "rope_theta": 1e4, "in_std": 0.2, "out_std": 0.2, **kwargs},
+                 {"x": x, "padding_mask": mask}, expected_output_shape=(2, 9, 16),
+                 expected_num_trainable_weights=weights)
+
+
+def test_attend_contract():
+  """What any implementation of `attend` must keep: query i sees exactly the real keys with
+  |i - j| <= radius (all real keys when radius is None), softmax-weighted by q.k / sqrt(D)."""
+  rng = np.random.default_rng(0)
+  q, k, v = (rng.normal(size=(1, 2, 12, 4)).astype(np.float32) for _ in range(3))
+  mask = np.ones((1, 12), np.int32)
+  mask[0, 10:] = 0
+  for radius in (None, 0, 3):
+    got = attend(q, k, v, mask, radius).numpy()
+    i, j = np.arange(12)[:, None], np.arange(12)[None, :]
+    near = np.ones((12, 12), bool) if radius is None else np.abs(i - j) <= radius
+    allowed = (mask[0][None, :] == 1) & near
+    scores = np.where(allowed, q[0] @ k[0].transpose(0, 2, 1) / 2.0, -1e30)
+    probs = np.exp(scores - scores.max(-1, keepdims=True)) * allowed
+    seen = allowed.any(-1)  # a pad query with no real key in reach: finite, of no meaning
+    want = (probs[:, seen] / probs[:, seen].sum(-1, keepdims=True)) @ v[0]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got[0][:, seen], want, atol=2e-6, err_msg=f"radius {radius}")
