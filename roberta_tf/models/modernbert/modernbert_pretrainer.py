@@ -28,7 +28,11 @@ class ModernBertPretrainer(keras.Model):
   Built on construction; checkpoint layout `tf.train.Checkpoint(model=pretrainer)`.
   """
 
-  def __init__(self, config: ModernBertConfig, dtype=None, **kwargs):
+  def __init__(self, config: ModernBertConfig, dtype=None, serving: bool = False, **kwargs):
+    """Args: config: the architecture; dtype: a dtype policy or its name (see
+    build_modernbert_encoder); serving: accepted for RobertaPretrainer's interface: ModernBERT
+    has one layout (Wqkv is already fused), which trains and serves, so weights copy by path."""
+    del serving
     if isinstance(config, dict):  # from_config
       config = ModernBertConfig.from_dict(config)
     kwargs.setdefault("name", "modernbert_pretrainer")
