@@ -114,6 +114,33 @@ def test_both_config_dialects_read_alike():
     from_hf({**hf, "hidden_activation": "gelu_pytorch_tanh"})
 
 
+# answerdotai/ModernBERT-base's config.json as the research converter writes it (the legacy
+# dialect with the Hub's inert keys; values from modernbert.md 2.1).
+_HUB_BASE = {
+    "architectures": ["ModernBertForMaskedLM"], "attention_bias": False,
+    "attention_dropout": 0.0, "bos_token_id": 50281, "classifier_activation": "gelu",
+    "classifier_bias": False, "classifier_dropout": 0.0, "classifier_pooling": "mean",
+    "cls_token_id": 50281, "decoder_bias": True, "deterministic_flash_attn": False,
+    "embedding_dropout": 0.0, "eos_token_id": 50282, "global_attn_every_n_layers": 3,
+    "global_rope_theta": 160000.0, "gradient_checkpointing": False, "hidden_activation": "gelu",
+    "hidden_size": 768, "initializer_cutoff_factor": 2.0, "initializer_range": 0.02,
+    "intermediate_size": 1152, "layer_norm_eps": 1e-05, "local_attention": 128,
+    "local_rope_theta": 10000.0, "max_position_embeddings": 8192, "mlp_bias": False,
+    "mlp_dropout": 0.0, "model_type": "modernbert", "norm_bias": False, "norm_eps": 1e-05,
+    "num_attention_heads": 12, "num_hidden_layers": 22, "pad_token_id": 50283,
+    "position_embedding_type": "absolute", "reference_compile": None, "sep_token_id": 50282,
+    "sparse_pred_ignore_index": -100, "sparse_prediction": False, "torch_dtype": "float32",
+    "transformers_version": "4.47.0.dev0", "vocab_size": 50368}
+
+
+def test_hub_legacy_config_is_the_base_preset():
+  config = modernbert_hf_weights.config_from_hf(_HUB_BASE)
+  assert config == modernbert_config.preset("base", classifier_pooling="mean")
+  assert [i for i in range(22) if config.is_global(i)] == [0, 3, 6, 9, 12, 15, 18, 21]
+  assert (config.rope_theta(0), config.rope_theta(1), config.window_radius) == (
+      160000.0, 10000.0, 64)
+
+
 def test_config_json_presets_and_parameter_count():
   base = modernbert_config.preset("base")
   large = modernbert_config.preset("large", max_seq_len=1024)
