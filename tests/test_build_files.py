@@ -33,6 +33,7 @@ TEST_DATA = {
     "hf_tiny_dir": {"//tests:hf_roberta_tiny"},
     "HF_TINY": {"//tests:hf_roberta_tiny"},
     "hf_roberta_tiny": {"//tests:hf_roberta_tiny"},
+    "modernbert_tiny": {"//tests:modernbert_tiny"},
     "python_docs_small": {"//tests:python_docs_small"},
     "docs_sections": {"//tests:docs_sections"},
     # conftest's fixture builds shards from these (its own data has build_shards).

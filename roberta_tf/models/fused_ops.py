@@ -29,11 +29,13 @@ def _gelu(h):
 
 def layer_norm(layer: keras.layers.LayerNormalization, x, fused: bool):
   """`layer(x)` (a float32 LayerNormalization over the last axis) for x float32 [..., H];
-  `fused`: the same math as one XLA cluster, on the layer's own gamma and beta."""
+  `fused`: the same math as one XLA cluster, on the layer's own gamma and beta (zeros when the
+  layer has none: center=False, ModernBERT's LayerNorms)."""
   if not fused:
     return layer(x)
-  return _layer_norm(tf.cast(x, tf.float32), tf.convert_to_tensor(layer.gamma),
-                     tf.convert_to_tensor(layer.beta), tf.constant(layer.epsilon, tf.float32))
+  gamma = tf.convert_to_tensor(layer.gamma)
+  beta = tf.zeros_like(gamma) if layer.beta is None else tf.convert_to_tensor(layer.beta)
+  return _layer_norm(tf.cast(x, tf.float32), gamma, beta, tf.constant(layer.epsilon, tf.float32))
 
 
 def gelu(h, fused: bool):
