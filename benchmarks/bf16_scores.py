@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import embedding_data, embedding_scores, tagging_scores
+from roberta_tf.finetuning.embedding import embed_data, embed_scores
 from roberta_tf.finetuning.squad import eval as squad_eval
+from roberta_tf.finetuning.tagging import tag_scores
 from roberta_tf.serving import held_out_ranks
 from roberta_tf.tokenization import tokenizer, vocab_files
 
@@ -152,22 +153,22 @@ def tag(export_dir: str, sentences: Sequence[tuple[list[str], list[str]]]) -> di
     for (words, _), tags, count in zip(batch, out["word_tags"].numpy(),
                                        out["num_words"].numpy()):
       row = [t.decode("utf-8") for t in tags[:count]][:len(words)]
-      predicted.append(row + [tagging_scores.OUTSIDE] * (len(words) - len(row)))
-  scores = tagging_scores.score([tags for _, tags in sentences], predicted, labels, scheme)
+      predicted.append(row + [tag_scores.OUTSIDE] * (len(words) - len(row)))
+  scores = tag_scores.score([tags for _, tags in sentences], predicted, labels, scheme)
   return {"f1": 100.0 * scores["f1"], "predictions": predicted}
 
 
 def embed(export_dir: str, beir_dir: str) -> dict:
   """{"ndcg_at_10" (percent), "predictions" (each query's top document id)} of `embed(text)`
-  vectors ranking a BEIR split's corpus for its queries (cosine; embedding_scores)."""
+  vectors ranking a BEIR split's corpus for its queries (cosine; embed_scores)."""
   fn = _signature(export_dir, "embed")
-  retrieval = embedding_data.read_beir(beir_dir)
+  retrieval = embed_data.read_beir(beir_dir)
 
   def vectors(texts):
     return np.concatenate([fn(text=tf.constant(b))["embeddings"].numpy()
                            for b in _batches(texts, 64)])
   docs, queries = vectors(retrieval.docs), vectors(retrieval.queries)
-  ranked = embedding_scores.ranking(queries, docs, retrieval.query_ids, retrieval.doc_ids)
-  scores = embedding_scores.retrieval_scores(retrieval.qrels, ranked)
+  ranked = embed_scores.ranking(queries, docs, retrieval.query_ids, retrieval.doc_ids)
+  scores = embed_scores.retrieval_scores(retrieval.qrels, ranked)
   top = [max(ranked[q].items(), key=lambda kv: (kv[1], kv[0]))[0] for q in retrieval.query_ids]
   return {"ndcg_at_10": 100.0 * scores["ndcg_at_10"], "predictions": top}

@@ -28,7 +28,7 @@ trained on (and the benchmark's pretraining reads the train documents only). Wri
                            passage of the split's documents), queries.jsonl ({"_id", "text"}:
                            --dev_queries / --test_queries of them, sampled), qrels/dev.tsv
                            (query-id, corpus-id, 1: the file name
-                           roberta_tf/finetuning/embedding_data.read_beir reads, in both)
+                           roberta_tf/finetuning/embedding/embed_data.read_beir reads, in both)
   DIR/counts.json          the sizes
 Deterministic for a given corpus and flags.
 """

@@ -15,11 +15,11 @@ r"""Benchmark: our text-embedding fine-tuning against sentence-transformers', fr
 3. Ours: `roberta_tf.finetune --task=embedding --seeds=N --batching=random` (one process; each
    epoch scored on dev, each seed's best epoch kept in its run directory). finetune has no test
    file for embeddings, so each seed's kept checkpoint (runs/<run>/ckpt-N) is loaded here
-   (finetuned_dir.new_model + restore), the test texts featurized as embedding_problem.py does
-   (featurize.build_inputs + to_dense) and embedded, and scored by embedding_scores.
+   (finetuned_dir.new_model + restore), the test texts featurized as embed_problem.py does
+   (featurize.build_inputs + to_dense) and embedded, and scored by embed_scores.
    The peer: benchmarks/st_embedding.py once per seed (SentenceTransformerTrainer +
    MultipleNegativesRankingLoss, scale 20, mean pooling, normalized), its best dev epoch scored
-   on test by the same embedding_scores. Both: the same pairs, batch, learning rate, epochs
+   on test by the same embed_scores. Both: the same pairs, batch, learning rate, epochs
    (so updates), seeds, max_seq_len, AdamW beta2 0.98 eps 1e-6 weight decay 0.1 on matrices,
    6% warmup then linear decay, dropout 0.1, no clipping.
 Printed: per side the median and per-seed test nDCG@10 of each seed's best dev epoch, dev
@@ -88,9 +88,9 @@ def _text_fields() -> list[str]:
 
 def run_st(work: str, hf_dir: str, data: str) -> dict:
   """sentence-transformers' runs, one per seed (each kept in work/st/seedN.json)."""
-  from roberta_tf.finetuning import embedding_data  # pylint: disable=import-outside-toplevel
-  train = embedding_data.read_pairs(os.path.join(data, "train.jsonl"), _text_fields())
-  dev, test = (embedding_data.read_beir(os.path.join(data, s)) for s in ("dev", "test"))
+  from roberta_tf.finetuning.embedding import embed_data  # pylint: disable=import-outside-toplevel
+  train = embed_data.read_pairs(os.path.join(data, "train.jsonl"), _text_fields())
+  dev, test = (embed_data.read_beir(os.path.join(data, s)) for s in ("dev", "test"))
   results = peer_comparison.peer_runs(
       work, "st", lambda seed: st_embedding.finetune(
           hf_dir, train, dev, test, peer_comparison.recipe(), seed,
@@ -108,7 +108,7 @@ def run_st(work: str, hf_dir: str, data: str) -> dict:
 
 
 def embed(model, tokenizer, texts: list[str], max_seq_len: int, batch_size: int = 64):
-  """float32 [N, H] vectors of the fine-tuned model, featurized as embedding_problem.py does
+  """float32 [N, H] vectors of the fine-tuned model, featurized as embed_problem.py does
   (`<s> text </s>`, truncated to max_seq_len)."""
   import numpy as np  # pylint: disable=import-outside-toplevel
 
@@ -124,12 +124,13 @@ def ours_test_scores(out: str, test_dir: str) -> dict[int, dict]:
   """{seed: test metrics} of each seed's kept checkpoint (runs/<run>/ckpt-N)."""
   # pylint: disable=import-outside-toplevel
   from roberta_tf import models
-  from roberta_tf.finetuning import embedding_data, embedding_scores, finetuned_dir, sweep
+  from roberta_tf.finetuning import finetuned_dir, sweep
+  from roberta_tf.finetuning.embedding import embed_data, embed_scores
   with open(os.path.join(out, "eval_results.json"), encoding="utf-8") as f:
     results = json.load(f)
   model_config, info = models.read_config(out), finetuned_dir.read_problem_info(out)
   tokenizer = finetuned_dir.load_tokenizer(out)
-  test = embedding_data.read_beir(test_dir)
+  test = embed_data.read_beir(test_dir)
   scores = {}
   for run in results["runs"]:
     run_dir = os.path.join(out, "runs", sweep.RunKey(run["batch_size"], run["learning_rate"],
@@ -139,9 +140,9 @@ def ours_test_scores(out: str, test_dir: str) -> dict[int, dict]:
     model = finetuned_dir.new_model(model_config, info, dtype="float32")
     finetuned_dir.restore(model, prefix)
     vectors = embed(model, tokenizer, test.docs + test.queries, info.max_seq_len)
-    ranked = embedding_scores.ranking(vectors[len(test.docs):], vectors[:len(test.docs)],
-                                      test.query_ids, test.doc_ids)
-    scores[run["seed"]] = embedding_scores.retrieval_scores(test.qrels, ranked)
+    ranked = embed_scores.ranking(vectors[len(test.docs):], vectors[:len(test.docs)],
+                                  test.query_ids, test.doc_ids)
+    scores[run["seed"]] = embed_scores.retrieval_scores(test.qrels, ranked)
   return scores
 
 

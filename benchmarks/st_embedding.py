@@ -15,9 +15,9 @@ ours), fp32 on the CPU, `seed` for the order and dropout.
 
 After every epoch a callback scores the dev set (its time is left out of the training time),
 and keeps the weights of the best epoch by nDCG@10; that epoch's model is scored on the test set
-at the end. Scoring is roberta_tf's (finetuning/embedding_scores.py: ranking by cosine,
+at the end. Scoring is roberta_tf's (finetuning/embedding/embed_scores.py: ranking by cosine,
 pytrec_eval's nDCG@10, MRR@10, Recall@100) on vectors from `SentenceTransformer.encode`, so both
-sides of a benchmark are scored by the same code on the same texts (embedding_data.read_beir's).
+sides of a benchmark are scored by the same code on the same texts (embed_data.read_beir's).
 
 torch, transformers, sentence-transformers and datasets come from requirements-bench.txt.
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 
 from benchmarks import hf_finetune
-from roberta_tf.finetuning import embedding_data, embedding_scores
+from roberta_tf.finetuning.embedding import embed_data, embed_scores
 
 
 def build_model(hf_dir: str, max_seq_len: int, dropout: float):
@@ -43,16 +43,16 @@ def build_model(hf_dir: str, max_seq_len: int, dropout: float):
   return SentenceTransformer(modules=[transformer, pooling, modules.Normalize()], device="cpu")
 
 
-def score(model, retrieval: embedding_data.RetrievalSet, batch_size: int) -> dict:
+def score(model, retrieval: embed_data.RetrievalSet, batch_size: int) -> dict:
   """nDCG@10, MRR@10 and Recall@100 of the model on a BEIR-style set (roberta_tf's scoring)."""
   encode = lambda texts: model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
                                       show_progress_bar=False)
-  run = embedding_scores.ranking(encode(retrieval.queries), encode(retrieval.docs),
-                                 retrieval.query_ids, retrieval.doc_ids)
-  return embedding_scores.retrieval_scores(retrieval.qrels, run)
+  run = embed_scores.ranking(encode(retrieval.queries), encode(retrieval.docs),
+                             retrieval.query_ids, retrieval.doc_ids)
+  return embed_scores.retrieval_scores(retrieval.qrels, run)
 
 
-def _epoch_callback(model, dev: embedding_data.RetrievalSet, batch_size: int):
+def _epoch_callback(model, dev: embed_data.RetrievalSet, batch_size: int):
   """A TrainerCallback timing each epoch's training, then scoring dev and keeping the best
   epoch's weights (`.epochs`, `.best_state`, `.best_epoch`)."""
   from transformers import TrainerCallback  # pylint: disable=import-outside-toplevel
@@ -97,14 +97,14 @@ def _arguments(out_dir: str, recipe: hf_finetune.Recipe, seed: int, total_steps:
       report_to=[], disable_tqdm=True, dataloader_drop_last=False)
 
 
-def finetune(hf_dir: str, train: list[tuple[str, ...]], dev: embedding_data.RetrievalSet,
-             test: embedding_data.RetrievalSet, recipe: hf_finetune.Recipe, seed: int,
+def finetune(hf_dir: str, train: list[tuple[str, ...]], dev: embed_data.RetrievalSet,
+             test: embed_data.RetrievalSet, recipe: hf_finetune.Recipe, seed: int,
              out_dir: str, scale: float = 20.0, threads: int = 0) -> dict:
   """One sentence-transformers run.
 
   Args:
     train: rows of (anchor, positive[, negative]) texts.
-    dev, test: BEIR-style sets (embedding_data.read_beir).
+    dev, test: BEIR-style sets (embed_data.read_beir).
     out_dir: the Trainer's output_dir (nothing is saved there but its logs).
   Returns:
     {"epochs": [{"epoch", "step", "dev", "train_seconds", "eval_seconds"}], "best_epoch",

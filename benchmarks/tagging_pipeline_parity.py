@@ -87,8 +87,8 @@ def main(argv):
   del argv
   os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
   os.makedirs(FLAGS.work_dir, exist_ok=True)
-  from roberta_tf.finetuning import tagging_read  # pylint: disable=import-outside-toplevel
-  sentences = tagging_read.read_tagged(FLAGS.conll, require_tags=False)
+  from roberta_tf.finetuning.tagging import tag_read  # pylint: disable=import-outside-toplevel
+  sentences = tag_read.read_tagged(FLAGS.conll, require_tags=False)
   texts = [" ".join(s.words) for s in sentences][:FLAGS.limit or None]
   saved_model, hf_dir = _exports(FLAGS.model_dir, FLAGS.work_dir)
   result = compare(texts, ours(saved_model, texts, FLAGS.batch_size),

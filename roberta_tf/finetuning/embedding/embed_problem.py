@@ -11,7 +11,7 @@ positives' loss over the anchors (MultipleNegativesSymmetricRankingLoss). With
 
 Dev: the BEIR-style set's corpus and queries embedded (problem_data's order: documents, then
 queries, then STS sentences), each query's documents ranked by cosine, scored by pytrec_eval
-(embedding_scores.py); with an STS file also Spearman's rho ("sts_spearman").
+(embed_scores.py); with an STS file also Spearman's rho ("sts_spearman").
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import bucketing, embedding_data, embedding_scores, featurize
+from roberta_tf.finetuning import bucketing, featurize
+from roberta_tf.finetuning.embedding import embed_data, embed_scores
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.problems import Evaluation, Problem, ragged_dataset
 
@@ -63,7 +64,7 @@ class EmbeddingProblem(Problem):
   """Rows of (anchor, positive[, negative]) in, L2-normalized vectors out."""
 
   def __init__(self, info: ProblemInfo, tokenizer, train: list[tuple[str, ...]],
-               dev: embedding_data.RetrievalSet, sts=None, *, scale: float = 20.0,
+               dev: embed_data.RetrievalSet, sts=None, *, scale: float = 20.0,
                symmetric: bool = False, batching: str = bucketing.RANDOM):
     super().__init__(info, tokenizer.pad_id, batching)
     self.scale, self.symmetric = scale, symmetric
@@ -100,22 +101,22 @@ class EmbeddingProblem(Problem):
     vectors = np.concatenate([b["embeddings"] for b in batch_outputs]).astype(np.float32)
     dev = self.dev
     n_docs, n_queries = len(dev.docs), len(dev.queries)
-    run = embedding_scores.ranking(vectors[n_docs:n_docs + n_queries], vectors[:n_docs],
-                                   dev.query_ids, dev.doc_ids)
-    scores = embedding_scores.retrieval_scores(dev.qrels, run)
+    run = embed_scores.ranking(vectors[n_docs:n_docs + n_queries], vectors[:n_docs],
+                               dev.query_ids, dev.doc_ids)
+    scores = embed_scores.retrieval_scores(dev.qrels, run)
     if self.sts:
       pairs = vectors[n_docs + n_queries:]
       half = len(pairs) // 2
-      scores["sts_spearman"] = embedding_scores.sts_spearman(pairs[:half], pairs[half:],
-                                                             self.sts[2])
+      scores["sts_spearman"] = embed_scores.sts_spearman(pairs[:half], pairs[half:],
+                                                         self.sts[2])
     return Evaluation(scores)
 
 
 def load(cfg, tokenizer) -> EmbeddingProblem:
   """A run's embedding problem (cfg: a FinetuneConfig)."""
-  train = embedding_data.read_pairs(cfg.train_file, cfg.text_fields)
-  dev = embedding_data.read_beir(cfg.eval_file)
-  sts = embedding_data.read_sts(cfg.sts_file) if cfg.sts_file else None
+  train = embed_data.read_pairs(cfg.train_file, cfg.text_fields)
+  dev = embed_data.read_beir(cfg.eval_file)
+  sts = embed_data.read_sts(cfg.sts_file) if cfg.sts_file else None
   info = ProblemInfo(cfg.task, cfg.data.max_seq_len, text_fields=tuple(cfg.text_fields),
                      pooling=cfg.pooling)
   return EmbeddingProblem(info, tokenizer, train, dev, sts, scale=cfg.similarity_scale,

@@ -1,17 +1,17 @@
 """Token classification in TF ops for the SavedModel: raw text -> words -> windows -> tags ->
-entities, the same rules as fine-tuning (tagging_features.py), vectorized over a batch.
+entities, the same rules as fine-tuning (tag_features.py), vectorized over a batch.
 
 Words: a text is first repaired to valid UTF-8 (invalid bytes -> U+FFFD, as the tokenizer sees
 it: `pretokenize.repair_utf8`); its words are the maximal runs of characters that are not
 whitespace, whitespace being Python's `str.isspace()` set (`str.split()`'s: Unicode White_Space
 plus the separators U+001C..U+001F; `WHITESPACE` lists it). So `text.split()` is the word list
 and a CoNLL sentence joined with single spaces gives back its words. Each word is tokenized
-as " " + word (tagging_features.word_texts: HF's is_split_into_words with add_prefix_space,
+as " " + word (tag_features.word_texts: HF's is_split_into_words with add_prefix_space,
 special-token strings included), the text's pieces are cut into windows of W = max_seq_len - 2
 pieces every min(doc_stride, W) pieces, and every piece is read from the window where it has the
 most context (min(pieces before, pieces after) in the window; the first window on a tie). A
 word's tag is the argmax at its first piece, its score that tag's softmax probability:
-`tagging_features.word_predictions`.
+`tag_features.word_predictions`.
 
 Entities: words grouped as transformers' `pipeline("token-classification",
 aggregation_strategy="first")` groups them (`group_entities`): a word joins the group before it
@@ -47,7 +47,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from roberta_tf.finetuning import featurize, tagging_features
+from roberta_tf.finetuning import featurize
+from roberta_tf.finetuning.tagging import tag_features
 from roberta_tf.tokenization import pretokenize
 
 # Python's str.isspace() code points (str.split()'s separators; Python 3.11's, tests check).
@@ -120,7 +121,7 @@ def split_words(text: tf.Tensor, max_chars: int):
 
 def windows(pieces: tf.RaggedTensor, *, max_seq_len: int, doc_stride: int, bos_id: int,
             eos_id: int):
-  """Every text's windows (tagging_features.window_starts; at least one, `<s></s>` for a text
+  """Every text's windows (tag_features.window_starts; at least one, `<s></s>` for a text
   without pieces) as model inputs.
 
   Args:
@@ -149,7 +150,7 @@ def windows(pieces: tf.RaggedTensor, *, max_seq_len: int, doc_stride: int, bos_i
 
 def piece_logits(logits: tf.Tensor, example, start, length, piece_splits) -> tf.Tensor:
   """float32 [T, K]: every piece's logits (T pieces of all texts, in order) read from the
-  window where it has the most context, the first such window on a tie (tagging_features'
+  window where it has the most context, the first such window on a tie (tag_features'
   `_owner` rule, applied to every piece).
 
   Args:
@@ -219,7 +220,7 @@ def _pieces_of_words(tokenizer, text, *, max_chars: int, max_pieces: int):
   """The words that are tagged and their pieces: (word_ids int32 ragged [N, None] (a word's
   pieces), word_splits int64 [B + 1], start, end int64 [N], truncated bool [B])."""
   words, row, start, end = split_words(text, max_chars)
-  word_ids = tokenizer(tagging_features.word_texts_tf(words))
+  word_ids = tokenizer(tag_features.word_texts_tf(words))
   # Keep a text's words while its pieces fit: a prefix of its words (cumulative counts).
   nrows = tf.size(text, out_type=tf.int64)
   all_splits = tf.RaggedTensor.from_value_rowids(row, row, nrows).row_splits

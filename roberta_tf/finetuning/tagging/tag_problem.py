@@ -1,9 +1,9 @@
 """Token classification as a fine-tuning problem: tag every word (NER, POS, slots).
 
-Data: tagging_read.py (CoNLL or JSON lines); features: tagging_features.py (HF's word encoding,
+Data: tag_read.py (CoNLL or JSON lines); features: tag_features.py (HF's word encoding,
 windows over long sentences); the loss: cross-entropy of each tagged piece's tag, the mean over
 the global batch's tagged pieces (HF's CrossEntropyLoss(ignore_index=-100)); dev metrics:
-seqeval's (tagging_scores.py) on each word's tag read at its first piece. A test file, when
+seqeval's (tag_scores.py) on each word's tag read at its first piece. A test file, when
 given, is scored by each run's best epoch (`score_test`).
 """
 
@@ -15,18 +15,19 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.finetuning import bucketing, tagging_features, tagging_read, tagging_scores
+from roberta_tf.finetuning import bucketing
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.problems import Evaluation, Problem
+from roberta_tf.finetuning.tagging import tag_features, tag_read, tag_scores
 
-IGNORED = tagging_features.IGNORED
+IGNORED = tag_features.IGNORED
 
 
 @dataclasses.dataclass
 class TaggedSet:
   """A dev or test set: its sentences and their windows."""
-  sentences: list[tagging_read.TaggedSentence]
-  features: tagging_features.TaggingFeatures
+  sentences: list[tag_read.TaggedSentence]
+  features: tag_features.TaggingFeatures
 
 
 def _ragged(rows: Sequence[np.ndarray]) -> tf.RaggedTensor:
@@ -51,11 +52,11 @@ class TokenClassificationProblem(Problem):
 
   def _tagged_set(self, sentences) -> TaggedSet:
     info = self.info
-    pieces = tagging_features.encode_words(self._tokenizer, [s.words for s in sentences])
-    continuation = (tagging_features.continuation_ids(info.labels) if info.label_all_pieces
+    pieces = tag_features.encode_words(self._tokenizer, [s.words for s in sentences])
+    continuation = (tag_features.continuation_ids(info.labels) if info.label_all_pieces
                     else None)
-    features = tagging_features.featurize_sentences(
-        pieces, tagging_read.tag_ids(sentences, info.labels), max_seq_len=info.max_seq_len,
+    features = tag_features.featurize_sentences(
+        pieces, tag_read.tag_ids(sentences, info.labels), max_seq_len=info.max_seq_len,
         doc_stride=info.doc_stride, bos_id=self._tokenizer.bos_id, eos_id=self._tokenizer.eos_id,
         continuation=continuation)
     return TaggedSet(list(sentences), features)
@@ -95,11 +96,11 @@ class TokenClassificationProblem(Problem):
 
   def _score(self, batch_outputs, tagged: TaggedSet) -> Evaluation:
     logits = [row for b in batch_outputs for row in b["logits"]]
-    ids, _ = tagging_features.word_predictions(logits, tagged.features)
+    ids, _ = tag_features.word_predictions(logits, tagged.features)
     names = self.info.labels
     predicted = [[names[i] for i in row] for row in ids]
-    scores = tagging_scores.score([s.tags for s in tagged.sentences], predicted, names,
-                                  self.info.tag_scheme)
+    scores = tag_scores.score([s.tags for s in tagged.sentences], predicted, names,
+                              self.info.tag_scheme)
     return Evaluation(scores, tags=predicted)
 
   def evaluate(self, batch_outputs):
@@ -114,11 +115,11 @@ def load(cfg, tokenizer) -> TokenClassificationProblem:
   """A run's tagging problem (cfg: a FinetuneConfig): its train, dev (and test) files, the label
   set (--labels, else the training tags in first-appearance order) and their scheme."""
   tags_field = "" if cfg.label_field == "label" else cfg.label_field  # "label": the default
-  read = lambda path: tagging_read.read_tagged(path, cfg.labels, tags_field)
+  read = lambda path: tag_read.read_tagged(path, cfg.labels, tags_field)
   train, dev = read(cfg.train_file), read(cfg.eval_file)
   test = read(cfg.test_file) if cfg.test_file else []
-  labels = tuple(tagging_read.tag_names(train, cfg.labels))
+  labels = tuple(tag_read.tag_names(train, cfg.labels))
   info = ProblemInfo(cfg.task, cfg.data.max_seq_len, labels=labels, doc_stride=cfg.doc_stride,
-                     tag_scheme=tagging_scores.detect_scheme([s.tags for s in train]),
+                     tag_scheme=tag_scores.detect_scheme([s.tags for s in train]),
                      label_all_pieces=cfg.label_all_pieces)
   return TokenClassificationProblem(info, tokenizer, train, dev, test, batching=cfg.batching)

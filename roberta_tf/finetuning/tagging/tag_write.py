@@ -3,7 +3,7 @@
     word gold predicted      (one word a line, single spaces; a blank line ends a sentence)
 
 conlleval's layout (its last two columns), so seqeval, conlleval or a reader of
-`tagging_read` (which takes the LAST column as the tag: the predictions) score them again.
+`tag_read` (which takes the LAST column as the tag: the predictions) score them again.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ from safetensors.numpy import save_file
 
 from roberta_tf import models
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, heads, problem_types, tagging_scores
+from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.tagging import tag_scores
 from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.hf_weights import HFCheckpointError
@@ -71,12 +72,12 @@ def check_importable(hf_config: dict, tensors: dict, source: str) -> None:
 
 
 def scheme_of_labels(labels) -> str:
-  """The tag scheme the label names show (tagging_scores.SCHEMES): B/I prefixes -> IOB2 (IOB1
+  """The tag scheme the label names show (tag_scores.SCHEMES): B/I prefixes -> IOB2 (IOB1
   has the same names), B/I/E/S -> IOBES, B/I/L/U -> BILOU, none -> plain."""
   # Each label as a one-tag sentence: detect_scheme then sees only the prefixes; "I-X" after
   # nothing reads as IOB1, which label names alone cannot tell from IOB2.
-  scheme = tagging_scores.detect_scheme([[label] for label in labels])
-  return tagging_scores.IOB2 if scheme == tagging_scores.IOB1 else scheme
+  scheme = tag_scores.detect_scheme([[label] for label in labels])
+  return tag_scores.IOB2 if scheme == tag_scores.IOB1 else scheme
 
 
 def labels_from_hf(hf_config: dict, num_labels: int, source: str) -> tuple[str, ...]:
