@@ -19,13 +19,13 @@ keras-hub presets (what `keras_hub.models.RobertaMaskedLM.from_preset(DIR)` and
 
 A fine-tuned token-classification model dir (config.json with a "task", roberta_tf.finetune
 --task=token_classification) goes both ways as an HF `RobertaForTokenClassification` folder
-(finetuning/hf_tagger.py): --to_hf writes id2label/label2id and a tokenizer with
+(finetuning/tagging/hf_tagger.py): --to_hf writes id2label/label2id and a tokenizer with
 add_prefix_space (HF's is_split_into_words encoding, ours); --hf_dir of such a folder (its
 architectures or classifier.* keys say so) writes a fine-tuned model dir that finetune's
 evaluation and export read. Other fine-tuned heads are refused in one line.
 
 A fine-tuned embedding model dir (roberta_tf.finetune --task=embedding) becomes a
-sentence-transformers folder (finetuning/st_export.py: an HF RobertaModel, its tokenizer,
+sentence-transformers folder (finetuning/embedding/st_export.py: an HF RobertaModel, its tokenizer,
 Pooling as fine-tuned, Normalize), which `SentenceTransformer(DIR).encode(texts)` loads and
 which computes the exported SavedModel's `embed` vectors:
 
@@ -44,7 +44,9 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-from roberta_tf.finetuning import finetuned_dir, hf_tagger, st_export
+from roberta_tf.finetuning import finetuned_dir
+from roberta_tf.finetuning.embedding import st_export
+from roberta_tf.finetuning.tagging import hf_tagger
 from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
 from roberta_tf.models.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization import vocab_files
@@ -124,7 +126,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
   written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
   if set(vocab_files.FILES) <= set(written):
-    # A tagger's words are encoded each after a space (tagging_features.py): add_prefix_space.
+    # A tagger's words are encoded each after a space (tag_features.py): add_prefix_space.
     written += hf_tokenizer_files.write(out_hf_dir, vocab_files.paths(out_hf_dir)[0],
                                         max_seq_len, add_prefix_space=tagger)
   return written

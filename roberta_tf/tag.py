@@ -9,14 +9,14 @@ Texts: each argument, or each line of --input_file (UTF-8; invalid bytes read as
 the SavedModel reads them). The SavedModel splits a text into words at whitespace (Python's
 str.split()), tags each word and groups the words into entities as transformers'
 token-classification pipeline does with aggregation_strategy="first" (serving/
-finetuned_export.py, finetuning/tagging_tf.py); each entity is printed as its type, its
+finetuned_export.py, finetuning/tagging/tag_tf.py); each entity is printed as its type, its
 character offsets [start, end) (Python str indices), its text and score. --output_file writes
 JSON lines {"text", "entities": [{"entity_group", "score", "word", "start", "end"}]} (the
 pipeline's keys; "word" is text[start:end]), with "truncated": true for a text longer than
 the SavedModel reads (its later words have no tags).
 
---eval_file (CoNLL or JSON lines, finetuning/tagging_read.py): each sentence's words joined by
-single spaces are tagged and scored against the gold tags with seqeval (tagging_scores.py, the
+--eval_file (CoNLL or JSON lines, finetuning/tagging/tag_read.py): each sentence's words joined by
+single spaces are tagged and scored against the gold tags with seqeval (tag_scores.py, the
 scheme the model was trained with); the metrics print as JSON, --output_file gets the
 predictions file (word gold predicted). Needs only tensorflow (and seqeval for --eval_file).
 """
@@ -102,8 +102,8 @@ def _read_texts(path: str) -> list[str]:
 def evaluate(signature, info: dict, path: str, label_field: str, batch_size: int):
   """(metrics, sentences, predicted tags) of the model on a tagged file."""
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.finetuning import tagging_read, tagging_scores
-  sentences = tagging_read.read_tagged(path, info["labels"], label_field)
+  from roberta_tf.finetuning.tagging import tag_read, tag_scores
+  sentences = tag_read.read_tagged(path, info["labels"], label_field)
   results = tag_texts(signature, [" ".join(s.words) for s in sentences], batch_size)
   predicted = []
   for sentence, result in zip(sentences, results, strict=True):
@@ -111,13 +111,13 @@ def evaluate(signature, info: dict, path: str, label_field: str, batch_size: int
     if len(tags) != len(sentence.words) and not result["truncated"]:
       raise ValueError(f"{sentence.where}: {len(sentence.words)} words but the SavedModel "
                        f"tagged {len(tags)}")
-    predicted.append(tags + [tagging_scores.OUTSIDE] * (len(sentence.words) - len(tags)))
+    predicted.append(tags + [tag_scores.OUTSIDE] * (len(sentence.words) - len(tags)))
   cut = sum(r["truncated"] for r in results)
   if cut:
     print(f"note: {cut} sentences longer than the SavedModel reads; their later words count "
           "as O", file=sys.stderr, flush=True)
-  metrics = tagging_scores.score([s.tags for s in sentences], predicted, info["labels"],
-                                 info["tag_scheme"])
+  metrics = tag_scores.score([s.tags for s in sentences], predicted, info["labels"],
+                             info["tag_scheme"])
   return metrics, sentences, predicted
 
 
@@ -144,8 +144,8 @@ def main(argv):
                                              FLAGS.label_field, FLAGS.batch_size)
     print(json.dumps(metrics, sort_keys=True), flush=True)
     if FLAGS.output_file:
-      from roberta_tf.finetuning import tagging_write  # pylint: disable=import-outside-toplevel
-      tagging_write.write_predictions(FLAGS.output_file, sentences, predicted)
+      from roberta_tf.finetuning.tagging import tag_write  # pylint: disable=import-outside-toplevel
+      tag_write.write_predictions(FLAGS.output_file, sentences, predicted)
     return 0
   texts = (_read_texts(FLAGS.input_file) if FLAGS.input_file else
            [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in args])

@@ -7,14 +7,14 @@ import os
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import embedding_data, embedding_scores
+from roberta_tf.finetuning.embedding import embed_data, embed_scores
 from roberta_tf.finetuning.problem_data import ProblemDataError
 from tests import finetune_fixtures as fx
 
 
 def test_pairs_and_triples_load_by_text_fields(tmp_path):
   path = fx.write_table(str(tmp_path / "t.jsonl"), fx.embedding_rows(3, 0, negatives=True))
-  rows = embedding_data.read_pairs(path, ("query", "document", "negative"))
+  rows = embed_data.read_pairs(path, ("query", "document", "negative"))
   assert len(rows) == 3 and all(len(r) == 3 for r in rows)
   assert rows[0][0].startswith("who keeps") and rows[0][1] != rows[0][2]
 
@@ -27,7 +27,7 @@ def test_pairs_and_triples_load_by_text_fields(tmp_path):
 def test_bad_rows_are_refused_with_file_and_line(tmp_path, rows, fields, message):
   path = fx.write_table(str(tmp_path / "t.jsonl"), rows)
   with pytest.raises(ProblemDataError, match=message):
-    embedding_data.read_pairs(path, fields)
+    embed_data.read_pairs(path, fields)
 
 
 def test_beir_layout_loads_titles_and_relevant_queries(tmp_path):
@@ -36,7 +36,7 @@ def test_beir_layout_loads_titles_and_relevant_queries(tmp_path):
     f.write(json.dumps({"_id": "t", "title": "Title", "text": "body"}) + "\n")
   with open(os.path.join(root, "queries.jsonl"), "a", encoding="utf-8") as f:
     f.write(json.dumps({"_id": "unjudged", "text": "nobody asks"}) + "\n")
-  dev = embedding_data.read_beir(root)
+  dev = embed_data.read_beir(root)
   assert dev.docs[-1] == "Title body" and len(dev.queries) == 5  # unjudged query dropped
   assert all(len(rel) == 1 for rel in dev.qrels.values())
 
@@ -47,10 +47,10 @@ def test_a_qrels_id_missing_from_the_corpus_names_its_line(tmp_path):
     f.write("q1\tnot-a-doc\t1\n")
   with pytest.raises(ProblemDataError, match=r"qrels/dev.tsv:5: document 'not-a-doc' is not in "
                      "corpus.jsonl"):
-    embedding_data.read_beir(root)
+    embed_data.read_beir(root)
   os.remove(os.path.join(root, "queries.jsonl"))
   with pytest.raises(ProblemDataError, match="queries.jsonl: no such file"):
-    embedding_data.read_beir(root)
+    embed_data.read_beir(root)
 
 
 def test_sts_pairs_need_numeric_scores(tmp_path):
@@ -58,7 +58,7 @@ def test_sts_pairs_need_numeric_scores(tmp_path):
       {"sentence1": "a", "sentence2": "b", "score": "4.5"},
       {"sentence1": "c", "sentence2": "d", "score": "x"}])
   with pytest.raises(ProblemDataError, match=r"sts.tsv:3: score 'x' is not a number"):
-    embedding_data.read_sts(path)
+    embed_data.read_sts(path)
 
 
 def test_retrieval_scores_are_trec_evals():
@@ -71,8 +71,8 @@ def test_retrieval_scores_are_trec_evals():
   queries[0, [1, 0]] = [0.9, 0.8]
   queries[1, 2], queries[1, 3] = 0.9, 0.05
   queries[1, 4:] = np.linspace(0.5, 0.1, 10)
-  run = embedding_scores.ranking(queries, vectors, ["q1", "q2"], docs)
-  scores = embedding_scores.retrieval_scores(qrels, run)
+  run = embed_scores.ranking(queries, vectors, ["q1", "q2"], docs)
+  scores = embed_scores.retrieval_scores(qrels, run)
   ndcg_q2 = 1 / (1 + 1 / np.log2(3))  # one of two relevant found at rank 1 within 10
   assert scores["ndcg_at_10"] == pytest.approx((1 / np.log2(3) + ndcg_q2) / 2)
   assert scores["mrr_at_10"] == pytest.approx((0.5 + 1.0) / 2)

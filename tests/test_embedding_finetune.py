@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import embedding_problem, sweep_runner
+from roberta_tf.finetuning import sweep_runner
+from roberta_tf.finetuning.embedding import embed_problem
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from tests import finetune_fixtures as fx
 from tests.harness import free_port, module_env, start_module
@@ -50,11 +51,11 @@ def test_the_loss_is_the_cross_entropy_over_every_candidate():
   logits = 20.0 * a @ np.concatenate([p, n]).T
   log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
   want = -log_softmax[np.arange(4), np.arange(4)].sum()
-  np.testing.assert_allclose(embedding_problem.ranking_loss_sum(e, 20.0).numpy(), want,
+  np.testing.assert_allclose(embed_problem.ranking_loss_sum(e, 20.0).numpy(), want,
                              rtol=1e-5)
   back = 20.0 * p @ a.T
   back_want = -(back - np.log(np.exp(back).sum(1, keepdims=True)))[np.arange(4), np.arange(4)]
-  np.testing.assert_allclose(embedding_problem.ranking_loss_sum(e, 20.0, symmetric=True).numpy(),
+  np.testing.assert_allclose(embed_problem.ranking_loss_sum(e, 20.0, symmetric=True).numpy(),
                              0.5 * (want + back_want.sum()), rtol=1e-5)
 
 

@@ -1,5 +1,5 @@
 """Fine-tuned token classifiers <-> Hugging Face `RobertaForTokenClassification` folders
-(convert_checkpoint, finetuning/hf_tagger.py).
+(convert_checkpoint, finetuning/tagging/hf_tagger.py).
 
 Without transformers: the exported folder's keys, shapes, config.json and tokenizer config; the
 import of our own export (identical weights and logits); one-line refusals. With transformers
@@ -17,15 +17,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from roberta_tf.finetuning import (
-  finetuned_dir,
-  heads,
-  hf_tagger,
-  problem_types,
-  tagging_features,
-  tagging_scores,
-)
+from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
+from roberta_tf.finetuning.tagging import hf_tagger, tag_features, tag_scores
 from roberta_tf.models import hf_weights
 from tests import finetune_fixtures as fx
 from tests.harness import call_module
@@ -183,7 +177,7 @@ def test_transformers_loads_our_export_with_our_logits(exported):
   model, _, _ = finetuned_dir.load(tagger)
   tokenizer = finetuned_dir.load_tokenizer(tagger)
   words = [w for w, _ in SENTENCES]
-  pieces = tagging_features.encode_words(tokenizer, words)
+  pieces = tag_features.encode_words(tokenizer, words)
   ids, mask = _padded([np.concatenate([[0], *p, [2]]) for p in pieces])
   ours = model({"input_ids": ids, "padding_mask": mask})["logits"].numpy()
   with torch.no_grad():
@@ -242,15 +236,15 @@ def test_an_hf_token_classifier_imports_and_scores_the_same_f1(hf_tiny_dir, tmp_
 
   model, config, info = finetuned_dir.load(out)
   assert info.labels == LABELS and info.tag_scheme == "IOB2"
-  features = tagging_features.featurize_sentences(
-      tagging_features.encode_words(finetuned_dir.load_tokenizer(out), words), None,
+  features = tag_features.featurize_sentences(
+      tag_features.encode_words(finetuned_dir.load_tokenizer(out), words), None,
       max_seq_len=info.max_seq_len, doc_stride=info.doc_stride, bos_id=config.bos_id,
       eos_id=config.eos_id)
   ids, mask = _padded(features.input_ids, config.pad_id)
   logits = model({"input_ids": ids, "padding_mask": mask})["logits"].numpy()
-  tag_ids, _ = tagging_features.word_predictions(list(logits), features)
+  tag_ids, _ = tag_features.word_predictions(list(logits), features)
   our_tags = [[LABELS[k] for k in sentence] for sentence in tag_ids]
   assert our_tags == hf_tags
   assert len({t for tags in our_tags for t in tags}) > 2  # not one tag everywhere
-  ours = tagging_scores.score(gold, our_tags, LABELS, info.tag_scheme)
-  assert ours == tagging_scores.score(gold, hf_tags, LABELS, info.tag_scheme)
+  ours = tag_scores.score(gold, our_tags, LABELS, info.tag_scheme)
+  assert ours == tag_scores.score(gold, hf_tags, LABELS, info.tag_scheme)

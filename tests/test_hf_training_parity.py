@@ -1,7 +1,7 @@
 """Training parity with Hugging Face's RobertaForMaskedLM (PyTorch), where it is installed.
 
-benchmarks/quality_vs_hf.py compares how often each side leaves the unigram plateau; these pin
-the properties that comparison rests on, so a difference in rates cannot come from them:
+benchmarks/quality/pretraining_vs_hf.py compares how often each side leaves the unigram plateau;
+these pin the properties that comparison rests on, so a difference in rates cannot come from them:
 - the init: every tensor's statistics against transformers' `_init_weights`, the LM head's
   dense, LayerNorm and bias and the tables' padding rows included;
 - the learning-rate schedule against transformers.get_linear_schedule_with_warmup;

@@ -175,7 +175,7 @@ TRAIN_TOKENIZER_FLAGS = {
     "text_field": ("string", "text"),
     "vocab_size": ("integer", 50265),
 }
-_PROBLEM = os.path.join(REPO, "tests", "testdata", "docs_sections")
+_PROBLEM = os.path.join(REPO, "roberta_tf", "ablation", "data", "docs_sections")
 ABLATE_FLAGS = {
     "arm": ("string", []),  # a multi-string flag
     "base_batch": ("integer", 32),

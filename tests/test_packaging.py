@@ -1,9 +1,13 @@
-"""pyproject.toml agrees with the requirements files, and ships the flagfiles as package data."""
+"""pyproject.toml agrees with the requirements files, and ships the flagfiles and the library's
+default data as package data."""
 
+import glob
 import os
 import re
 import tomllib
 
+import roberta_tf
+from roberta_tf.ablation.settings import StudySettings
 from roberta_tf.common import flagfiles
 from tests.conftest import SOURCE_TREE as REPO
 
@@ -44,3 +48,15 @@ def test_flagfiles_are_package_data_linked_from_flags():
     assert os.path.islink(link), f"{link} must be a symlink to roberta_tf/flags/{name}.flags"
     assert os.path.realpath(link) == os.path.realpath(flagfiles.path(name))
   assert flagfiles.path("tiny.flags") == flagfiles.path("tiny")
+
+
+def test_library_defaults_are_package_data_not_test_data():
+  """ablate's default downstream problem ships with the package (pip install . has it) and is
+  named by a path inside the package, not the checkout's tests/ (whose copies link to it)."""
+  package = os.path.dirname(os.path.abspath(roberta_tf.__file__))
+  shipped = {os.path.relpath(p, package) for pattern in
+             _pyproject()["tool"]["setuptools"]["package-data"]["roberta_tf"]
+             for p in glob.glob(os.path.join(package, pattern))}
+  for path in (StudySettings().task_train, StudySettings().task_dev):
+    assert os.path.isfile(path), path
+    assert os.path.relpath(os.path.abspath(path), package) in shipped, f"{path}: not package data"

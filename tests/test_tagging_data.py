@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from roberta_tf.finetuning import tagging_read, tagging_scores, tagging_write
 from roberta_tf.finetuning.problem_data import ProblemDataError
+from roberta_tf.finetuning.tagging import tag_read, tag_scores, tag_write
 
 
 def _write(path, text):
@@ -18,14 +18,14 @@ def _write(path, text):
 def test_conll_2003_and_two_column_files_load(tmp_path):
   conll = _write(tmp_path / "a.conll", "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ "
                  "B-VP O\n\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
-  sentences = tagging_read.read_tagged(conll)
+  sentences = tag_read.read_tagged(conll)
   assert [(s.words, s.tags) for s in sentences] == [
       (("EU", "rejects"), ("B-ORG", "O")), (("Peter", "Blackburn"), ("B-PER", "I-PER"))]
   assert sentences[1].where == f"{conll}:7"
   ud = tmp_path / "ud.txt.gz"
   with gzip.open(ud, "wt", encoding="utf-8") as f:
     f.write("The\tDET\ndog\tNOUN\n\nRuns\tVERB\n")
-  assert [s.tags for s in tagging_read.read_tagged(str(ud))] == [("DET", "NOUN"), ("VERB",)]
+  assert [s.tags for s in tag_read.read_tagged(str(ud))] == [("DET", "NOUN"), ("VERB",)]
 
 
 def test_json_lines_with_string_or_integer_tags(tmp_path):
@@ -33,11 +33,11 @@ def test_json_lines_with_string_or_integer_tags(tmp_path):
                 + "\n\n" + json.dumps({"tokens": ["Bob"], "ner_tags": [1]}) + "\n")
   with pytest.raises(ProblemDataError, match=r"a.jsonl:3: integer tags in 'ner_tags' need "
                      "--labels"):
-    tagging_read.read_tagged(path)
-  sentences = tagging_read.read_tagged(path, labels=("O", "B-PER", "B-LOC"))
+    tag_read.read_tagged(path)
+  sentences = tag_read.read_tagged(path, labels=("O", "B-PER", "B-LOC"))
   assert [s.tags for s in sentences] == [("B-LOC", "O"), ("B-PER",)]
-  assert tagging_read.tag_names(sentences) == ["B-LOC", "O", "B-PER"]  # first appearance
-  assert tagging_read.tag_names(sentences, ("O", "B-PER", "B-LOC")) == ["O", "B-PER", "B-LOC"]
+  assert tag_read.tag_names(sentences) == ["B-LOC", "O", "B-PER"]  # first appearance
+  assert tag_read.tag_names(sentences, ("O", "B-PER", "B-LOC")) == ["O", "B-PER", "B-LOC"]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -49,7 +49,7 @@ def test_malformed_conll_is_refused_with_file_and_line(tmp_path, text, message):
   path.write_bytes(text.encode("utf-8", "surrogateescape") if "\xff" not in text
                    else text.encode("latin-1"))
   with pytest.raises(ProblemDataError, match=message):
-    tagging_read.read_tagged(str(path))
+    tag_read.read_tagged(str(path))
 
 
 @pytest.mark.parametrize("row, message", [
@@ -62,14 +62,14 @@ def test_malformed_conll_is_refused_with_file_and_line(tmp_path, text, message):
 def test_malformed_json_lines_are_refused_with_file_and_line(tmp_path, row, message):
   path = _write(tmp_path / "b.jsonl", json.dumps(row) + "\n")
   with pytest.raises(ProblemDataError, match=message):
-    tagging_read.read_tagged(path)
+    tag_read.read_tagged(path)
 
 
 def test_an_unknown_dev_tag_names_its_line(tmp_path):
-  train = tagging_read.read_tagged(_write(tmp_path / "t.conll", "a O\nb B-PER\n"))
-  dev = tagging_read.read_tagged(_write(tmp_path / "d.conll", "x O\n\ny O\nz B-LOC\n"))
+  train = tag_read.read_tagged(_write(tmp_path / "t.conll", "a O\nb B-PER\n"))
+  dev = tag_read.read_tagged(_write(tmp_path / "d.conll", "x O\n\ny O\nz B-LOC\n"))
   with pytest.raises(ProblemDataError, match=r"d.conll:4: tag 'B-LOC' is not one of the 2 tags"):
-    tagging_read.tag_ids(dev, tagging_read.tag_names(train))
+    tag_read.tag_ids(dev, tag_read.tag_names(train))
 
 
 @pytest.mark.parametrize("sentences, scheme", [
@@ -81,7 +81,7 @@ def test_an_unknown_dev_tag_names_its_line(tmp_path):
     ([["O", "O"]], "plain"),
 ])
 def test_the_scheme_is_read_from_the_training_tags(sentences, scheme):
-  assert tagging_scores.detect_scheme(sentences) == scheme
+  assert tag_scores.detect_scheme(sentences) == scheme
 
 
 def test_scores_are_seqeval_default_and_strict():
@@ -90,7 +90,7 @@ def test_scores_are_seqeval_default_and_strict():
   gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "I-ORG"]]
   pred = [["B-PER", "I-PER", "O", "I-LOC"], ["O", "B-ORG", "O"]]
   labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
-  scores = tagging_scores.score(gold, pred, labels, "IOB2")
+  scores = tag_scores.score(gold, pred, labels, "IOB2")
   assert scores["f1"] == seqeval.f1_score(gold, pred)
   assert scores["strict_f1"] == seqeval.f1_score(gold, pred, mode="strict", scheme=IOB2)
   # Default mode: I-LOC after O opens an entity (conlleval); strict mode: it does not.
@@ -98,20 +98,20 @@ def test_scores_are_seqeval_default_and_strict():
   assert (scores["strict_precision"], scores["strict_recall"]) == (1 / 2, 1 / 3)
   assert (scores["PER_f1"], scores["LOC_f1"], scores["ORG_f1"]) == (1.0, 1.0, 0.0)
   assert scores["accuracy"] == 5 / 7
-  assert set(scores) == set(tagging_scores.metric_names(labels, "IOB2"))
+  assert set(scores) == set(tag_scores.metric_names(labels, "IOB2"))
 
 
 def test_plain_tags_score_each_word_as_an_entity():
-  scores = tagging_scores.score([["NOUN", "VERB", "NOUN"]], [["NOUN", "NOUN", "NOUN"]],
-                                ["NOUN", "VERB"], "plain")
+  scores = tag_scores.score([["NOUN", "VERB", "NOUN"]], [["NOUN", "NOUN", "NOUN"]],
+                            ["NOUN", "VERB"], "plain")
   assert scores["accuracy"] == pytest.approx(2 / 3)
   assert scores["precision"] == scores["recall"] == scores["f1"] == pytest.approx(2 / 3)
   assert (scores["NOUN_f1"], scores["VERB_f1"]) == (pytest.approx(0.8), 0.0)
 
 
 def test_prediction_files_read_back_to_the_same_tags(tmp_path):
-  sentences = tagging_read.read_tagged(_write(tmp_path / "g.conll", "a O\nb B-PER\n\nc O\n"))
+  sentences = tag_read.read_tagged(_write(tmp_path / "g.conll", "a O\nb B-PER\n\nc O\n"))
   path = str(tmp_path / "p.conll")
-  tagging_write.write_predictions(path, sentences, [["O", "O"], ["B-PER"]])
-  assert tagging_write.read_predictions(path) == ([["O", "B-PER"], ["O"]], [["O", "O"], ["B-PER"]])
-  assert [s.tags for s in tagging_read.read_tagged(path)] == [("O", "O"), ("B-PER",)]
+  tag_write.write_predictions(path, sentences, [["O", "O"], ["B-PER"]])
+  assert tag_write.read_predictions(path) == ([["O", "B-PER"], ["O"]], [["O", "O"], ["B-PER"]])
+  assert [s.tags for s in tag_read.read_tagged(path)] == [("O", "O"), ("B-PER",)]

@@ -11,16 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.finetuning import (
-  featurize,
-  finetuned_dir,
-  sweep_runner,
-  tagging_features,
-  tagging_read,
-  tagging_tf,
-  tagging_write,
-)
+from roberta_tf.finetuning import featurize, finetuned_dir, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.finetuning.tagging import tag_features, tag_read, tag_tf, tag_write
 from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
@@ -60,7 +53,7 @@ def tagger(tmp_path_factory, hf_tiny_dir):
       init_from=pretrained, max_seq_len=16, doc_stride=6, batch_size=16, epochs=3,
       learning_rate=2e-3, seeds=1)))
   export_dir = finetuned_export.export_saved_model(model_dir, str(root / "sm"))
-  sentences = tagging_read.read_tagged(dev)
+  sentences = tag_read.read_tagged(dev)
   return (model_dir, export_dir, sentences, [" ".join(s.words) for s in sentences] + EXTRA,
           _short_texts(sentences, finetuned_dir.load_tokenizer(model_dir), 14))
 
@@ -69,7 +62,7 @@ def _short_texts(sentences, tokenizer, most: int) -> list[str]:
   """The longest prefix and suffix of each sentence's words that fits in `most` pieces."""
   out = []
   for sentence in sentences:
-    counts = [len(p) for p in tagging_features.encode_words(tokenizer, [sentence.words])[0]]
+    counts = [len(p) for p in tag_features.encode_words(tokenizer, [sentence.words])[0]]
     fits = np.cumsum(counts) <= most
     out.append(" ".join(sentence.words[:int(fits.sum())]))
     fits = np.cumsum(counts[::-1]) <= most
@@ -93,8 +86,8 @@ def in_process(tagger):
   model_dir, _, sentences = tagger[:3]
   model, _, info = finetuned_dir.load(model_dir, dtype="float32")
   tokenizer = finetuned_dir.load_tokenizer(model_dir)
-  pieces = tagging_features.encode_words(tokenizer, [s.words for s in sentences])
-  features = tagging_features.featurize_sentences(
+  pieces = tag_features.encode_words(tokenizer, [s.words for s in sentences])
+  features = tag_features.featurize_sentences(
       pieces, None, max_seq_len=info.max_seq_len, doc_stride=info.doc_stride,
       bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
   dense = featurize.to_dense(tf.ragged.constant(features.input_ids), tokenizer.pad_id)
@@ -133,10 +126,10 @@ def test_session_loader_and_cli_match_tf2_loader(tagger, reloaded, tmp_path):
 
 def test_word_tags_and_logits_are_the_training_codes(tagger, reloaded, in_process):
   """Every piece's logits from its max-context window, each word's tag at its first piece:
-  tagging_features' rules (the dev set's accuracy and F1 come from them)."""
+  tag_features' rules (the dev set's accuracy and F1 come from them)."""
   sentences, texts = tagger[2:4]
   _, tokenizer, info, pieces, features, logits = in_process
-  tags, _ = tagging_features.word_predictions(logits, features)
+  tags, _ = tag_features.word_predictions(logits, features)
   width = info.max_seq_len - 2
   assert sum(len(np.concatenate(p)) > width for p in pieces) >= 20  # windows exercised
   first_window = 0
@@ -145,9 +138,9 @@ def test_word_tags_and_logits_are_the_training_codes(tagger, reloaded, in_proces
     ids = np.concatenate(pieces[i])
     assert got["ids"] == ids.tolist()
     assert got["spans"] == _spans(texts[i])
-    starts = tagging_features.window_starts(len(ids), width, info.doc_stride)
+    starts = tag_features.window_starts(len(ids), width, info.doc_stride)
     lengths = [min(width, len(ids) - s) for s in starts]
-    window, position = tagging_features._owner(  # pylint: disable=protected-access
+    window, position = tag_features._owner(  # pylint: disable=protected-access
         np.arange(len(ids)), starts, lengths)  # every piece's max-context window
     want = np.stack([logits[first_window + w][p] for w, p in zip(window, position, strict=True)])
     first_window += len(starts)
@@ -162,7 +155,7 @@ def test_word_tags_and_logits_are_the_training_codes(tagger, reloaded, in_proces
   for i, text in enumerate(EXTRA, len(sentences)):
     got = _text_outputs(reloaded["tf2"], i)
     assert got["spans"] == _spans(text), repr(text)
-    want_ids = tagging_features.encode_words(tokenizer, [text.split()])[0] if text.split() else []
+    want_ids = tag_features.encode_words(tokenizer, [text.split()])[0] if text.split() else []
     assert got["ids"] == (np.concatenate(want_ids).tolist() if want_ids else []), repr(text)
   assert reloaded["tf2"]["tag/num_entities"][len(sentences):len(sentences) + 2].tolist() == [0, 0]
 
@@ -203,7 +196,7 @@ def test_entities_are_grouped_as_hf_groups_words(tagger, reloaded, in_process):
   for i, text in enumerate(texts):
     got = _text_outputs(reloaded["tf2"], i)
     counts = ([len(p) for p in pieces[i]] if i < len(sentences) else
-              [len(p) for p in tagging_features.encode_words(in_process[1], [text.split()])[0]])
+              [len(p) for p in tag_features.encode_words(in_process[1], [text.split()])[0]])
     first = np.cumsum(counts, dtype=np.int64) - np.asarray(counts, np.int64)
     want = _hf_groups(got["tags"], _word_scores(got, first), got["spans"])
     assert [e[:3] for e in got["entities"]] == [e[:3] for e in want], repr(text)
@@ -216,7 +209,7 @@ def test_entities_are_grouped_as_hf_groups_words(tagger, reloaded, in_process):
 def test_grouping_rules_on_chosen_tags():
   """Label sets the NER model never predicts: plain tags, IOBES, B- after I-, an "O"-typed tag."""
   labels = ["O", "B-PER", "I-PER", "NN", "S-LOC", "E-LOC", "B-O"]
-  tables = tagging_tf.LabelTables(labels)
+  tables = tag_tf.LabelTables(labels)
   cases = [[1, 2, 2, 1, 0, 2, 1], [3, 3, 0, 3], [4, 5, 5, 6, 0], [2, 2, 1, 0, 0]]
   tag = tf.constant([t for case in cases for t in case], tf.int64)
   score = np.linspace(0.3, 0.9, len(tag)).astype(np.float32)
@@ -224,8 +217,8 @@ def test_grouping_rules_on_chosen_tags():
   spans = [(3 * k, 3 * k + 2) for case in cases for k in range(len(case))]
   splits = np.cumsum([0] + [len(c) for c in cases])
   starts, ends = (tf.constant(list(x), tf.int64) for x in zip(*spans, strict=True))
-  kind, start, end, mean = tagging_tf.group_entities(tables, tag, tf.constant(score),
-                                                     tf.constant(splits, tf.int64), starts, ends)
+  kind, start, end, mean = tag_tf.group_entities(tables, tag, tf.constant(score),
+                                                 tf.constant(splits, tf.int64), starts, ends)
   for row, case in enumerate(cases):
     rows = slice(splits[row], splits[row + 1])
     want = _hf_groups([labels[t] for t in case], score[rows].tolist(), spans[rows])
@@ -281,7 +274,7 @@ def test_entities_equal_hf_postprocessing_of_our_logits(tagger, reloaded, hf_pip
   """The pipeline's own word guess, aggregate_words "first" and group_entities on the
   signature's token_logits of every dev text (windowed ones included): the same entities
   wherever its guess finds our words (>= 50 texts); where it does not, a word's first
-  character is cut into several pieces (tagging_tf's documented difference) and HF finds more
+  character is cut into several pieces (tag_tf's documented difference) and HF finds more
   words."""
   sentences, texts = tagger[2], tagger[3]
   same = 0
@@ -318,27 +311,27 @@ def test_entities_equal_hf_pipeline_end_to_end(tagger, reloaded, hf_pipe):
 
 def test_hostile_input_is_bounded(in_process):
   """Invalid UTF-8 and NUL (tagged as the repaired text); texts past max_chars or max_pieces:
-  a prefix of their words, `truncated` set (tagging_tf's bounds, made small); zero texts."""
+  a prefix of their words, `truncated` set (tag_tf's bounds, made small); zero texts."""
   model, tokenizer, info = in_process[:3]
   raw = [b"\xff\x00Bob met\xc3", b"Alice met Bob " * 4, b"Bob " + b"x" * 60, b"a\xe2\x80\xa8" * 3]
-  out = tagging_tf.tag(model, tokenizer, tagging_tf.LabelTables(info.labels), tf.constant(raw),
-                       max_seq_len=info.max_seq_len, doc_stride=info.doc_stride, max_chars=30,
+  out = tag_tf.tag(model, tokenizer, tag_tf.LabelTables(info.labels), tf.constant(raw),
+                   max_seq_len=info.max_seq_len, doc_stride=info.doc_stride, max_chars=30,
                        max_pieces=8)
   out = {k: v.numpy() for k, v in out.items()}
   for i, data in enumerate(raw):
     text = data.decode("utf-8", "replace")
     words = [w for w, (_, end) in zip(text.split(), _spans(text), strict=True) if end <= 30]
-    counts = [len(p) for p in tagging_features.encode_words(tokenizer, [words])[0]]
+    counts = [len(p) for p in tag_features.encode_words(tokenizer, [words])[0]]
     kept = int(np.sum(np.cumsum(counts) <= 8))
     n = int(out["num_words"][i])
     assert n == kept, repr(text)
     assert list(zip(out["word_start"][i, :n], out["word_end"][i, :n])) == _spans(text)[:n]
     assert out["truncated"][i] == (kept < len(text.split())), repr(text)
   assert out["truncated"][1] and out["truncated"][2] and not out["truncated"][3]
-  empty = tagging_tf.tag(model, tokenizer, tagging_tf.LabelTables(info.labels),
-                         tf.constant([], tf.string), max_seq_len=16, doc_stride=6)
+  empty = tag_tf.tag(model, tokenizer, tag_tf.LabelTables(info.labels),
+                     tf.constant([], tf.string), max_seq_len=16, doc_stride=6)
   assert empty["entity_type"].shape == (0, 1) and empty["token_logits"].shape == (0, 1, 6)
-  assert sorted(tagging_tf.WHITESPACE) == [c for c in range(0x110000) if chr(c).isspace()]
+  assert sorted(tag_tf.WHITESPACE) == [c for c in range(0x110000) if chr(c).isspace()]
 
 
 def test_tag_binary(tagger, reloaded, tmp_path):
@@ -375,7 +368,7 @@ def test_tag_binary(tagger, reloaded, tmp_path):
     results = json.load(f)
   assert metrics["f1"] == pytest.approx(results["f1"], abs=1e-9)
   assert metrics["strict_f1"] == pytest.approx(results["strict_f1"], abs=1e-9)
-  gold, predicted = tagging_write.read_predictions(str(predictions))
+  gold, predicted = tag_write.read_predictions(str(predictions))
   assert gold == [list(s.tags) for s in sentences]
   assert predicted == [_text_outputs(reloaded["tf2"], i)["tags"] for i in range(len(sentences))]
 

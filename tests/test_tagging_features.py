@@ -5,8 +5,8 @@ labels, and reading each word's tag back from the window logits."""
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import tagging_features as tf_lib
 from roberta_tf.finetuning.finetuned_dir import load_tokenizer
+from roberta_tf.finetuning.tagging import tag_features as tf_lib
 
 BOS, EOS = 0, 2
 

@@ -9,15 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from roberta_tf.finetuning import (
-  finetuned_dir,
-  sweep_runner,
-  tagging_features,
-  tagging_read,
-  tagging_scores,
-  tagging_write,
-)
+from roberta_tf.finetuning import finetuned_dir, sweep_runner
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.finetuning.tagging import tag_features, tag_read, tag_scores, tag_write
 from tests import finetune_fixtures as fx
 from tests.harness import call_module
 
@@ -40,7 +34,7 @@ def test_it_learns_and_reports_seqeval_metrics(run):
   _, cfg, results = run
   assert results["metric"] == "f1"
   assert results["f1"] > 0.5 and results["test"]["f1"] > 0.5, results
-  names = tagging_scores.metric_names(("B-PER", "O", "B-ORG", "I-ORG", "B-LOC", "I-LOC"), "IOB2")
+  names = tag_scores.metric_names(("B-PER", "O", "B-ORG", "I-ORG", "B-LOC", "I-LOC"), "IOB2")
   assert set(results["test"]) == set(names) and set(names) <= set(results)
   saved = json.loads(open(os.path.join(cfg.model.model_dir, "config.json"),
                           encoding="utf-8").read())
@@ -54,8 +48,8 @@ def test_it_learns_and_reports_seqeval_metrics(run):
 def test_seqeval_on_the_saved_predictions_gives_the_reported_f1(run, name, key):
   seqeval = pytest.importorskip("seqeval.metrics")
   paths, cfg, results = run
-  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model.model_dir, name))
-  source = tagging_read.read_tagged(paths["test" if key else "dev"])
+  gold, predicted = tag_write.read_predictions(os.path.join(cfg.model.model_dir, name))
+  source = tag_read.read_tagged(paths["test" if key else "dev"])
   assert gold == [list(s.tags) for s in source]  # every word of every sentence, in order
   reported = results[key] if key else results
   assert seqeval.f1_score(gold, predicted) == reported["f1"]
@@ -64,11 +58,11 @@ def test_seqeval_on_the_saved_predictions_gives_the_reported_f1(run, name, key):
 
 def test_windowed_sentences_are_scored_word_for_word(run):
   _, cfg, _ = run
-  gold, predicted = tagging_write.read_predictions(os.path.join(cfg.model.model_dir,
-                                                                "predictions.conll"))
+  gold, predicted = tag_write.read_predictions(os.path.join(cfg.model.model_dir,
+                                                            "predictions.conll"))
   assert [len(g) for g in gold] == [len(p) for p in predicted]
-  words = [s.words for s in tagging_read.read_tagged(cfg.eval_file)]
-  pieces = tagging_features.encode_words(finetuned_dir.load_tokenizer(cfg.model.init_from), words)
+  words = [s.words for s in tag_read.read_tagged(cfg.eval_file)]
+  pieces = tag_features.encode_words(finetuned_dir.load_tokenizer(cfg.model.init_from), words)
   lengths = np.asarray([sum(len(w) for w in s) for s in pieces])
   assert lengths.max() > cfg.data.max_seq_len - 2 >= lengths.min()  # some needed windows
 

@@ -1,4 +1,4 @@
-"""Pre-split words on the real roberta-base BPE: tagging_features.encode_words against HF's ids.
+"""Pre-split words on the real roberta-base BPE: tag_features.encode_words against HF's ids.
 
 tests/testdata/roberta_base_bpe holds roberta-base's vocab.json and merges.txt (gzipped) and
 word_cases.jsonl: 300 word lists with the ids HF's `RobertaTokenizerFast(add_prefix_space=True)`
@@ -24,7 +24,7 @@ import re
 
 import pytest
 
-from roberta_tf.finetuning import tagging_features
+from roberta_tf.finetuning.tagging import tag_features
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import TESTDATA
 
@@ -70,7 +70,7 @@ def encoded(vocab_dir):
   tokenizer = BytePairTokenizer.from_dir(vocab_dir)
   assert (tokenizer.vocab_size, tokenizer.bos_id, tokenizer.pad_id, tokenizer.eos_id,
           tokenizer.unk_id, tokenizer.mask_id) == (50265, 0, 1, 2, 3, 50264)
-  pieces = tagging_features.encode_words(tokenizer, [c["words"] for c in CASES])
+  pieces = tag_features.encode_words(tokenizer, [c["words"] for c in CASES])
   return [[p.tolist() for p in words] for words in pieces]
 
 

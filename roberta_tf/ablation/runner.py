@@ -261,8 +261,8 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
 
   `parallel` runs that many arm x seed jobs at once (each a chain of processes), in job order;
   at equal wall clock (the recipe study) every arm then trains beside another one, as the
-  recipes of benchmarks/budget_recipe.py do. The corpus is checked before anything is written
-  (a bad --corpus leaves no study.json).
+  recipes of benchmarks/quality/budget_recipe.py do. The corpus is checked before anything is
+  written (a bad --corpus leaves no study.json).
   """
   corpus_lib.resolve_inputs(corpus)  # raises CorpusError naming what matches nothing
   if files.exists(work_dir) and not files.isdir(work_dir):

@@ -22,9 +22,11 @@ import os
 
 from roberta_tf.common.options import NON_NEGATIVE, Check, option
 
-# The default downstream problem: this checkout's own test data.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: the package
-PROBLEM_DIR = os.path.join(os.path.dirname(_PACKAGE), "tests", "testdata", "docs_sections")
+# The default downstream problem, shipped with the package (package data): docs_sections, 60
+# training and 30 dev paragraphs for each of 5 Python-docs sections (finetuning/docs_sections.py
+# made it; tests/testdata/docs_sections links to the same files).
+PROBLEM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),  # local-only: the package
+                           "data", "docs_sections")
 
 _AT_LEAST_1 = Check(lambda v: v >= 1, "--{name}={value}: must be >= 1")
 STUDIES = ("masking", "input_format", "batch_size", "recipe")

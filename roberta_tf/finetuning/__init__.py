@@ -8,13 +8,11 @@ Modules, in the order data flows through them:
   squad/          SQuAD: read, features (windows), decode, write, tf_ops (for the SavedModel),
                   eval (the official exact-match and F1)
   metrics         accuracy, F1, MCC, Pearson, Spearman
-  tagging_read    token classification: CoNLL / JSON-lines tagged sentences, the label set
-  tagging_features  words -> pieces (HF's add_prefix_space rule) -> windows; tags read back
-  tagging_scores  seqeval's entity metrics; the tag scheme (IOB1/IOB2/IOBES/BILOU/plain)
-  tagging_problem TokenClassificationProblem: windows, the per-piece loss, dev/test scores
-  tagging_write   predictions.conll (word, gold, predicted)
-  tagging_tf      the export's word split, windows and entity grouping in TF ops
-  hf_tagger       RobertaForTokenClassification folders in and out
+  tagging/        token classification: CoNLL / JSON lines, words -> pieces -> windows,
+                  seqeval's scores, the problem, predictions.conll, the export's TF ops,
+                  RobertaForTokenClassification folders in and out
+  embedding/      text embeddings: pairs and BEIR / STS data, the contrastive problem,
+                  retrieval scores, sentence-transformers folders out
   heads           classification/regression, multiple-choice and span heads on the encoder
   problem_info    ProblemInfo: what a fine-tuned model remembers of its problem
   problems        one Problem class per problem type: datasets, loss, dev metrics (an

@@ -17,10 +17,11 @@ import time
 import tensorflow as tf
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.finetuning import finetuned_dir, tagging_write
+from roberta_tf.finetuning import finetuned_dir
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.run_state import RunProgress
 from roberta_tf.finetuning.squad import write as squad_write
+from roberta_tf.finetuning.tagging import tag_write
 from roberta_tf.finetuning.task import FineTuningTask
 from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.summaries import log
@@ -153,8 +154,8 @@ class FineTuningEvents:
     (into the run's progress: they are the run's "test") and tags."""
     problem, run_dir, chief = self.problem, self.run.run_dir, self.run.chief
     if chief:
-      tagging_write.write_predictions(files.join(run_dir, tagging_write.DEV_FILE),
-                                      problem.dev.sentences, evaluation.tags)
+      tag_write.write_predictions(files.join(run_dir, tag_write.DEV_FILE),
+                                  problem.dev.sentences, evaluation.tags)
     if self.test_ds is None:
       return
     test = problem.score_test([{k: v.numpy() for k, v in self.predict(b).items()}
@@ -162,8 +163,8 @@ class FineTuningEvents:
     self.progress.best_test = test.metrics
     log(f"{self.run.name}: test {format_metrics(test.metrics)}")
     if chief:
-      tagging_write.write_predictions(files.join(run_dir, tagging_write.TEST_FILE),
-                                      problem.test.sentences, test.tags)
+      tag_write.write_predictions(files.join(run_dir, tag_write.TEST_FILE),
+                                  problem.test.sentences, test.tags)
 
   def _early_stop(self, epoch: int) -> bool:
     """--early_stopping_patience epochs without a better dev metric end the run."""

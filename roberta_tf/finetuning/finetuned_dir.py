@@ -11,7 +11,7 @@ model_dir/
   results.md           the same statistics as a table
   predictions.json, nbest_predictions.json   extractive QA: the kept run's dev predictions
   predictions.conll, test_predictions.conll  token classification: the kept run's dev (and
-                       --test_file) words with their gold and predicted tags (tagging_write.py)
+                       --test_file) words with their gold and predicted tags (tag_write.py)
   CoLA.tsv, MNLI-m.tsv, ...   GLUE presets: the kept model's test predictions (leaderboard
                        format, predictions.py), unless --predictions_dir puts them elsewhere
   runs/bs<B>_lr<rate>_seed<S>/   one directory per run of the sweep (its own best checkpoint,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from roberta_tf.finetuning import problem_types, tagging_scores
+from roberta_tf.finetuning import problem_types
+from roberta_tf.finetuning.tagging import tag_scores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +27,7 @@ class ProblemInfo:
     null_score_threshold: extractive QA (see squad/features.py and squad/decode.py).
     answer_classifier: SQuAD v2: the paper's answerability classifier on `<s>` (trained jointly,
       its loss summed with the span loss) decides "no answer"; False: BERT's null span score.
-    tag_scheme: token classification: the tags' scheme (tagging_scores.SCHEMES: IOB1, IOB2,
+    tag_scheme: token classification: the tags' scheme (tag_scores.SCHEMES: IOB1, IOB2,
       IOBES, BILOU, or plain: tags without prefixes, e.g. parts of speech), which entity
       scoring uses; labels: the tags in id order.
     label_all_pieces: token classification: every piece of a word carries its tag in training
@@ -66,7 +67,7 @@ class ProblemInfo:
     if self.task_type == problem_types.EMBEDDING:
       return ("ndcg_at_10", "mrr_at_10", "recall_at_100")
     if self.task_type == problem_types.TOKEN_CLASSIFICATION:
-      return tagging_scores.metric_names(self.labels, self.tag_scheme)
+      return tag_scores.metric_names(self.labels, self.tag_scheme)
     return ("exact_match", "f1")
 
   def to_dict(self) -> dict[str, Any]:

@@ -1,18 +1,13 @@
-"""Builds a run's fine-tuning problem (problems.py, tagging_problem.py) from its settings: reads
+"""Builds a run's fine-tuning problem (problems.py, tag_problem.py) from its settings: reads
 its training and dev data and passes everything in, whole."""
 
 from __future__ import annotations
 
-from roberta_tf.finetuning import (
-  embedding_problem,
-  glue,
-  problem_data,
-  problem_types,
-  problems,
-  tagging_problem,
-)
+from roberta_tf.finetuning import glue, problem_data, problem_types, problems
+from roberta_tf.finetuning.embedding import embed_problem
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.squad import read as squad_read
+from roberta_tf.finetuning.tagging import tag_problem
 
 
 def load_problem(cfg, tokenizer) -> problems.Problem:
@@ -21,9 +16,9 @@ def load_problem(cfg, tokenizer) -> problems.Problem:
   if cfg.glue_task:
     return _glue_problem(cfg, tokenizer)
   if cfg.task == problem_types.TOKEN_CLASSIFICATION:
-    return tagging_problem.load(cfg, tokenizer)
+    return tag_problem.load(cfg, tokenizer)
   if cfg.task == problem_types.EMBEDDING:
-    return embedding_problem.load(cfg, tokenizer)
+    return embed_problem.load(cfg, tokenizer)
   if cfg.task in (problem_types.CLASSIFICATION, problem_types.REGRESSION):
     return _table_problem(cfg, tokenizer)
   if cfg.task == problem_types.MULTIPLE_CHOICE:

@@ -47,7 +47,7 @@ class Evaluation:
   """What scoring the dev set gives: `metrics`, name -> value (the names of metric_names());
   extractive QA also `answers`, the decoded answers (squad_decode.Answers: what
   squad_write.write_predictions writes); token classification `tags`, each sentence's
-  predicted tags (what tagging_write.write_predictions writes)."""
+  predicted tags (what tag_write.write_predictions writes)."""
   metrics: dict[str, float]
   answers: squad_decode.Answers | None = None
   tags: list[list[str]] | None = None

@@ -33,12 +33,12 @@ from roberta_tf.finetuning import (
   problem_loading,
   problem_types,
   sweep,
-  tagging_write,
   warm_start,
 )
 from roberta_tf.finetuning import problems as problems_lib
 from roberta_tf.finetuning.events import TrialResult, format_metrics
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.finetuning.tagging import tag_write
 from roberta_tf.finetuning.trial import SweepClock, finished_run, run_trial
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
@@ -234,7 +234,7 @@ def _write_model_dir(cfg: FinetuneConfig, vocab_dir: str, model_config: models.R
   finetuned_dir.save_checkpoint(cfg.model.model_dir, model, best.best_epoch)
   finetuned_dir.copy_tokenizer(vocab_dir, cfg.model.model_dir)
   copied = {problem_types.EXTRACTIVE_QA: ("predictions.json", "nbest_predictions.json"),
-            problem_types.TOKEN_CLASSIFICATION: (tagging_write.DEV_FILE, tagging_write.TEST_FILE)}
+            problem_types.TOKEN_CLASSIFICATION: (tag_write.DEV_FILE, tag_write.TEST_FILE)}
   for name in copied.get(cfg.task, ()):
     if files.isfile(files.join(best.run_dir, name)):
       atomic_write.copy_file(files.join(best.run_dir, name), files.join(cfg.model.model_dir, name))

@@ -11,7 +11,7 @@ tokenizer and roberta-base's do; not normalized), and `model_max_length` = the m
 `add_prefix_space` (false as in roberta-base; true for a token classifier's folder): the
 tokenizer puts a space before the text, and with `is_split_into_words=True` before every word
 (transformers 4 refuses pre-split words for RoBERTa without it; 5 encodes the first word without
-the space). That is our token classification's word encoding (tagging_features.py), and HF's
+the space). That is our token classification's word encoding (tag_features.py), and HF's
 token-classification pipeline then encodes a raw text's first word with a space too.
 """
 

@@ -3,7 +3,7 @@
 Every kernel and embedding table is drawn from N(0, initializer_range) — a plain normal, not a
 truncated one: Keras' `TruncatedNormal(stddev=0.02)` cuts at 2σ and has an actual std of
 ≈ 0.0176, and with that narrower init a small post-LN model at peak LR 1e-3 stayed on the
-unigram plateau where the reference leaves it (measured: benchmarks/quality_vs_hf.py,
+unigram plateau where the reference leaves it (measured: benchmarks/quality/pretraining_vs_hf.py,
 docs/learning_parity.md).
 The embedding tables' padding row (`pad_id`) starts at zero, as `nn.Embedding(padding_idx=...)`
 leaves it. Biases and LayerNorm betas start at 0, LayerNorm gammas at 1 (the Keras defaults).

@@ -8,7 +8,7 @@ Signatures, by task (B = batch; every input is tf.string [B]):
   [B, C], choice int32 [B].
 - extractive_qa: `answer(question, context)` -> answer string [B] ("" for no answer), score
   float32 [B] (start + end logit of the span; -inf when none is valid), null_score float32 [B].
-- token_classification: `tag(text)` (tagging_tf.py: words are the whitespace-separated runs,
+- token_classification: `tag(text)` (tag_tf.py: words are the whitespace-separated runs,
   tagged at their first piece; entities grouped as transformers' token-classification pipeline
   with aggregation_strategy="first"; padded, E, W, P >= 1):
     entity_type string [B, E] (""), entity_start, entity_end int32 [B, E] (-1: character
@@ -34,14 +34,9 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.finetuning import (
-  featurize,
-  finetuned_dir,
-  heads,
-  problem_types,
-  tagging_tf,
-)
+from roberta_tf.finetuning import featurize, finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.squad import tf_ops as squad_tf_ops
+from roberta_tf.finetuning.tagging import tag_tf
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer, token_byte_lengths
 
@@ -60,7 +55,7 @@ class FinetunedModule(tf.Module):
     self.labels = tf.constant(list(info.labels) or [""], tf.string)
     self.byte_lengths = tf.constant(token_byte_lengths(tokenizer.get_vocabulary()))
     self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
-    self.tag_tables = (tagging_tf.LabelTables(info.labels)
+    self.tag_tables = (tag_tf.LabelTables(info.labels)
                        if info.task_type == problem_types.TOKEN_CLASSIFICATION else None)
 
   def _sequence_outputs(self, text_a, text_b):
@@ -120,16 +115,16 @@ class FinetunedModule(tf.Module):
     return {"embeddings": embeddings, "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 
   def _tag(self, text):
-    return tagging_tf.tag(self.model, self.tokenizer, self.tag_tables, text,
-                          max_seq_len=self.info.max_seq_len, doc_stride=self.info.doc_stride)
+    return tag_tf.tag(self.model, self.tokenizer, self.tag_tables, text,
+                      max_seq_len=self.info.max_seq_len, doc_stride=self.info.doc_stride)
 
   def _tag_info(self):
     info = self.info
     number = lambda value: tf.constant(value, tf.int32)
     return {"labels": self.labels, "tag_scheme": tf.constant(info.tag_scheme),
             "max_seq_len": number(info.max_seq_len), "doc_stride": number(info.doc_stride),
-            "max_chars": number(tagging_tf.DEFAULT_MAX_CHARS),
-            "max_pieces": number(tagging_tf.DEFAULT_MAX_PIECES)}
+            "max_chars": number(tag_tf.DEFAULT_MAX_CHARS),
+            "max_pieces": number(tag_tf.DEFAULT_MAX_PIECES)}
 
   def signatures(self) -> dict:
     """{name: tf.function} of the task's signature (and serving_default). Only the task's

@@ -12,7 +12,7 @@ over pieces of ~32 bytes (windows ~ one piece), linear in the word's length.
 
 Exactness: words up to `cap` bytes never reach this module (same ids as HF `tokenizers`). Above
 the cap the result is HF's whenever no merge reaches across a seam further than its window
-(about 16 bytes each side); this held on the real text the tests and `benchmarks/tokenizer.py`
+(about 16 bytes each side); this held on the real text the tests and `benchmarks/data/tokenizer.py`
 run. Where it does not, the ids still decode to the exact text: the tokenization is valid,
 bounded, and may differ from HF's. Two known kinds: a vocabulary token longer than a window
 that HF would place across a cut (a 20 KB run of '-' with the fixture's long dash tokens, a

@@ -23,7 +23,7 @@ ordinary character. An empty string gives an empty row.
 Round trip: `detokenize(tokenizer(x)) == x` for valid UTF-8, except that whitespace before a
 `<mask>` string is absorbed into the mask and does not come back.
 
-Speed and bounds (benchmarks/tokenizer.py): the tables and the word cache are built at
+Speed and bounds (benchmarks/data/tokenizer.py): the tables and the word cache are built at
 construction, and `tokenize` traces once (autograph off: it converts nothing and traced 5x
 slower). A call costs ~1 ms on top of the work, so pass batches of hundreds of lines or more.
 The tokenizer holds no mutable state (no runtime cache): safe in parallel tf.data. Words longer

@@ -53,7 +53,7 @@ class StepConfig:
       measured there). It trains to the default step's losses (tests/test_tpu_readiness.py:
       within 1e-3 over 10 steps with dropout 0). With dropout the masks differ, because XLA's
       stateless RNG draws other bits for the same seed. Measured no faster on CPU
-      (benchmarks/train_throughput.py --jit_compile; figures in docs/benchmarks.md).
+      (benchmarks/training/throughput.py --jit_compile; figures in docs/benchmarks.md).
   """
   grad_accum_steps: int = 1
   clip_norm: float = 0.0
