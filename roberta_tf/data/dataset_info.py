@@ -6,6 +6,9 @@ It sits beside the shards and records what a reader must agree with:
 {
   "format_version": 1,
   "vocab": {"sha256": "<of vocab.json>", "merges_sha256": "<of merges.txt>", "size": 8000},
+                                      # the vocabulary's identity (vocab_files.VocabId.record:
+                                      # no merges_sha256 in older shards; a tokenizer.json
+                                      # vocabulary: {"files": {"tokenizer.json": ...}, "size"})
   "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 7999},
   "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
   "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
