@@ -132,7 +132,7 @@ class ModelDir:
     """
     return vocab_growth.check(self.vocabulary(), other, model_side=(self.flag, self.path),
                               other_side=other_side, model_dir=self.path, other_dir=other_dir,
-                              grow=grow, hint=hint, **({"warn": warn} if warn else {}))
+                              grow=grow, hint=hint, warn=warn)
 
 
 def read_config(model_dir: str) -> RobertaConfig:

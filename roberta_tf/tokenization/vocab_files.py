@@ -134,8 +134,8 @@ class VocabId:
       if files.isfile(first):
         size = (max(read_vocab(first).values()) + 1 if kind[0] == VOCAB_FILE
                 else tokenizer_json_size(first))
-        present_ = [n for n in kind if files.isfile(files.join(directory, n))]
-        return cls.of({n: file_sha256(files.join(directory, n)) for n in present_}, size)
+        there = [n for n in kind if files.isfile(files.join(directory, n))]
+        return cls.of({n: file_sha256(files.join(directory, n)) for n in there}, size)
     return None
 
   @classmethod

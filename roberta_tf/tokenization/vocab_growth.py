@@ -152,7 +152,7 @@ def _print(line: str) -> None:
 
 def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
           other_side: tuple[str, str], model_dir: str | None, other_dir: str | None,
-          grow: bool, hint: str, warn=_print) -> VocabGrowth | None:
+          grow: bool, hint: str, warn=None) -> VocabGrowth | None:
   """Whether a model's vocabulary (`model`, by content) may meet `other` (shards' or a
   vocabulary directory's); the growth plan when it extends the model's and `grow`.
 
@@ -164,8 +164,9 @@ def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
       ids that differ, and a growth can be planned.
     grow: the model may grow to a vocabulary that extends its own (`train --init_from`).
     hint: what to do instead, ending the refusal.
-    warn: takes the one warning line when the two are the same by what both record but one
-      records a file the other does not (vocab_files.unchecked_warning: an older record).
+    warn: takes the one warning line (default: printed) when the two are the same by what both
+      record but one records a file the other does not (vocab_files.unchecked_warning: an
+      older record).
   Returns:
     None (the same vocabulary), or the growth plan (`grow` only).
   Raises:
@@ -178,7 +179,7 @@ def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
     line = vocab_files.unchecked_warning(model, f"{model_flag}={model_value!r}", other,
                                          f"{other_flag}={other_value!r}")
     if line:
-      warn(line)
+      (warn or _print)(line)
     return None
   both = bool(model_dir and other_dir and vocab_files.present(model_dir)
               and vocab_files.present(other_dir))
