@@ -70,6 +70,12 @@ class Vocab:
   vocab_json: bytes = dataclasses.field(default=b"", repr=False)
   merges_txt: bytes = dataclasses.field(default=b"", repr=False)
 
+  @property
+  def vocab_id(self) -> vocab_files.VocabId:
+    """The vocabulary's identity (what dataset_info.json records and every reader checks)."""
+    return vocab_files.VocabId.of({VOCAB_FILE: self.sha256, MERGES_FILE: self.merges_sha256},
+                                  self.size)
+
   def file_bytes(self) -> dict[str, bytes]:
     """{vocab.json: bytes, merges.txt: bytes}: the files as read (and hashed)."""
     return {VOCAB_FILE: self.vocab_json, MERGES_FILE: self.merges_txt}
@@ -102,8 +108,7 @@ def load_vocab(vocab_dir: str) -> Vocab:
                 merges_sha256=hashlib.sha256(merges_txt).hexdigest(), vocab_json=vocab_json,
                 merges_txt=merges_txt)
   with local_vocab_dir(vocab) as local:
-    info = vocab_info.VocabInfo.from_vocab_json(os.path.join(local, VOCAB_FILE),
-                                                sha256=vocab.sha256)
+    info = vocab_info.VocabInfo.from_vocab_json(os.path.join(local, VOCAB_FILE))
   return dataclasses.replace(vocab, size=info.vocab_size, special_ids=info.special_ids)
 
 

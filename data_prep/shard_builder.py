@@ -234,8 +234,7 @@ def _dataset_info(settings, vocab, shard_stats, doc_counts, stats, *, files) -> 
     warnings.append("the corpus has one document: no validation split was written")
   return {
       "format_version": dataset_info.FORMAT_VERSION,
-      "vocab": {"sha256": vocab.sha256, "merges_sha256": vocab.merges_sha256,
-                "size": vocab.size},
+      "vocab": vocab.vocab_id.record(),
       "special_ids": vocab.special_ids,
       "max_seq_len": settings.max_seq_len,
       "packing": settings.packing,

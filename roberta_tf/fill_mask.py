@@ -189,7 +189,9 @@ def _fill(loaded, args) -> str:
 def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) -> str:
   """Refuses --vocab_dir or a SavedModel of another vocabulary than the --held_out shards'
   (vocab_growth.VocabGrowthError, one line naming both); returns a warning when the SavedModel
-  records no vocabulary (an older export: only its size can be checked), else ""."""
+  records no vocabulary (an older export: only its size can be checked) and one when an older
+  record was compared by vocab.json alone (vocab_files.unchecked_warning: said once), one line
+  each, else ""."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -200,16 +202,18 @@ def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) 
   shards, shards_dir = vocab_info.shards_vocabulary(data_dir, dataset_info.read(data_dir))
   hint = ("rank shards encoded with the model's vocabulary, and pass that vocabulary as "
           "--vocab_dir")
+  partial = []  # the same older record met twice: said once
   vocab_growth.check(VocabId.of_dir(vocab_dir), shards, model_side=("--vocab_dir", vocab_dir),
                      other_side=("--held_out", data_dir), model_dir=vocab_dir,
-                     other_dir=shards_dir, grow=False, hint=hint)
+                     other_dir=shards_dir, grow=False, hint=hint, warn=partial.append)
   recorded_dir = files.join(saved_model, EXTRA_DIR)
   recorded = VocabId.of_dir(recorded_dir)
   if recorded is not None:
     vocab_growth.check(recorded, shards, model_side=("--saved_model", saved_model),
                        other_side=("--held_out", data_dir), model_dir=recorded_dir,
-                       other_dir=shards_dir or vocab_dir, grow=False, hint=hint)
-    return ""
+                       other_dir=shards_dir or vocab_dir, grow=False, hint=hint,
+                       warn=partial.append)
+    return partial[0] if partial else ""
   logits = loaded.signatures["mlm_logits"](input_ids=tf.constant([[0, 2]]),
                                            padding_mask=tf.constant([[1, 1]]))["logits"]
   size = int(np.shape(logits)[-1])
@@ -217,9 +221,10 @@ def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) 
     raise vocab_growth.VocabGrowthError(
         f"--held_out={data_dir!r} is of another vocabulary ({shards.describe()}) than "
         f"--saved_model={saved_model!r} ({size} ids): {hint}")
-  return (f"warning: --saved_model={saved_model} records no vocabulary (no "
-          f"{EXTRA_DIR}/vocab.json: an older export), so only its size ({size} ids) is "
-          f"checked against --held_out's; the ranks assume it was trained on {data_dir}'s")
+  return "\n".join(partial[:1] + [
+      f"warning: --saved_model={saved_model} records no vocabulary (no {EXTRA_DIR}/vocab.json: "
+      f"an older export), so only its size ({size} ids) is checked against --held_out's; the "
+      f"ranks assume it was trained on {data_dir}'s"])
 
 
 def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: int,
@@ -232,7 +237,9 @@ def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: in
   warning = check_vocabularies(loaded, saved_model, data_dir, vocab_dir)
   if warning:
     print(warning, flush=True)
-  examples, counts, special, decode = held_out_ranks.read_held_out(data_dir, vocab_dir, sample)
+  # The vocabularies were compared above (a partial comparison said so already).
+  examples, counts, special, decode = held_out_ranks.read_held_out(
+      data_dir, vocab_dir, sample, warn=lambda line: None)
   if not examples:
     raise ValueError(f"--held_out={data_dir}: its validation split has no sequence with a "
                      "whole word in its middle half to mask")

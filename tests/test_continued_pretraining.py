@@ -138,8 +138,7 @@ def _shards_of(vocab_dir, shards_dir) -> tuple[str, dict]:
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(vocab_dir, name), shards_dir)
   known = vocab_files.VocabId.of_dir(str(shards_dir))
-  return str(shards_dir), {"vocab": {"sha256": known.sha256, "merges_sha256": known.merges_sha256,
-                                     "size": known.size}}
+  return str(shards_dir), {"vocab": known.record()}
 
 
 def test_init_from_and_resume_meet_only_their_vocabulary(tmp_path, source, grown_vocab):

@@ -16,8 +16,10 @@ from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from roberta_tf.tokenization.vocab_growth import VocabGrowthError
 from tests import serving_loaders
+from tests.conftest import TESTDATA
 from tests.harness import call_module
 from tests.test_vocab_extension import swapped_vocabulary
+from tests.test_vocab_identity import reordered_merges
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
 
@@ -270,7 +272,7 @@ def test_fill_mask_refuses_shards_of_another_vocabulary(exported, train_shards, 
   record = VocabId.of_dir(other)
   with open(os.path.join(train_shards, "dataset_info.json"), encoding="utf-8") as f:
     info = json.load(f)
-  info["vocab"].update(sha256=record.sha256, merges_sha256=record.merges_sha256)
+  info["vocab"] = record.record()
   with open(os.path.join(other, "dataset_info.json"), "w", encoding="utf-8") as f:
     json.dump(info, f)
   for shards, vocab_dir, flag, value in ((other, other, "--saved_model", export_dir),
@@ -280,6 +282,69 @@ def test_fill_mask_refuses_shards_of_another_vocabulary(exported, train_shards, 
     message = str(error.value)
     assert "\n" not in message and "2 of the 8000 ids" in message, message
     assert f"--held_out={shards!r}" in message and f"{flag}={value!r}" in message
+
+
+@pytest.fixture(scope="module")
+def other_merges_shards(tmp_path_factory, hf_tiny_dir):
+  """Shards of the test corpus built with the fixture's vocab.json and another merges.txt (two
+  merges swapped: tests/test_vocab_identity.py), by build_shards."""
+  root = tmp_path_factory.mktemp("other_merges")
+  vocab_dir = reordered_merges(hf_tiny_dir, root / "vocab")
+  out = str(root / "shards")
+  built = call_module("data_prep.build_shards",
+                      f"--input={os.path.join(TESTDATA, 'python_docs_small.jsonl.gz')}",
+                      f"--vocab_dir={vocab_dir}", f"--output_dir={out}", "--max_seq_len=64",
+                      "--num_shards=1", "--validation_fraction=0.1", "--noprogress")
+  assert built.returncode == 0, built.stderr[-2000:]
+  return out
+
+
+def test_shards_of_another_merges_txt_are_refused_by_train_evaluate_and_fill_mask(
+    exported, other_merges_shards, hf_tiny_dir):
+  """The same vocab.json with another merges.txt is another vocabulary: `train` (resuming the
+  model dir), `evaluate` and `fill_mask --held_out` each refuse it in one `error:` line naming
+  both vocabularies and directories, and write nothing."""
+  model_dir, export_dir = exported
+  shards = other_merges_shards
+  before = sorted(os.listdir(model_dir))
+  runs = [
+      (("--train_data", "--model_dir", model_dir),
+       call_module("roberta_tf.train", f"--train_data={shards}", f"--model_dir={model_dir}",
+                   "--max_seq_len=64", "--batch_size=4", "--train_steps=1", "--warmup_steps=0")),
+      (("--eval_data", "--model_dir", model_dir),
+       call_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--eval_data={shards}")),
+      (("--held_out", "--vocab_dir", hf_tiny_dir),
+       call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}", f"--held_out={shards}",
+                   f"--vocab_dir={hf_tiny_dir}"))]
+  for (data_flag, flag, value), run in runs:
+    assert run.returncode == 1 and re.fullmatch(r"error: [^\n]+\n", run.stderr), run.stderr
+    assert f"{flag}={value!r}" in run.stderr and f"{data_flag}={shards!r}" in run.stderr
+    assert "merges.txt differs from rank 10" in run.stderr and run.stderr.count("merges.txt ") >= 2
+  assert sorted(os.listdir(model_dir)) == before
+
+
+def test_shards_recorded_before_merges_txt_was_load_with_one_warning(
+    exported, other_merges_shards, hf_tiny_dir, tmp_path):
+  """Shards whose dataset_info.json records vocab.json's sha256 alone (written before
+  merges.txt was) still evaluate and rank: compared by vocab.json, said in one warning line."""
+  model_dir, export_dir = exported
+  old = str(tmp_path / "old")
+  shutil.copytree(other_merges_shards, old)
+  with open(os.path.join(old, "dataset_info.json"), encoding="utf-8") as f:
+    info = json.load(f)
+  del info["vocab"]["merges_sha256"]
+  with open(os.path.join(old, "dataset_info.json"), "w", encoding="utf-8") as f:
+    json.dump(info, f)
+  for run in (call_module("roberta_tf.evaluate", f"--model_dir={model_dir}", f"--eval_data={old}",
+                          "--eval_steps=1"),
+              call_module("roberta_tf.fill_mask", f"--saved_model={export_dir}",
+                          f"--held_out={old}", f"--vocab_dir={hf_tiny_dir}", "--examples=1",
+                          "--rank_sample=2")):
+    assert run.returncode == 0, run.stderr[-2000:]
+    warnings = [line for line in run.stdout.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "compared by vocab.json alone" in warnings[0], run.stdout
+    assert f"no merges.txt is recorded for --held_out={old!r}" in warnings[0] or (
+        f"no merges.txt is recorded for --eval_data={old!r}" in warnings[0]), warnings[0]
 
 
 def test_auto_precision_is_measured_once_per_machine_and_model(tmp_path, monkeypatch,

@@ -193,7 +193,9 @@ def test_vocab_info_reads_vocab_json(vocab, tmp_path):
   assert vocab.word_start[pieces["\u0120the"]] and not vocab.word_start[pieces["the"]]
   assert vocab.word_start.sum() == sum(p.startswith("\u0120") for p in pieces)
   assert vocab.special_flags().sum() == 5
-  assert vocab.sha256 == vocab_files.file_sha256(os.path.join(HF_TINY, "vocab.json"))
+  assert vocab.vocab_id == vocab_files.VocabId.of_dir(HF_TINY)  # vocab.json and merges.txt
+  assert vocab.vocab_id.sha256_of("vocab.json") == vocab_files.file_sha256(
+      os.path.join(HF_TINY, "vocab.json"))
   del pieces["<mask>"]
   pieces["Ġzz"] = 4
   (tmp_path / "vocab.json").write_text(json.dumps(pieces))

@@ -15,6 +15,7 @@ from roberta_tf.data import dataset_info, example_spec
 from roberta_tf.data.masking import MaskingConfig
 from roberta_tf.data.pipeline import InputConfig, build_dataset, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo
+from roberta_tf.tokenization.vocab_files import VocabId
 from tests.batches import restore
 from tests.conftest import HF_TINY, TESTDATA
 from tests.harness import tiny_config
@@ -197,8 +198,9 @@ def test_input_context_splits_the_data_disjointly(shards, vocab, num_pipelines):
 
 def test_mismatches_with_vocab_or_model_fail_clearly(shards, vocab, tmp_path):
   config = InputConfig(per_replica_batch_size=4, max_seq_len=S)
-  other = VocabInfo(vocab.vocab_size, vocab.special_ids, vocab.word_start, sha256="0" * 64)
-  with pytest.raises(dataset_info.DatasetInfoError, match="sha256 differs"):
+  other = VocabInfo(vocab.vocab_size, vocab.special_ids, vocab.word_start,
+                    vocab_id=VocabId.of({"vocab.json": "0" * 64}, vocab.vocab_size))
+  with pytest.raises(dataset_info.DatasetInfoError, match="encoded with another vocabulary"):
     build_pretraining_dataset(shards, "train", other, config)
   with pytest.raises(dataset_info.DatasetInfoError, match="position table has 60 rows"):
     build_pretraining_dataset(shards, "train", vocab, config, max_positions=60)

@@ -27,7 +27,7 @@ for --rounds rounds. The machine is shared and its load swings
 (ours / keras-hub in adjacent windows, which see about the same load); tokens/s per side are
 the median windows, and the best windows are printed too. The CPU model (/proc/cpuinfo) is
 printed first.
-MFU = roberta_tf.pretraining.flops.train_step_flops / step time / peak, the peak measured on
+MFU = roberta_tf.models.flops.train_step_flops / step time / peak, the peak measured on
 this machine in the precision (training/precision_probe.peak_flops, as a training run's MFU: a
 2048^3 matmul, cached per machine; --peak_flops_* override), printed with whether it was cached.
 """
@@ -49,7 +49,8 @@ from benchmarks.common import commands
 from benchmarks.training import throughput_flags
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline
-from roberta_tf.pretraining import flops, inputs
+from roberta_tf.models import flops
+from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.tokenization import vocab_files
@@ -254,9 +255,8 @@ def main(argv):
           model_dir="", train_data="")).masking_config() \
           .resolved_max_predictions(args.max_seq_len)
       step_flops = flops.train_step_flops(
-          num_layers=config.num_layers, hidden_size=config.hidden_size,
-          intermediate_size=config.intermediate_size, vocab_size=VOCAB_SIZE,
-          seq_len=args.max_seq_len, predictions_per_seq=predictions, sequences=args.batch_size)
+          config.flop_terms(), seq_len=args.max_seq_len, predictions_per_seq=predictions,
+          sequences=args.batch_size)
       for precision in args.precisions.split(","):
         rows.append(measure(args, data, preset, precision, peer,
                             step_flops / (args.batch_size * args.max_seq_len) / peak[precision]))

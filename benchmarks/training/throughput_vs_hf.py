@@ -38,7 +38,7 @@ order rotating from round to round; the idle sides wait blocked on their pipes. 
 load swings, so each ratio is the median of the rounds' paired ratios (ours / that arm in the
 same round); tokens/s per side are the median windows, and the best windows are printed too.
 A worker that dies is reported with the tail of its stderr.
-MFU = roberta_tf.pretraining.flops.train_step_flops (the model FLOPs of our step: HF stock's
+MFU = roberta_tf.models.flops.train_step_flops (the model FLOPs of our step: HF stock's
 extra head work counts for nothing) / step time / peak, the peak measured on this machine in
 the precision (training/precision_probe.peak_flops, as a training run's MFU: a 2048^3 matmul in
 our worker, with its threads, measured again each run, the best seen on this machine kept;
@@ -192,7 +192,7 @@ def compare(args, data: str, batches: str, work: str, preset: str, precision: st
             header: dict) -> dict:
   """One preset x precision: the three workers, their windows, the row."""
   from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
-  from roberta_tf.pretraining import flops  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import flops  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.task import model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   fields = train_config_fields(args, data, preset, precision)
@@ -209,9 +209,7 @@ def compare(args, data: str, batches: str, work: str, preset: str, precision: st
   finally:
     close_all(workers)
   step_flops = flops.train_step_flops(
-      num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
-      intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
-      seq_len=args.max_seq_len,
+      model_config.flop_terms(), seq_len=args.max_seq_len,
       predictions_per_seq=cfg.masking_config().resolved_max_predictions(args.max_seq_len),
       sequences=args.batch_size)
   ready = workers["ours"].ready

@@ -6,6 +6,9 @@ It sits beside the shards and records what a reader must agree with:
 {
   "format_version": 1,
   "vocab": {"sha256": "<of vocab.json>", "merges_sha256": "<of merges.txt>", "size": 8000},
+                                      # the vocabulary's identity (vocab_files.VocabId.record:
+                                      # no merges_sha256 in older shards; a tokenizer.json
+                                      # vocabulary: {"files": {"tokenizer.json": ...}, "size"})
   "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 7999},
   "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
   "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
@@ -32,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from roberta_tf.common import atomic_write, files
+from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.vocab_files import VocabId
 
 FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
@@ -96,26 +101,42 @@ def split_files(data_dir: str, info: dict[str, Any], split: str) -> list[str]:
   return paths
 
 
+def _print(line: str) -> None:
+  print(line, flush=True)
+
+
 def check_compatible(info: dict[str, Any], *, vocab_size: int | None = None,
                      special_ids: dict[str, int] | None = None,
-                     vocab_sha256: str | None = None,
+                     vocab: VocabId | None = None, vocab_side: str = "the tokenizer's",
                      max_positions: int | None = None,
-                     max_seq_len: int | None = None, where: str = "") -> None:
+                     max_seq_len: int | None = None, where: str = "", warn=_print) -> None:
   """Fails with one clear message per disagreement between the shards and tokenizer/model.
 
   Args:
     info: the parsed dataset_info.json.
-    vocab_size / special_ids / vocab_sha256: the tokenizer's (or model config's) values.
+    vocab_size / special_ids: the tokenizer's (or model config's) values.
+    vocab: the tokenizer's vocabulary by content, compared with the shards' by the one rule
+      (tokenization/vocab_files.VocabId.same); `vocab_side` names it in messages.
     max_positions: the model's position table size; shards need max_seq_len + 2 <= it.
     max_seq_len: the sequence length the pipeline pads to; shards need their max <= it.
     where: the data directory, for the message.
+    warn: takes the one warning line when the shards' record lacks a file `vocab` has (or the
+      other way round): compared by what both record (vocab_files.unchecked_warning).
   """
   problems = []
   if vocab_size is not None and info["vocab"]["size"] != vocab_size:
     problems.append(f"vocab size {info['vocab']['size']} in the shards, {vocab_size} in the "
                     "tokenizer/model")
-  if vocab_sha256 is not None and info["vocab"]["sha256"] != vocab_sha256:
-    problems.append("vocab.json sha256 differs: the shards were encoded with another vocabulary")
+  if vocab is not None:
+    shards = VocabId.of_record(info["vocab"])
+    if not shards.same(vocab):
+      problems.append(f"the shards were encoded with another vocabulary ({shards.describe()}) "
+                      f"than {vocab_side} ({vocab.describe()})")
+    else:
+      line = vocab_files.unchecked_warning(shards, f"the shards in {where or 'dataset'}",
+                                           vocab, vocab_side)
+      if line:
+        warn(line)
   if special_ids is not None:
     for name, value in special_ids.items():
       got = info["special_ids"].get(name)

@@ -110,8 +110,8 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   Args:
     data_dir: directory with dataset_info.json and the TFRecord shards.
     split: "train", "validation", ... (a key of dataset_info's splits).
-    vocab: the tokenizer's vocabulary facts; its size, special ids and sha256 (when known)
-      must match dataset_info.json.
+    vocab: the tokenizer's vocabulary facts; its size, special ids and identity (vocab_id,
+      when known) must match dataset_info.json.
     config: reading and batching options.
     masking: masking options (default MaskingConfig()).
     max_positions: the model's position table size, checked against the shards' max_seq_len.
@@ -139,7 +139,7 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
   info = dataset_info.read(data_dir)
   dataset_info.check_compatible(
       info, vocab_size=vocab.vocab_size, special_ids=vocab.special_ids,
-      vocab_sha256=vocab.sha256, max_positions=max_positions, max_seq_len=config.max_seq_len,
+      vocab=vocab.vocab_id, max_positions=max_positions, max_seq_len=config.max_seq_len,
       where=data_dir)
   files = dataset_info.split_files(data_dir, info, split)
   if config.repeat and config.shuffle_buffer:

@@ -30,12 +30,13 @@ class VocabInfo:
       masking or drawn as a random replacement.
     word_start: bool [vocab_size], True where the piece begins with "Ġ". None when unknown
       (built from ids only); whole-word masking then refuses to run.
-    sha256: sha256 hex of vocab.json, or None; checked against dataset_info.json.
+    vocab_id: the vocabulary by content (vocab_files.VocabId), or None; checked against
+      dataset_info.json.
   """
   vocab_size: int
   special_ids: dict[str, int]
   word_start: np.ndarray | None = None
-  sha256: str | None = None
+  vocab_id: vocab_files.VocabId | None = None
 
   def __post_init__(self):
     missing = [n for n in SPECIAL_TOKENS if n not in self.special_ids]
@@ -63,12 +64,14 @@ class VocabInfo:
     return flags
 
   @classmethod
-  def from_vocab_json(cls, path: str, sha256: str | None = None) -> VocabInfo:
+  def from_vocab_json(cls, path: str,
+                      vocab_id: vocab_files.VocabId | None = None) -> VocabInfo:
     """Reads a GPT-2/RoBERTa vocab.json; ids must be exactly 0..V-1 (each once).
 
     Args:
       path: the vocab.json.
-      sha256: its sha256 if the caller already computed it (else it is computed here).
+      vocab_id: its vocabulary's identity if the caller knows it (else that of the vocab.json
+        and merges.txt in its directory, computed here).
     """
     vocab = vocab_files.read_vocab(path, dense=True)
     size = len(vocab)
@@ -77,7 +80,8 @@ class VocabInfo:
       word_start[i] = piece.startswith(SPACE_MARKER)
     return cls(vocab_size=size,
                special_ids={n: vocab[t] for n, t in SPECIAL_TOKENS.items()},
-               word_start=word_start, sha256=sha256 or vocab_files.file_sha256(path))
+               word_start=word_start,
+               vocab_id=vocab_id or vocab_files.VocabId.of_dir(files.dirname(path)))
 
   @classmethod
   def from_dir(cls, vocab_dir: str) -> VocabInfo:
@@ -89,7 +93,7 @@ class VocabInfo:
     """Size and special ids as the shards recorded them (no word starts: no whole-word masking)."""
     return cls(vocab_size=int(info["vocab"]["size"]),
                special_ids={n: int(info["special_ids"][n]) for n in SPECIAL_TOKENS},
-               word_start=None, sha256=info["vocab"].get("sha256"))
+               word_start=None, vocab_id=vocab_files.VocabId.of_record(info["vocab"]))
 
   @classmethod
   def for_dataset(cls, data_dir: str, info: dict, vocab_dir: str | None = None) -> VocabInfo:
@@ -102,7 +106,8 @@ class VocabInfo:
       return cls.from_dir(vocab_dir)
     found = find_vocab_dir(data_dir, info)
     if found:
-      return cls.from_vocab_json(files.join(found, VOCAB_FILE), sha256=info["vocab"]["sha256"])
+      return cls.from_vocab_json(files.join(found, VOCAB_FILE),
+                                 vocab_id=vocab_files.VocabId.of_record(info["vocab"]))
     return cls.from_dataset_info(info)
 
 
@@ -111,14 +116,16 @@ def find_vocab_dir(data_dir: str, info: dict) -> str | None:
 
   Looks beside the shards (data_prep copies vocab.json + merges.txt there), then in the
   vocab_dir data_prep recorded (as given, or relative to `data_dir`); a candidate counts only
-  when its vocab.json has the sha256 recorded in dataset_info.json.
+  when its files are the vocabulary dataset_info.json records (vocab_files.VocabId.same: its
+  vocab.json and merges.txt, or vocab.json alone in a record written before merges.txt was).
   """
   recorded = (info.get("source") or {}).get("vocab_dir") or ""
+  shards = vocab_files.VocabId.of_record(info["vocab"])
   for candidate in (data_dir, recorded, files.join(data_dir, recorded) if recorded else ""):
-    path = files.join(candidate, VOCAB_FILE) if candidate else ""
-    if (candidate and files.isfile(path)
-        and vocab_files.file_sha256(path) == info["vocab"]["sha256"]):
-      return candidate
+    if candidate and files.isfile(files.join(candidate, VOCAB_FILE)):
+      found = vocab_files.VocabId.of_dir(candidate)
+      if found is not None and found.same(shards):
+        return candidate
   return None
 
 

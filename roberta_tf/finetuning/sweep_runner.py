@@ -40,6 +40,7 @@ from roberta_tf.finetuning.events import TrialResult, format_metrics
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.finetuning.tagging import tag_write
 from roberta_tf.finetuning.trial import SweepClock, finished_run, run_trial
+from roberta_tf.tokenization import vocab_files
 from roberta_tf.training import checkpointing
 from roberta_tf.training import cluster as cluster_lib
 from roberta_tf.training import model_config as model_config_lib
@@ -125,6 +126,7 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
 def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
   """run_sweep's body, holding the model dir's lock on the chief: the model and the problem,
   the sweep's settings (resumed or new), its runs, their statistics and the kept model."""
+  check_vocab_dir(cfg)
   vocab_dir = cfg.vocab_dir or cfg.model.init_from
   tokenizer = finetuned_dir.load_tokenizer(vocab_dir)
   model_config = model_config_for(cfg, tokenizer.vocab_size)
@@ -160,6 +162,20 @@ def _run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy) -> dict:
     return {**kept.run.metrics, "metric": metric, "learning_rate": kept.run.learning_rate,
             **kept.statistics}
   return _write_model_dir(cfg, vocab_dir, model_config, problem, metric, runs, summary, kept)
+
+
+def check_vocab_dir(cfg: FinetuneConfig) -> None:
+  """Refuses --vocab_dir of another vocabulary than --init_from's (the one its weights were
+  pretrained on: the text would become ids whose rows mean other tokens), by content
+  (vocab_files.VocabId: a merges.txt that differs too), in one line naming both."""
+  if not (cfg.vocab_dir and cfg.model.init_from):
+    return
+  given = vocab_files.VocabId.of_dir(cfg.vocab_dir)
+  if given is not None:  # else the tokenizer's load names the missing file
+    models.model_dir.ModelDir(cfg.model.init_from, "--init_from").check_vocabulary(
+        given, ("--vocab_dir", cfg.vocab_dir), cfg.vocab_dir,
+        hint="fine-tune with the vocabulary the model was pretrained on (without --vocab_dir: "
+        "--init_from's)")
 
 
 def _resumes(cfg: FinetuneConfig, settings: dict) -> bool:

@@ -1,7 +1,8 @@
 """RoBERTa models: config, functional encoder, tied MLM head, pretrainer, model directories.
 
-Checkpoint converters (Hugging Face safetensors, keras-hub RobertaBackbone) live in
-`hf_weights` and `keras_hub_weights`; import them explicitly.
+`flops` counts a training step's FLOPs (for MFU) from what a config's `flop_terms()` says its
+layers compute. Checkpoint converters (Hugging Face safetensors, keras-hub RobertaBackbone) live
+in `hf_weights` and `keras_hub_weights`; import them explicitly.
 """
 
 from roberta_tf.models.config import PRESET_NAMES, ConfigError, RobertaConfig, preset

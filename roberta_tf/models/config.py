@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from roberta_tf.common import atomic_write, error_text, files
+from roberta_tf.models import flops
 
 
 class ConfigError(ValueError):
@@ -104,6 +105,20 @@ class RobertaConfig:
   @property
   def head_size(self) -> int:
     return self.hidden_size // self.num_heads
+
+  def flop_terms(self) -> flops.ModelWork:
+    """What the pretrainer multiplies (models/flops.py): per layer Q, K, V and output (4 H x H),
+    the feed-forward's H x F in (twice with gated_ffn: its gate) and F x H out, global
+    attention over heads x head size = H; the MLM head's H x H transform and tied H x V decoder
+    per predicted slot; with next_sentence_head the NSP pooler H x H and classifier H x 2 per
+    sequence. Biases, LayerNorms (pre- or post-) and GELU are not matmuls: no term."""
+    h, f = self.hidden_size, self.intermediate_size
+    ffn_in = 2 if self.gated_ffn else 1
+    layer = flops.LayerWork(projection_macs=4 * h * h + ffn_in * h * f + f * h,
+                            attention_width=h)
+    return flops.ModelWork(layers=(layer,) * self.num_layers,
+                           head_macs=h * h + h * self.vocab_size,
+                           sequence_macs=h * h + 2 * h if self.next_sentence_head else 0)
 
   def replace(self, **overrides) -> RobertaConfig:
     """A copy with `overrides` applied (`max_seq_len=N` is accepted and sets max_positions)."""

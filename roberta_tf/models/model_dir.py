@@ -110,25 +110,29 @@ class ModelDir:
     if found is not None:
       return found
     record = (self.section("data") or {}).get("vocab")
-    return VocabId.of_record(record) if isinstance(record, dict) and "sha256" in record else None
+    if not isinstance(record, dict) or "size" not in record:
+      return None
+    found = VocabId.of_record(record)
+    return found if found.files else None
 
   def copy_vocabulary(self, src_dir: str) -> list[str]:
     """Copies vocab.json + merges.txt (where present) from `src_dir`; returns the names."""
     return vocab_files.copy_vocab_files(src_dir, self.path)
 
   def check_vocabulary(self, other: VocabId, other_side: tuple[str, str],
-                       other_dir: str | None, *, hint: str,
-                       grow: bool = False) -> vocab_growth.VocabGrowth | None:
+                       other_dir: str | None, *, hint: str, grow: bool = False,
+                       warn=None) -> vocab_growth.VocabGrowth | None:
     """Refuses `other` (shards' or a vocabulary directory's, named by `other_side` = (flag,
     value), its files in `other_dir` if known) unless it is this model's vocabulary or, with
-    `grow`, one that extends it; returns the growth plan then (vocab_growth.check).
+    `grow`, one that extends it; returns the growth plan then (vocab_growth.check, which says
+    in one line to `warn`, default stdout, when an older record was compared in part).
 
     Raises:
       vocab_growth.VocabGrowthError: one line naming both (`hint`: what to do instead).
     """
     return vocab_growth.check(self.vocabulary(), other, model_side=(self.flag, self.path),
                               other_side=other_side, model_dir=self.path, other_dir=other_dir,
-                              grow=grow, hint=hint)
+                              grow=grow, hint=hint, warn=warn)
 
 
 def read_config(model_dir: str) -> RobertaConfig:

@@ -6,7 +6,7 @@
                      settings, the MLM objective
   events             PretrainingEvents (training/task.py's Events): the loop's events (logs,
                      held-out evals beside the unigram baseline, checkpoints, the restore when
-                     the run diverges)
+                     the run diverges); MFU from the model's FLOPs (models/flops.py)
   objective          MlmObjective (and NSP for the pair-packing ablation): the loss Sums
   losses             MLM / NSP loss sums
   inputs             the distributed train/eval datasets at the data position; the unigram
@@ -18,5 +18,4 @@
   mlm_evaluation     the fixed-mask held-out MLM evaluator, the unigram-plateau check (the
                      library of `python -m roberta_tf.evaluate`)
   minimal_pair_evaluation  BLiMP-style minimal pairs by pseudo-log-likelihood
-  flops              FLOPs per update for MFU
 """

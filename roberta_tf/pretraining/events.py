@@ -14,7 +14,8 @@ import math
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.pretraining import flops, mlm_evaluation
+from roberta_tf.models import flops
+from roberta_tf.pretraining import mlm_evaluation
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing, precision_probe
 from roberta_tf.training import strategy as strategy_lib
@@ -43,12 +44,12 @@ def replica_peak_flops(cfg: TrainConfig, strategy: tf.distribute.Strategy, log) 
 
 def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                     model_config: models.RobertaConfig, log=summaries_lib.log) -> float:
-  """FLOPs of one update / the replicas' peak FLOP/s: MFU = updates x this / seconds."""
+  """FLOPs of one update (models/flops.py, from what `model_config`'s layers compute) / the
+  replicas' peak FLOP/s: MFU = updates x this / seconds."""
   predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
   step_flops = flops.train_step_flops(
-      num_layers=model_config.num_layers, hidden_size=model_config.hidden_size,
-      intermediate_size=model_config.intermediate_size, vocab_size=model_config.vocab_size,
-      seq_len=cfg.data.max_seq_len, predictions_per_seq=predictions, sequences=cfg.data.batch_size)
+      model_config.flop_terms(), seq_len=cfg.data.max_seq_len, predictions_per_seq=predictions,
+      sequences=cfg.data.batch_size)
   peak = replica_peak_flops(cfg, strategy, log)
   return step_flops / (peak * strategy.num_replicas_in_sync)
 

@@ -184,17 +184,19 @@ def format_ranked(ranked: Sequence[Ranked], decode: Callable[[Sequence[int]], st
 
 
 def read_held_out(data_dir: str, vocab_dir: str, sample: int = DEFAULT_SAMPLE,
-                  context: int = DEFAULT_CONTEXT, split: str = "validation"):
+                  context: int = DEFAULT_CONTEXT, split: str = "validation", warn=print):
   """(examples, the train split's unigram counts int64 [V], special ids, decode) of a shard dir.
 
   `decode(ids) -> str` turns ids back into text with `vocab_dir`'s vocab.json, which must be
-  the one the shards were encoded with (its sha256 is checked against dataset_info.json).
+  of the vocabulary the shards were encoded with (vocab_files.VocabId, checked against
+  dataset_info.json; `warn` takes the line saying an older record was compared in part).
   Raises DatasetInfoError / VocabFileError / DamagedShardError naming the file at fault.
   """
   info = dataset_info.read(data_dir)
   vocab_json, _ = vocab_files.paths(vocab_dir)
-  dataset_info.check_compatible(info, vocab_sha256=vocab_files.file_sha256(vocab_json),
-                                where=data_dir)
+  dataset_info.check_compatible(info, vocab=vocab_files.VocabId.of_dir(vocab_dir),
+                                vocab_side=f"--vocab_dir={vocab_dir!r}", where=data_dir,
+                                warn=warn)
   table = tokenizer.token_bytes_table(vocab_files.read_vocab(vocab_json))
   vocab_size = int(info["vocab"]["size"])
   special = {k: int(v) for k, v in info["special_ids"].items()}

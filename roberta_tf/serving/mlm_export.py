@@ -32,6 +32,7 @@ from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
+from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -120,6 +121,34 @@ class ExportError(ValueError):
   """The model dir cannot be exported (no vocab files, vocab does not fit the model, ...)."""
 
 
+def _tokenizer(model_dir: str, vocab_dir: str, config: models.RobertaConfig
+               ) -> BytePairTokenizer:
+  """The tokenizer of `vocab_dir` (the model dir's or --vocab_dir), once it is known to be of
+  the model's vocabulary (by content where the model dir knows its own; else by size and
+  special ids)."""
+  if vocab_files.VOCAB_FILE not in vocab_files.present(vocab_dir):
+    raise ExportError(f"no {vocab_files.VOCAB_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
+                      "directory data_prep.train_tokenizer wrote)")
+  if vocab_dir != model_dir:  # the model's own vocabulary (files or training record) decides
+    ModelDir(model_dir).check_vocabulary(
+        vocab_files.VocabId.of_dir(vocab_dir), ("--vocab_dir", vocab_dir), vocab_dir,
+        hint="export with the vocabulary the model was trained on (without --vocab_dir when "
+        "the model dir holds it)")
+  try:
+    tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+  except vocab_files.VocabFileError as e:
+    raise ExportError(f"cannot load the tokenizer in {vocab_dir!r}: {e}") from e
+  if tokenizer.vocab_size != config.vocab_size:
+    raise ExportError(f"vocab in {vocab_dir!r} has {tokenizer.vocab_size} ids, the model "
+                      f"{config.vocab_size}: wrong --vocab_dir?")
+  # The model's position ids count from pad_id: the vocabulary must use the config's ids.
+  for name in ("bos_id", "pad_id", "eos_id"):
+    if getattr(tokenizer, name) != getattr(config, name):
+      raise ExportError(f"vocab in {vocab_dir!r} has {name}={getattr(tokenizer, name)}, the "
+                        f"model {getattr(config, name)}: wrong --vocab_dir?")
+  return tokenizer
+
+
 def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | None = None,
                        vocab_dir: str | None = None, top_k: int = 5,
                        max_seq_len: int | None = None, overwrite: bool = False,
@@ -140,7 +169,9 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   Returns:
     export_dir.
   Raises:
-    ExportError, ModelDirError: naming the flag, directory or file at fault.
+    ExportError, ModelDirError: naming the flag, directory or file at fault;
+    vocab_growth.VocabGrowthError: --vocab_dir is of another vocabulary than the model dir's
+      (one line naming both).
   """
   if files.exists(export_dir) and not files.isdir(export_dir):
     raise ExportError(f"--export_dir {export_dir!r} exists and is not a directory")
@@ -154,21 +185,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   if not 1 <= top_k <= config.vocab_size:
     raise ExportError(f"--top_k={top_k}: must be in [1, {config.vocab_size}] (the vocab size)")
   vocab_dir = vocab_dir or model_dir
-  if vocab_files.VOCAB_FILE not in vocab_files.present(vocab_dir):
-    raise ExportError(f"no {vocab_files.VOCAB_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
-                      "directory data_prep.train_tokenizer wrote)")
-  try:
-    tokenizer = BytePairTokenizer.from_dir(vocab_dir)
-  except vocab_files.VocabFileError as e:
-    raise ExportError(f"cannot load the tokenizer in {vocab_dir!r}: {e}") from e
-  if tokenizer.vocab_size != config.vocab_size:
-    raise ExportError(f"vocab in {vocab_dir!r} has {tokenizer.vocab_size} ids, the model "
-                      f"{config.vocab_size}: wrong --vocab_dir?")
-  # The model's position ids count from pad_id: the vocabulary must use the config's ids.
-  for name in ("bos_id", "pad_id", "eos_id"):
-    if getattr(tokenizer, name) != getattr(config, name):
-      raise ExportError(f"vocab in {vocab_dir!r} has {name}={getattr(tokenizer, name)}, the "
-                        f"model {getattr(config, name)}: wrong --vocab_dir?")
+  tokenizer = _tokenizer(model_dir, vocab_dir, config)
   serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
   build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype, serving=True)  # noqa: E731

@@ -146,9 +146,13 @@ def extension_problem(old: dict[str, int], old_merges, new: dict[str, int], new_
   return ""
 
 
+def _print(line: str) -> None:
+  print(line, flush=True)
+
+
 def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
           other_side: tuple[str, str], model_dir: str | None, other_dir: str | None,
-          grow: bool, hint: str) -> VocabGrowth | None:
+          grow: bool, hint: str, warn=None) -> VocabGrowth | None:
   """Whether a model's vocabulary (`model`, by content) may meet `other` (shards' or a
   vocabulary directory's); the growth plan when it extends the model's and `grow`.
 
@@ -160,14 +164,23 @@ def check(model: VocabId | None, other: VocabId, *, model_side: tuple[str, str],
       ids that differ, and a growth can be planned.
     grow: the model may grow to a vocabulary that extends its own (`train --init_from`).
     hint: what to do instead, ending the refusal.
+    warn: takes the one warning line (default: printed) when the two are the same by what both
+      record but one records a file the other does not (vocab_files.unchecked_warning: an
+      older record).
   Returns:
     None (the same vocabulary), or the growth plan (`grow` only).
   Raises:
     VocabGrowthError: one line naming both sides.
   """
-  if model is None or model.same(other):
-    return None
   (model_flag, model_value), (other_flag, other_value) = model_side, other_side
+  if model is None:
+    return None
+  if model.same(other):
+    line = vocab_files.unchecked_warning(model, f"{model_flag}={model_value!r}", other,
+                                         f"{other_flag}={other_value!r}")
+    if line:
+      (warn or _print)(line)
+    return None
   both = bool(model_dir and other_dir and vocab_files.present(model_dir)
               and vocab_files.present(other_dir))
   if grow:

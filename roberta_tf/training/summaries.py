@@ -58,7 +58,7 @@ PRETRAINING = {
     "examples_per_sec": ("perf/examples_per_sec", "Sequences trained on per second of wall "
                          "time over the log window."),
     "mfu": ("perf/mfu", "Model FLOPs utilization: the model's FLOPs per second over the "
-            "accelerators' peak (pretraining/flops.py)."),
+            "accelerators' peak (models/flops.py)."),
     "input_wait_fraction": ("perf/input_wait_fraction", "Fraction of wall time the step loop "
                             "waited for the input pipeline."),
 }
