@@ -1,9 +1,6 @@
 """Corpus to shards: tokenizer training and TFRecord shard building (python -m data_prep.*).
 
-Importing the package quiets TensorFlow's start-up (roberta_tf/common/quiet_start.py) before any
-of its modules can import TensorFlow, as importing roberta_tf does.
+Importing the package, or any of its modules, changes nothing in the process, as with
+roberta_tf; the binaries quiet TensorFlow's start-up themselves (roberta_tf/common/cli.py's
+`run`).
 """
-
-from roberta_tf.common import quiet_start
-
-quiet_start.install()

@@ -17,7 +17,6 @@ declared once, as data_prep/shard_settings.py's ShardSettings, and handed to the
 from absl import app
 
 from data_prep import corpus
-from data_prep.shard_builder import build_shards, summary
 from data_prep.shard_settings import ShardSettings
 from roberta_tf.common import cli, options
 from roberta_tf.common import files as files_lib
@@ -40,6 +39,10 @@ def main(argv):
   for part in settings.input.split(","):
     if part.strip() and part.strip() != corpus.STDLIB:
       files_lib.check(part.strip(), "--input")
+  # The builder imports TensorFlow (the example spec, the shard writer): here, so that importing
+  # this binary does not (common/cli.py's `run` quiets TF's start-up before `main` runs).
+  # pylint: disable=import-outside-toplevel
+  from data_prep.shard_builder import build_shards, summary
   # Errors (BuildError, CorpusError, VocabError, OSError: disk full names the file) are one
   # line from cli.
   info = build_shards(settings)

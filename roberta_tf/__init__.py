@@ -1,10 +1,7 @@
 """RoBERTa pretraining and fine-tuning in TensorFlow 2 / Keras 3.
 
-Importing the package quiets TensorFlow's start-up (common/quiet_start.py: TF_CPP_MIN_LOG_LEVEL=3
-unless set, TF's import-time lines filtered) before any of its modules can import TensorFlow;
-TF_CPP_MIN_LOG_LEVEL=0 or ROBERTA_TF_VERBOSE=1 keeps everything TensorFlow prints.
+Importing the package, or any of its modules, changes nothing in the process: no environment
+variable, no file descriptor, no import hook (tests/test_import_side_effects.py). Quieting
+TensorFlow's start-up is the binaries' business: common/cli.py's `run` installs
+common/quiet_start.py in a binary's own process before its `main` imports TensorFlow.
 """
-
-from roberta_tf.common import quiet_start
-
-quiet_start.install()

@@ -20,6 +20,7 @@ from absl import app
 
 from roberta_tf.ablation.settings import StudyPlan, StudySettings
 from roberta_tf.common import cli, directory_lock, files, options
+from roberta_tf.serving import frozen_weights
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # --study, --steps, --seeds, --arm, ... (StudyPlan) and what every arm's commands take
@@ -30,6 +31,7 @@ options.define_flags(StudySettings, FLAGS)
 
 
 def main(argv):
+  frozen_weights.refuse_in_training()  # every arm trains: refuse now, not in its first step
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   settings = options.from_flags(StudySettings, FLAGS)

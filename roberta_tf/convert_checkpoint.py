@@ -44,12 +44,11 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-from roberta_tf.finetuning import finetuned_dir
-from roberta_tf.finetuning.embedding import st_export
-from roberta_tf.finetuning.tagging import hf_tagger
-from roberta_tf.models import hf_tokenizer_files, hf_weights, keras_hub_preset, model_dir
-from roberta_tf.models.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization import vocab_files
+
+# The converters (roberta_tf.models, roberta_tf.finetuning) import TensorFlow: each function
+# imports what it uses, so that importing this binary does not (common/cli.py's `run` quiets
+# TensorFlow's start-up before `main` imports it).
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "
@@ -75,6 +74,10 @@ flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset / 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   """HF checkpoint dir → new model dir (a RobertaForTokenClassification's: a fine-tuned one);
   returns the checkpoint prefix written."""
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning.tagging import hf_tagger
+  from roberta_tf.models import hf_weights, model_dir
+  from roberta_tf.models.pretrainer import RobertaPretrainer
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
   hf_tagger.check_importable(hf_config, tensors, hf_dir)
@@ -109,6 +112,10 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   RobertaForTokenClassification); with the model dir's vocab files also vocab.json,
   merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
   """
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning.embedding import st_export
+  from roberta_tf.finetuning.tagging import hf_tagger
+  from roberta_tf.models import hf_tokenizer_files, hf_weights, model_dir
   if st_export.is_embedding_dir(in_model_dir):
     raise hf_weights.HFCheckpointError(
         f"{in_model_dir} is a fine-tuned embedding model: --to_sentence_transformers=DIR writes "
@@ -135,6 +142,8 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
 def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False,
                      checkpoint: str | None = None) -> None:
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import keras_hub_preset, model_dir
   model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
   missing = [p for p in (vocab, merges) if not files.isfile(p)]
@@ -151,6 +160,8 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
 
   Returns (checkpoint prefix written, whether the preset had an MLM head).
   """
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import keras_hub_preset, model_dir
   pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
   vocab = keras_hub_preset.vocab_paths(preset_dir)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=vocab)
@@ -201,6 +212,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   _check_flags()
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import finetuned_dir
+  from roberta_tf.finetuning.embedding import st_export
+  from roberta_tf.finetuning.tagging import hf_tagger
+  from roberta_tf.models import hf_tokenizer_files, keras_hub_preset, model_dir
   if FLAGS.to_sentence_transformers:
     out = FLAGS.to_sentence_transformers
     if _overlap(FLAGS.model_dir, out):  # --overwrite replaces the folder

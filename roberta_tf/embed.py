@@ -22,7 +22,7 @@ import time
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-from roberta_tf.serving import saved_model_reader
+from roberta_tf.serving import frozen_weights, saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
@@ -148,6 +148,7 @@ class _Progress:
 
 
 def main(argv):
+  frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
   if bool(args) == bool(FLAGS.input_file):
     raise app.UsageError("give texts as arguments or --input_file (one of them)")

@@ -21,7 +21,7 @@ import re
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-from roberta_tf.serving import saved_model_reader
+from roberta_tf.serving import frozen_weights, saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
@@ -259,6 +259,7 @@ def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: in
 
 
 def main(argv):
+  frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
   if not args and not FLAGS.held_out:
     raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>.", '

@@ -27,6 +27,7 @@ from absl import app, flags
 from roberta_tf.common import cli, options
 from roberta_tf.finetuning import finetune_config, glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
+from roberta_tf.serving import frozen_weights
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # One flag per FinetuneConfig option, with its help; --task, --model_dir, --train_file
@@ -38,6 +39,7 @@ flags.DEFINE_bool("export_only", False, "Only export the fine-tuned --model_dir 
 
 
 def main(argv):
+  frozen_weights.refuse_in_training()  # a switch that would train on stale weights
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if FLAGS.glue_task:

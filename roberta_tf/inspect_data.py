@@ -16,19 +16,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from absl import app, flags
 
 from roberta_tf.common import cli, files
 from roberta_tf.data import dataset_info
-from roberta_tf.data.masking import MaskingConfig, unmask
-from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
 from roberta_tf.data.vocab_info import VocabInfo, find_vocab_dir
 from roberta_tf.tokenization import vocab_files
-from roberta_tf.tokenization.tokenizer import token_bytes_table
 from roberta_tf.tokenization.vocab_files import SPECIAL_TOKENS, VOCAB_FILE
+
+# The masking, the input pipeline and the tokenizer's tables import TensorFlow: imported where
+# they are used, so that importing this binary does not (common/cli.py's `run` quiets
+# TensorFlow's start-up before `main` imports it).
+if TYPE_CHECKING:
+  from roberta_tf.data.masking import MaskingConfig
 
 
 class Decoder:
@@ -40,6 +43,8 @@ class Decoder:
   """
 
   def __init__(self, vocab_json: str, special_ids: dict[str, int]):
+    # pylint: disable=import-outside-toplevel
+    from roberta_tf.tokenization.tokenizer import token_bytes_table
     vocab = vocab_files.read_vocab(vocab_json, dense=True)
     self.pieces = {i: p for p, i in vocab.items()}
     self.special = {i: SPECIAL_TOKENS[n] for n, i in special_ids.items()}
@@ -80,6 +85,9 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
     max_predictions_used) and `examples` (decoded masked/original text and the predictions,
     when a vocab.json is known; `decoder` names it).
   """
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.data.masking import MaskingConfig, unmask
+  from roberta_tf.data.pipeline import InputConfig, build_pretraining_dataset
   masking = masking or MaskingConfig()
   info = dataset_info.read(data_dir)
   vocab = VocabInfo.for_dataset(data_dir, info, vocab_dir)
@@ -211,6 +219,7 @@ def main(argv):
   if FLAGS.num_batches < 1 or FLAGS.batch_size < 1:
     raise app.UsageError(f"--num_batches={FLAGS.num_batches} and --batch_size="
                          f"{FLAGS.batch_size} must be >= 1")
+  from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
   # A damaged shard, found while reading, is the pipeline's failed assertion: cli prints its
   # message (which names the shard) as the one error line.
   report = inspect_data(FLAGS.data, split=FLAGS.split, num_batches=FLAGS.num_batches,

@@ -22,6 +22,7 @@ import time
 from absl import flags
 
 from roberta_tf.common import atomic_write, cli, files, flagfiles
+from roberta_tf.serving import frozen_weights
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
@@ -151,6 +152,7 @@ def summarize(train_log: list[str], fill_log: list[str], summary: dict) -> str:
 
 def main(argv):
   del argv
+  frozen_weights.refuse_in_training()  # its train stage would: refuse before any stage
   start = time.time()
   work = _fresh_work_dir(FLAGS.work_dir)
   train_log, fill_log = _run_stages(work, FLAGS.precision, FLAGS.train_steps)

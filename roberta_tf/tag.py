@@ -27,7 +27,7 @@ import sys
 from absl import app, flags
 
 from roberta_tf.common import cli, files
-from roberta_tf.serving import saved_model_reader
+from roberta_tf.serving import frozen_weights, saved_model_reader
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
@@ -131,6 +131,7 @@ def _write_entities(path: str, results: list[dict]) -> None:
 
 
 def main(argv):
+  frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
   if sum(bool(x) for x in (args, FLAGS.input_file, FLAGS.eval_file)) != 1:
     raise app.UsageError("give texts as arguments, or --input_file, or --eval_file (one of them)")

@@ -12,12 +12,14 @@ from absl import app
 
 from roberta_tf.common import cli, options
 from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.serving import frozen_weights
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 options.define_flags(TrainConfig, FLAGS)  # one flag per TrainConfig option, with its help
 
 
 def main(argv):
+  frozen_weights.refuse_in_training()  # a switch that would train on stale weights
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   cfg = options.from_flags(TrainConfig, FLAGS)

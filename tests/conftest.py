@@ -12,8 +12,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("ROBERTA_TF_CACHE_DIR", os.path.join(
     tempfile.gettempdir(), f"roberta_tf_tests_cache_{os.getuid()}"))
 # The test processes train as well as serve: oneDNN must not keep packed weights, which the
-# serving binaries (run in-process here) would otherwise switch on (serving/frozen_weights.py).
-# The fresh-process serving tests set it to 1 themselves.
+# serving binaries' `main` (called in-process here: common/cli.py's `call`) would otherwise
+# switch on for the whole process (serving/frozen_weights.py's serve_only; no library function
+# sets it). The fresh-process serving tests set it to 1 themselves; train and finetune refuse
+# to start under it (tests/test_frozen_weights.py).
 os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
 
 import pytest  # noqa: E402

@@ -16,9 +16,11 @@ hands it, with its `main`, to `run` (instead of absl's `app.run`):
   (where absl's --help, --flagfile and logging flags live; one binary per process, so binaries
   that share flag names such as --model_dir never meet there) as flags of the main module, so
   --help lists them; then absl parses the command line. TensorFlow's start-up chatter is
-  already off: importing roberta_tf installs common/quiet_start.py (before any module of the
-  binary can load TensorFlow). absl's Python logging shows warnings and errors (unless
-  --verbosity).
+  turned off first (common/quiet_start.py's `install`, unless ROBERTA_TF_VERBOSE=1): `run` is
+  the binary's process, so this is its decision, never a side effect of importing a module.
+  It works because a binary's module imports no TensorFlow (its `main` does;
+  tests/test_import_side_effects.py checks every binary). absl's Python logging shows warnings
+  and errors (unless --verbosity).
 - A flag error (an unknown flag, a missing required one, an unreadable --flagfile) and an
   `app.UsageError` are one line: `error: ...`, exit code 1.
 - Any exception out of `main` is one line, `error: <error_text.one_line(e)>`, exit code 1
@@ -33,7 +35,7 @@ would, and returns (exit code, its one error line or None): the tests call binar
 without a new interpreter and TensorFlow import per case, and the binaries count in the coverage
 figure. It parses argv into the binary's own `FLAGS` (reset to their defaults first) and never
 touches absl's global FLAGS, so absl's own flags (--help, --verbosity) need a process of their
-own (`run`).
+own (`run`). Nor does it quiet TensorFlow: the calling process is not the binary's.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def _outcome(main: Callable[[list[str]], int | None], flag_values: flags.FlagVal
 def run(main: Callable[[list[str]], int | None], flag_values: flags.FlagValues) -> None:
   """The binary's process: absl's `app.run` of `main` with its flags `flag_values` and
   one-line errors (see the module docstring); no return."""
+  quiet_start.install()  # before anything can import TensorFlow: this process is the binary's
   # absl's --help lists the main module's flags (sys.argv[0]: `python -m`'s file or a console
   # script's); cli's own are listed under this module, as where they are defined.
   global_flags = flags.FLAGS

@@ -1,7 +1,9 @@
-"""A quiet TensorFlow start: its C++ start-up lines kept off stderr, in one place.
+"""A quiet TensorFlow start for a binary's process: TF's C++ start-up lines kept off stderr.
 
-`install()` runs once, from roberta_tf/__init__.py (and data_prep's), before any module of the
-project can import TensorFlow; it imports nothing heavy itself. It does two things:
+`install()` is called by common/cli.py's `run` (a binary's own process), before the binary's
+`main` can import TensorFlow; never on import of any package module (importing roberta_tf or
+data_prep changes neither os.environ nor a file descriptor). It imports nothing heavy itself.
+It does two things:
 - TF_CPP_MIN_LOG_LEVEL=3 unless set: read when TensorFlow loads, it silences what TF logs once
   running (the cuInit error on machines without a GPU included).
 - The lines TF prints while it is imported, before its logging reads that variable (absl's
@@ -10,7 +12,8 @@ project can import TensorFlow; it imports nothing heavy itself. It does two thin
   tensorflow`: an import hook on sys.meta_path wraps TF's loader, points fd 2 (where C++
   writes) at a temporary file while TF executes, then writes back every line that is not one
   of IMPORT_CHATTER's. No environment variable silences those lines.
-TF_CPP_MIN_LOG_LEVEL=0 (or 1) or ROBERTA_TF_VERBOSE=1 leaves everything as TensorFlow prints it.
+ROBERTA_TF_VERBOSE=1 (checked first: then nothing is set or installed) or TF_CPP_MIN_LOG_LEVEL=0
+(or 1) leaves everything as TensorFlow prints it.
 
 IMPORT_CHATTER holds the lines of TensorFlow TF_VERSION; tests/test_cli_call.py imports the
 installed TF in a process of its own and fails when a line it prints is not recognized, or when
@@ -110,15 +113,18 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-  """See the module docstring. Does nothing more once TensorFlow is imported, when the hook
-  is in place, or when TF's logs are wanted (TF_CPP_MIN_LOG_LEVEL < 2 or
-  ROBERTA_TF_VERBOSE=1)."""
+  """See the module docstring; for a binary's own process only (common/cli.py's `run`).
+
+  Changes nothing when TF's logs are wanted (ROBERTA_TF_VERBOSE=1, read before anything is
+  set), once TensorFlow is imported, or when the hook is in place; installs no hook when
+  TF_CPP_MIN_LOG_LEVEL < 2."""
+  if ("tensorflow" in sys.modules or verbose_env()
+      or any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path)):
+    return
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   try:
     level = int(os.environ["TF_CPP_MIN_LOG_LEVEL"])
   except ValueError:
     level = 3
-  if ("tensorflow" in sys.modules or level < 2 or verbose_env()
-      or any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path)):
-    return
-  sys.meta_path.insert(0, _QuietTensorFlowImport())
+  if level >= 2:
+    sys.meta_path.insert(0, _QuietTensorFlowImport())

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from roberta_tf.common import files
-from roberta_tf.serving import frozen_weights
 
 
 def load(saved_model: str, signatures: Sequence[str], expected: str):
   """The SavedModel at `saved_model` (a path or a URL), which must have `signatures`.
 
-  Declares the process inference-only first (frozen_weights.serve_only): call it only in a
-  process that does not train.
+  Changes nothing process-wide: a serving binary declares its process inference-only itself
+  (frozen_weights.serve_only, in its `main`), so a program that loads an export and then
+  trains computes with its own weights.
 
   Args:
     expected: what such an export is, for the messages ("the directory roberta_tf.export
@@ -30,7 +30,6 @@ def load(saved_model: str, signatures: Sequence[str], expected: str):
     raise ValueError(f"--saved_model={saved_model}: "
                      f"{'not a directory' if files.exists(saved_model) else 'not found'} "
                      f"(expected {expected})")
-  frozen_weights.serve_only()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   try:
     loaded = tf.saved_model.load(saved_model)
