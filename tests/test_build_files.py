@@ -35,6 +35,7 @@ TEST_DATA = {
     "hf_roberta_tiny": {"//tests:hf_roberta_tiny"},
     "python_docs_small": {"//tests:python_docs_small"},
     "docs_sections": {"//tests:docs_sections"},
+    "flag_surfaces": {"//tests:flag_surfaces"},
     # conftest's fixture builds shards from these (its own data has build_shards).
     "train_shards": {"//tests:hf_roberta_tiny", "//tests:python_docs_small"},
     "flags/": {"//flags:flags"},

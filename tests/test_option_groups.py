@@ -204,12 +204,14 @@ ABLATE_FLAGS = {
 
 
 def _surface(flag_values):
-  """A binary's own flags (less cli's --verbose): {name: [kind, default(, choices)]}, and the
-  names of the required ones."""
+  """A binary's own flags (less cli's --verbose): {name: [kind, default(, choices)]}, the names
+  of the required ones (absl's required-flag validator; a bound is no requirement) and each
+  flag's help as --helpfull prints it (absl's own syntactic help, such as "(a positive
+  integer)", left out)."""
   from roberta_tf.common import cli  # pylint: disable=import-outside-toplevel
   kinds = {"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
            "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}
-  table = {}
+  table, required, helps = {}, [], {}
   for name in flag_values:
     flag = flag_values[name]
     if name != flag.name or name in cli.binary_flags():
@@ -218,7 +220,10 @@ def _surface(flag_values):
     if getattr(flag.parser, "enum_values", None):
       row.append(list(flag.parser.enum_values))
     table[flag.name] = row
-  return {"flags": table, "required": sorted(n for n in table if flag_values[n].validators)}
+    helps[flag.name] = flag.help
+    if any(v.message.endswith("must have a value other than None.") for v in flag.validators):
+      required.append(flag.name)
+  return {"flags": table, "required": sorted(required), "help": helps}
 
 
 # A fresh process: importing the binary (its --help) must not import TensorFlow.
@@ -263,6 +268,43 @@ def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
   surface = _surface(importlib.import_module(module).FLAGS)
   assert _rows(surface["flags"]) == expected
   assert surface["required"] == required
+
+
+# Every binary's flags as they were declared before all of them came from options.option()
+# (tests/testdata/flag_surfaces.json, written from the code at that commit): names, kinds,
+# defaults, choices, required-ness and help. A change there is a change of the command line:
+# make it on purpose, in the file too.
+BINARIES = ("data_prep.build_shards", "data_prep.train_tokenizer", "roberta_tf.ablate",
+            "roberta_tf.convert_checkpoint", "roberta_tf.embed", "roberta_tf.evaluate",
+            "roberta_tf.export", "roberta_tf.fill_mask", "roberta_tf.finetune",
+            "roberta_tf.inspect_data", "roberta_tf.quickstart", "roberta_tf.tag",
+            "roberta_tf.train")
+SURFACES = os.path.join(REPO, "tests", "testdata", "flag_surfaces.json")
+
+
+def _pinned_surface(module):
+  """_surface of binary `module` (imported here) as JSON holds it, this checkout's path as
+  <repo> (ablate's defaults name files in it)."""
+  text = json.dumps(_surface(importlib.import_module(module).FLAGS), sort_keys=True)
+  return json.loads(text.replace(json.dumps(REPO)[1:-1], "<repo>"))
+
+
+def test_every_binary_is_a_file_of_the_package():
+  binaries = {f"{package}.{name[:-3]}" for package in ("roberta_tf", "data_prep")
+              for name in os.listdir(os.path.join(REPO, package))
+              if name.endswith(".py") and "cli.run(main, FLAGS)" in open(
+                  os.path.join(REPO, package, name), encoding="utf-8").read()}
+  assert binaries == set(BINARIES)
+
+
+@pytest.mark.parametrize("module", BINARIES)
+def test_every_binary_keeps_its_flags(module):
+  with open(SURFACES, encoding="utf-8") as f:
+    pinned = json.load(f)[module]
+  surface = _pinned_surface(module)
+  assert surface["flags"] == pinned["flags"]
+  assert surface["required"] == pinned["required"]
+  assert surface["help"] == pinned["help"]
 
 
 def test_build_shards_flags_are_shard_settings_fields_less_its_settings():
