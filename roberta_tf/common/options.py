@@ -1,41 +1,33 @@
 """Options declared once: every binary's flags are the fields of a dataclass (its settings
-object), each declared with option(): its default, help and checks.
+object), each declared with option(): default (none: required), help, and checks.
 
     @dataclasses.dataclass(frozen=True)
     class ExportSettings:
-      model_dir: str = option(help="Model dir.", path=True)        # no default: required
+      model_dir: str = option(help="Model dir.", path=True)
       top_k: int = option(5, "Predictions per <mask>.", check=POSITIVE)
       precision: str = option("float32", "Serving precision.", choices=("float32", "bfloat16"))
 
     FLAGS = cli.binary_flags()
-    define_flags(ExportSettings, FLAGS)        # at import: --model_dir, --top_k, --precision
-
+    define_flags(ExportSettings, FLAGS)              # at import: --model_dir, --top_k, ...
     def main(argv):
-      settings = from_flags(ExportSettings, FLAGS)  # the parsed values, every check run
+      settings = from_flags(ExportSettings, FLAGS)   # the parsed values, each check run
 
-The checks are metadata of the option, run by check_options (from_flags runs it; a config's
-validate() too), each kind with one message naming the flag (ValueError, cli's one error line):
-- required (an option without a default): `--{name} is required`;
-- choices: `--{name}='x': expected one of a, b`;
-- check=a Range (POSITIVE, NON_NEGATIVE, at_least(n), Range(ok, says)): `--{name} must be
-  {says}, got {value}`;
-- path=True: each comma-separated part is files.check'ed (a URL whose scheme no file system
-  here handles, a malformed URL): `--{name}=<path>: ...`.
-An unset optional value (None, an `int | None` field's) is not checked. What depends on several
-options is said by the settings object's own validate().
+check_options (from_flags, a config's validate()) runs the checks, one message per kind, a
+ValueError naming the flag (cli's one error line): required `--x is required`; choices
+`--x='v': expected one of a, b`; a Range (POSITIVE, NON_NEGATIVE, FRACTION, at_least(n))
+`--x must be > 0, got v`; path=True: files.check on each comma-separated part
+(`--x=nope://y: ...`). None (an unset `X | None`) is not checked. What depends on several
+options is the settings object's validate().
 
-Field types pick the flag type: `str`, `int`, `float`, `bool`; `tuple[str, ...]`,
-`tuple[int, ...]`, `tuple[float, ...]` are comma-separated list flags (repeated=True: a
-`tuple[str, ...]` flag given once per item, `--arm=a --arm=b`); `X | None` is an X flag whose
-unset value is None. An option without a default is a required flag, or with
-define_flags(required=False) a flag defaulting to None (from_flags: ""), so that a mode of the
-binary can do without it.
+Types pick the flag: `str`, `int`, `float`, `bool`; `tuple[str|int|float, ...]` comma lists
+(repeated=True: a `tuple[str, ...]` given once per item, `--arm=a --arm=b`); `X | None` an X
+flag unset as None. define_flags(required=False): an option without a default is a flag
+defaulting to None (from_flags: "") for a binary with a mode that does without it.
 
-Options that several settings objects share come in groups (roberta_tf/common/option_groups.py):
-a frozen dataclass held as a nested() field (cfg.optimizer.clip_norm); its options stay flat
-flags under their own names, and a GroupedConfig is built and changed by those flat names. A
-group's option that differs for one binary is redeclare()d in a subclass of the group. A field
-declared with setting() is no flag: a knob of the library's callers (tests, benchmarks).
+Options several settings share come in groups (common/option_groups.py): a frozen dataclass
+held as a nested() field (cfg.optimizer.clip_norm) whose options stay flat flags; a
+GroupedConfig is built and changed by those flat names; redeclare() changes a group's option
+for one binary. A setting() field is no flag (a knob of tests and benchmarks).
 TensorFlow-free: `--help` imports this.
 """
 

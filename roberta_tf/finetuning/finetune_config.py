@@ -156,12 +156,12 @@ class FinetuneConfig(GroupedConfig):
       "pieces on its I- twin: HF's label_all_tokens); default: the first piece only. "
       "Prediction always reads the first piece.")
   data: FinetuneData = nested(FinetuneData, omit=("input_lanes",))
-  max_query_len: int = option(64, "QA: question tokens kept.")
+  max_query_len: int = option(64, "QA: question tokens kept.", check=POSITIVE)
   doc_stride: int = option(
       128, "QA and token_classification: tokens between the starts of consecutive windows of "
-      "a long context or sentence.")
-  max_answer_len: int = option(30, "QA: longest answer in tokens.")
-  n_best_size: int = option(20, "QA: candidates kept per question.")
+      "a long context or sentence.", check=POSITIVE)
+  max_answer_len: int = option(30, "QA: longest answer in tokens.", check=POSITIVE)
+  n_best_size: int = option(20, "QA: candidates kept per question.", check=POSITIVE)
   null_score_threshold: float = option(
       0.0, "SQuAD v2: predict no answer when the no-answer score exceeds this (classifier: its "
       "no-answer logit; span_score: the null score minus the best span's).")
@@ -263,8 +263,6 @@ class FinetuneConfig(GroupedConfig):
         (self.task not in (problem_types.CLASSIFICATION, problem_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),
-        (self.max_answer_len > 0 and self.n_best_size > 0 and self.doc_stride > 0,
-         "--max_answer_len, --n_best_size and --doc_stride must be > 0"),
         (not self.test_file or self.task == problem_types.TOKEN_CLASSIFICATION,
          "--test_file is read by --task=token_classification only"),
         (not self.sts_file or self.task == problem_types.EMBEDDING,
