@@ -16,29 +16,19 @@ declared once, as data_prep/shard_settings.py's ShardSettings, and handed to the
 
 from absl import app
 
-from data_prep import corpus
 from data_prep.shard_settings import ShardSettings
 from roberta_tf.common import cli, options
-from roberta_tf.common import files as files_lib
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # One flag per ShardSettings field (data_prep/shard_settings.py); --input, --vocab_dir and
-# --output_dir are checked in main.
+# --output_dir are no absl-required flags: from_flags says which is missing, in one line.
 options.define_flags(ShardSettings, FLAGS, required=False)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  settings = options.from_flags(ShardSettings, FLAGS)
-  for name in ("input", "vocab_dir", "output_dir"):
-    if not getattr(settings, name):
-      raise app.UsageError(f"--{name} is required")
-  files_lib.check(settings.vocab_dir, "--vocab_dir")
-  files_lib.check(settings.output_dir, "--output_dir")
-  for part in settings.input.split(","):
-    if part.strip() and part.strip() != corpus.STDLIB:
-      files_lib.check(part.strip(), "--input")
+  settings = options.from_flags(ShardSettings, FLAGS)  # each option's checks run
   # The builder imports TensorFlow (the example spec, the shard writer): here, so that importing
   # this binary does not (common/cli.py's `run` quiets TF's start-up before `main` runs).
   # pylint: disable=import-outside-toplevel

@@ -18,8 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from data_prep import block_order, corpus, doc_groups, external_sort, sentence_encoders
-from roberta_tf.common import files as files_lib
-from roberta_tf.common.options import option, setting
+from roberta_tf.common.options import FRACTION, POSITIVE, at_least, check_options, option, setting
 from roberta_tf.data import dataset_info, packings
 
 TRAIN = doc_groups.TRAIN
@@ -36,26 +35,26 @@ class ShardSettings:
   """A shard build's options (see the module docstring); `validate` checks them."""
   input: str = option(
       help="Corpus: .txt/.jsonl(.gz)/.parquet files, globs, directories (comma list; local "
-      "paths or URLs), or 'stdlib' (the running Python's documentation).")
+      "paths or URLs), or 'stdlib' (the running Python's documentation).", path=True)
   vocab_dir: str = option(
       help="Directory (local or a URL) with vocab.json and merges.txt; must be the vocabulary "
       "the model is trained with (dataset_info.json records its sha256; a copy goes beside the "
-      "shards).")
+      "shards).", path=True)
   output_dir: str = option(
       help="Where the shards and dataset_info.json go (local or a URL; dataset_info.json, "
-      "written last, marks it complete).")
+      "written last, marks it complete).", path=True)
   max_seq_len: int = option(
       512, "Ids per sequence at most, <s> and </s> included; must be <= the model's "
-      "max_seq_len.")
+      "max_seq_len.", check=at_least(3))
   packing: str = option(
       packings.FULL_SENTENCES, "full_sentences: blocks cross documents (with an extra </s>); "
       "doc_sentences: never; segment_pair / sentence_pair: BERT's pairs with a next-sentence "
       "label (the paper's input-format ablation only).", choices=tuple(packings.PACKINGS))
-  num_shards: int = option(16, "Train shard files.")
-  num_validation_shards: int = option(1, "Validation shard files.")
+  num_shards: int = option(16, "Train shard files.", check=POSITIVE)
+  num_validation_shards: int = option(1, "Validation shard files.", check=POSITIVE)
   validation_fraction: float = option(
       0.01, "Fraction of documents held out for validation (whole documents); 0 writes no "
-      "validation split.")
+      "validation split.", check=FRACTION)
   seed: int = option(
       0, "Seeds the validation split and the global shuffle of blocks (which shard each goes "
       "to, and its place there).")
@@ -65,7 +64,8 @@ class ShardSettings:
       "text", "The .jsonl field (.parquet column) holding a document's text.")
   overwrite: bool = option(False, "Replace the shards in a non-empty --output_dir.")
   max_line_bytes: int = option(
-      corpus.DEFAULT_MAX_LINE_BYTES, "Lines longer than this are split before encoding.")
+      corpus.DEFAULT_MAX_LINE_BYTES, "Lines longer than this are split before encoding.",
+      check=at_least(16))
   encoder: str = option(
       "tf", "tf: the project's tokenizer; hf: Hugging Face tokenizers (same ids, a "
       "cross-check).", choices=tuple(sentence_encoders.ENCODERS))
@@ -78,11 +78,11 @@ class ShardSettings:
   group_bytes: int = option(
       doc_groups.DEFAULT_GROUP_BYTES, "Characters of text per document group: packing "
       "crosses documents within a group, and a group is one unit of parallel work. Changes "
-      "the output.")
+      "the output.", check=POSITIVE)
   sort_buffer_mb: int = option(
       external_sort.DEFAULT_SORT_BYTES >> 20, "Spill data (MB) sorted in memory at once by "
       "the global shuffle: bounds memory per process (Beam: per worker); larger shards are "
-      "sorted in key-range buckets on disk. Does not change the output.")
+      "sorted in key-range buckets on disk. Does not change the output.", check=POSITIVE)
   progress: bool = option(True, "Report progress on stderr about once a second.")
   # No flags: tests' knobs.
   batch_sentences: int = setting(4096, "Sentences per encoder call.")
@@ -113,31 +113,11 @@ class ShardSettings:
     return self.sort_bytes or self.sort_buffer_mb << 20
 
   def validate(self) -> None:
-    """Raises BuildError (files.UnknownSchemeError for a path) naming the first bad option."""
-    files_lib.check(self.output_dir, "--output_dir")
-    files_lib.check(self.vocab_dir, "--vocab_dir")
-    packing, max_seq_len = self.packing, self.max_seq_len
-    if packing not in packings.PACKINGS:
-      raise BuildError(f"--packing={packing!r}; expected one of {', '.join(packings.PACKINGS)}")
-    if max_seq_len < 3:
-      raise BuildError(f"--max_seq_len={max_seq_len}: must be >= 3 (<s>, a token, </s>)")
-    if packing in packings.PAIR_PACKINGS and max_seq_len < 5:
-      raise BuildError(f"--max_seq_len={max_seq_len}: --packing={packing} needs >= 5 "
+    """Raises ValueError naming the first bad option: its own checks (options.check_options:
+    required, choices, range, path), then what depends on several (BuildError)."""
+    check_options(self)
+    if self.packing in packings.PAIR_PACKINGS and self.max_seq_len < 5:
+      raise BuildError(f"--max_seq_len={self.max_seq_len}: --packing={self.packing} needs >= 5 "
                        "(<s> A </s> B </s>)")
-    for split, flag in ((TRAIN, "--num_shards"), (VALIDATION, "--num_validation_shards")):
-      if self.shard_count(split) < 1:
-        raise BuildError(f"{flag}={self.shard_count(split)}: must be >= 1")
-    if not 0 <= self.validation_fraction < 1:
-      raise BuildError(f"--validation_fraction={self.validation_fraction}: must be in [0, 1)")
-    if self.compression not in dataset_info.COMPRESSIONS:
-      raise BuildError(f"--compression={self.compression!r}; expected one of "
-                       f"{', '.join(dataset_info.COMPRESSIONS)}")
-    if self.max_line_bytes < 16:
-      raise BuildError(f"--max_line_bytes={self.max_line_bytes}: must be >= 16")
-    if self.group_bytes < 1:
-      raise BuildError(f"--group_bytes={self.group_bytes}: must be >= 1")
     if self.sort_buffer_bytes < 1:
-      raise BuildError(f"--sort_buffer_mb: the sort buffer ({self.sort_buffer_bytes} bytes) "
-                       "must be positive")
-    if self.engine not in ENGINES:
-      raise BuildError(f"--engine={self.engine!r}; expected one of {', '.join(ENGINES)}")
+      raise BuildError(f"sort_bytes={self.sort_bytes}: the sort buffer must be positive")

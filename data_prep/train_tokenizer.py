@@ -39,8 +39,6 @@ from roberta_tf.common import atomic_write, cli, options
 from roberta_tf.common import files as files_lib
 from roberta_tf.tokenization.vocab_files import BOS, EOS, MASK, MERGES_FILE, PAD, UNK, VOCAB_FILE
 
-MIN_VOCAB_SIZE = 256 + 5  # the byte alphabet and the five special tokens
-
 
 class TrainTokenizerError(ValueError):
   """Bad flags or output directory; the message names the flag or path."""
@@ -70,12 +68,7 @@ def train(settings: VocabSettings) -> dict[str, int]:
   from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
   input_spec, vocab_size, output_dir = settings.input, settings.vocab_size, settings.output_dir
   min_frequency, show_progress = settings.min_frequency, settings.progress
-  files_lib.check(output_dir, "--output_dir")
-  if vocab_size < MIN_VOCAB_SIZE:
-    raise TrainTokenizerError(f"--vocab_size={vocab_size}: must be >= {MIN_VOCAB_SIZE} "
-                              "(256 byte symbols + 5 special tokens)")
-  if min_frequency < 0:
-    raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
+  options.check_options(settings)  # --vocab_size >= 261 (bytes + specials), paths, ...
   _check_output_dir(output_dir, settings.overwrite)
   files = corpus.resolve_inputs(input_spec)
   files_lib.makedirs(output_dir)
@@ -126,7 +119,6 @@ def _write(output_dir: str, vocab: dict[str, int], merges: list[str]) -> None:
 
 
 def _check_output_dir(output_dir: str, overwrite: bool) -> None:
-  files_lib.check(output_dir, "--output_dir")
   if files_lib.exists(output_dir) and not files_lib.isdir(output_dir):
     raise TrainTokenizerError(f"--output_dir={output_dir!r} exists and is not a directory")
   if files_lib.isdir(output_dir) and files_lib.listdir(output_dir) and not overwrite:
@@ -149,11 +141,9 @@ def extend(settings: VocabSettings) -> dict[str, int | float]:
   """
   input_spec, extend_from, output_dir = settings.input, settings.extend_from, settings.output_dir
   add_tokens, min_frequency = settings.add_tokens, settings.min_frequency
-  files_lib.check(extend_from, "--extend_from")
+  options.check_options(settings)  # --min_frequency >= 0, paths, ...
   if add_tokens < 1:
-    raise TrainTokenizerError(f"--add_tokens={add_tokens}: must be >= 1")
-  if min_frequency < 0:
-    raise TrainTokenizerError(f"--min_frequency={min_frequency}: must be >= 0")
+    raise TrainTokenizerError(f"--add_tokens must be >= 1 with --extend_from, got {add_tokens}")
   _check_output_dir(output_dir, settings.overwrite)
   if (files_lib.isdir(output_dir) and files_lib.normalize(output_dir)
       == files_lib.normalize(extend_from)):
@@ -183,7 +173,7 @@ def extend(settings: VocabSettings) -> dict[str, int | float]:
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # One flag per VocabSettings field (data_prep/vocab_settings.py); --input and --output_dir are
-# required, said by main in one line.
+# no absl-required flags: from_flags says which is missing, in one line.
 options.define_flags(VocabSettings, FLAGS, required=False)
 
 
@@ -191,14 +181,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   settings = options.from_flags(VocabSettings, FLAGS)
-  if not settings.input or not settings.output_dir:
-    raise app.UsageError("--input and --output_dir are required")
-  files_lib.check(settings.output_dir, "--output_dir")
-  for part in settings.input.split(","):
-    if part.strip() and part.strip() != corpus.STDLIB:
-      files_lib.check(part.strip(), "--input")
   if settings.extend_from or settings.add_tokens:
-    return _main_extend(settings)
+    return _main_extend(settings, vocab_size_given=FLAGS["vocab_size"].present)
   # Errors (TrainTokenizerError, CorpusError, OSError naming the file) are one line from cli.
   counts = train(settings)
   print(f"wrote {settings.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
@@ -211,10 +195,10 @@ def main(argv):
   return 0
 
 
-def _main_extend(settings: VocabSettings):
+def _main_extend(settings: VocabSettings, vocab_size_given: bool):
   if not settings.extend_from:
     raise app.UsageError("--add_tokens needs --extend_from=VOCAB_DIR (the vocabulary to grow)")
-  if FLAGS["vocab_size"].present:
+  if vocab_size_given:
     raise app.UsageError("--vocab_size does not apply with --extend_from: the grown size is the "
                          "old size + --add_tokens")
   counts = extend(settings)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from roberta_tf.common.options import option
+from roberta_tf.common.options import NON_NEGATIVE, at_least, option
+
+MIN_VOCAB_SIZE = 256 + 5  # the byte alphabet and the five special tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,14 +20,14 @@ class VocabSettings:
   """A vocabulary build's options: training one (`train`) or growing one (`extend`)."""
   input: str = option(
       help="Corpus: files, globs, directories (comma list; local or URLs) of .txt / .jsonl "
-      "(optionally .gz) / .parquet, or 'stdlib' (the running Python's docs).")
+      "(optionally .gz) / .parquet, or 'stdlib' (the running Python's docs).", path=True)
   output_dir: str = option(
       help="Directory (local or a URL) for vocab.json and merges.txt; must be empty unless "
-      "--overwrite.")
+      "--overwrite.", path=True)
   vocab_size: int = option(
       50265, "Vocabulary size including the 5 special tokens (roberta-base: 50265). Must match "
-      "the model config's vocab_size.")
-  min_frequency: int = option(2, "Pairs seen fewer times are never merged.")
+      "the model config's vocab_size.", check=at_least(MIN_VOCAB_SIZE))
+  min_frequency: int = option(2, "Pairs seen fewer times are never merged.", check=NON_NEGATIVE)
   text_field: str = option(
       "text", "JSON field (.jsonl) or column (.parquet) holding a document's text.")
   overwrite: bool = option(
@@ -35,7 +37,7 @@ class VocabSettings:
       "", "Grow this vocabulary directory (vocab.json + merges.txt) instead of training one: up "
       "to --add_tokens new merges learned on --input over the old pieces; every old token keeps "
       "its id and every old merge its rank, the new tokens come after <mask> (data_prep/"
-      "vocab_extension.py). --vocab_size does not apply.")
+      "vocab_extension.py). --vocab_size does not apply.", path=True)
   add_tokens: int = option(
       0, "With --extend_from: the most new tokens (= new merges) to add; fewer when no pair is "
-      "seen --min_frequency times.")
+      "seen --min_frequency times.", check=NON_NEGATIVE)

@@ -34,14 +34,10 @@ def main(argv):
   frozen_weights.refuse_in_training()  # every arm trains: refuse now, not in its first step
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  # Each option's checks run here (--steps, --seeds, --vocab_size, the paths' URLs, ...).
   settings = options.from_flags(StudySettings, FLAGS)
   plan = options.from_flags(StudyPlan, FLAGS)
-  for name in ("work_dir", "task_train", "task_dev", "minimal_pairs", "corpus"):
-    if FLAGS[name].value:  # an unknown URL scheme: one line naming the flag
-      files.check(FLAGS[name].value, f"--{name}")
   from roberta_tf.ablation import runner, studies  # pylint: disable=import-outside-toplevel
-  options.check_options(plan)  # --steps, --base_batch, --seeds, ...
-  options.check_options(settings)  # --vocab_size, --task_epochs, --warmup_fraction, ...
   plan = plan.resolved({name for name in ("steps", "base_batch", "base_lr")
                         if FLAGS[name].present})
   # Errors (StudyError, RunnerError, CorpusError: they name the flag, file or command) are one

@@ -38,37 +38,49 @@ directory may be a URL (gs://, ram://, ...: any scheme tf.io.gfile has registere
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
-from absl import app, flags
+from absl import app
 
-from roberta_tf.common import cli, files
+from roberta_tf.common import cli, files, options
+from roberta_tf.common.options import option
 from roberta_tf.tokenization import vocab_files
 
 # The converters (roberta_tf.models, roberta_tf.finetuning) import TensorFlow: each function
 # imports what it uses, so that importing this binary does not (common/cli.py's `run` quiets
 # TensorFlow's start-up before `main` imports it).
 
+
+@dataclasses.dataclass(frozen=True)
+class ConvertSettings:
+  """convert_checkpoint's flags: which conversion, and its directories."""
+  model_dir: str = option(
+      help="roberta_tf model dir: config.json + TF checkpoint (written on import, read with "
+      "--to_hf).", path=True)
+  hf_dir: str | None = option(
+      None, "Hugging Face model dir: config.json + model.safetensors (read on import, written "
+      "with --to_hf).", path=True)
+  to_hf: bool = option(False, "Export --model_dir to --hf_dir instead of importing.")
+  to_keras_hub_preset: str | None = option(
+      None, "Write --model_dir (newest checkpoint, vocab files) as a keras-hub preset directory "
+      "here.", path=True)
+  from_keras_hub_preset: str | None = option(
+      None, "Import this keras-hub RoBERTa preset directory into --model_dir.", path=True)
+  to_sentence_transformers: str | None = option(
+      None, "Write the fine-tuned embedding model --model_dir (roberta_tf.finetune "
+      "--task=embedding) as a sentence-transformers folder here (what SentenceTransformer(DIR) "
+      "loads).", path=True)
+  overwrite: bool = option(False, "Replace an existing output directory's model files.")
+  checkpoint: str | None = option(
+      None, "With --to_hf / --to_keras_hub_preset / --to_sentence_transformers: the checkpoint "
+      "prefix of --model_dir to convert (default: its newest).", path=True)
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("hf_dir", None, "Hugging Face model dir: config.json + model.safetensors "
-                    "(read on import, written with --to_hf).", flag_values=FLAGS)
-flags.DEFINE_string("model_dir", None, "roberta_tf model dir: config.json + TF checkpoint "
-                    "(written on import, read with --to_hf).", flag_values=FLAGS)
-flags.DEFINE_bool("to_hf", False, "Export --model_dir to --hf_dir instead of importing.",
-                  flag_values=FLAGS)
-flags.DEFINE_string("to_keras_hub_preset", None, "Write --model_dir (newest checkpoint, vocab "
-                    "files) as a keras-hub preset directory here.", flag_values=FLAGS)
-flags.DEFINE_string("from_keras_hub_preset", None, "Import this keras-hub RoBERTa preset "
-                    "directory into --model_dir.", flag_values=FLAGS)
-flags.DEFINE_string("to_sentence_transformers", None, "Write the fine-tuned embedding model "
-                    "--model_dir (roberta_tf.finetune --task=embedding) as a sentence-transformers "
-                    "folder here (what SentenceTransformer(DIR) loads).", flag_values=FLAGS)
-flags.DEFINE_bool("overwrite", False, "Replace an existing output directory's model files.",
-                  flag_values=FLAGS)
-flags.DEFINE_string("checkpoint", None, "With --to_hf / --to_keras_hub_preset / "
-                    "--to_sentence_transformers: the checkpoint "
-                    "prefix of --model_dir to convert (default: its newest).", flag_values=FLAGS)
+# --model_dir is no absl-required flag: from_flags says it is missing, in one line.
+options.define_flags(ConvertSettings, FLAGS, required=False)
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
@@ -168,10 +180,6 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
   return prefix, head_loaded
 
 
-_PATH_FLAGS = ("hf_dir", "model_dir", "to_keras_hub_preset", "from_keras_hub_preset",
-               "to_sentence_transformers", "checkpoint")
-
-
 def _overlap(a: str, b: str) -> bool:
   """Whether directory `a` is, holds or lies inside directory `b`."""
   if not files.is_url(a) and not files.is_url(b):
@@ -183,77 +191,69 @@ def _overlap(a: str, b: str) -> bool:
   return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
-def _check_flags():
-  """Raises app.UsageError unless the flags name exactly one conversion; UnknownSchemeError
-  for a path flag whose URL scheme no file system handles."""
-  to_kh, from_kh = FLAGS.to_keras_hub_preset, FLAGS.from_keras_hub_preset
-  to_st = FLAGS.to_sentence_transformers
-  if not FLAGS.model_dir:
-    raise app.UsageError("--model_dir is required")
-  if to_st and (to_kh or from_kh or FLAGS.hf_dir or FLAGS.to_hf):
+def _check_conversion(s: ConvertSettings):
+  """Raises app.UsageError unless the settings name exactly one conversion."""
+  to_kh, from_kh, to_st = s.to_keras_hub_preset, s.from_keras_hub_preset, s.to_sentence_transformers
+  if to_st and (to_kh or from_kh or s.hf_dir or s.to_hf):
     raise app.UsageError("--to_sentence_transformers is a conversion of its own: give it with "
                          "--model_dir only")
   if to_kh and from_kh:
     raise app.UsageError("give one of --to_keras_hub_preset and --from_keras_hub_preset")
-  if (to_kh or from_kh) and (FLAGS.hf_dir or FLAGS.to_hf):
+  if (to_kh or from_kh) and (s.hf_dir or s.to_hf):
     raise app.UsageError("--hf_dir/--to_hf and a keras-hub preset flag are separate conversions")
-  if not (to_kh or from_kh or to_st or FLAGS.hf_dir):
+  if not (to_kh or from_kh or to_st or s.hf_dir):
     raise app.UsageError("--hf_dir is required (or --to_keras_hub_preset / "
                          "--from_keras_hub_preset / --to_sentence_transformers)")
-  if FLAGS.checkpoint and not (to_kh or to_st or FLAGS.to_hf):
+  if s.checkpoint and not (to_kh or to_st or s.to_hf):
     raise app.UsageError("--checkpoint picks what --to_hf / --to_keras_hub_preset / "
                          "--to_sentence_transformers convert")
-  for flag in _PATH_FLAGS:
-    if getattr(FLAGS, flag):
-      files.check(getattr(FLAGS, flag), f"--{flag}")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  _check_flags()
+  s = options.from_flags(ConvertSettings, FLAGS)
+  _check_conversion(s)
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning import finetuned_dir
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
   from roberta_tf.models import hf_tokenizer_files, keras_hub_preset, model_dir
-  if FLAGS.to_sentence_transformers:
-    out = FLAGS.to_sentence_transformers
-    if _overlap(FLAGS.model_dir, out):  # --overwrite replaces the folder
+  if s.to_sentence_transformers:
+    out = s.to_sentence_transformers
+    if _overlap(s.model_dir, out):  # --overwrite replaces the folder
       raise model_dir.ModelDirError(f"--to_sentence_transformers={out} and --model_dir="
-                                    f"{FLAGS.model_dir} overlap; write the folder elsewhere")
-    written = st_export.save(FLAGS.model_dir, out, overwrite=FLAGS.overwrite,
-                             checkpoint=FLAGS.checkpoint)
+                                    f"{s.model_dir} overlap; write the folder elsewhere")
+    written = st_export.save(s.model_dir, out, overwrite=s.overwrite, checkpoint=s.checkpoint)
     print(f"wrote sentence-transformers folder {out}: {', '.join(written)}")
-  elif FLAGS.to_keras_hub_preset:
-    if _overlap(FLAGS.model_dir, FLAGS.to_keras_hub_preset):
+  elif s.to_keras_hub_preset:
+    if _overlap(s.model_dir, s.to_keras_hub_preset):
       # --overwrite replaces the preset dir: it must never hold (or be) the model dir.
       raise keras_hub_preset.KerasHubPresetError(
-          f"--to_keras_hub_preset={FLAGS.to_keras_hub_preset} and --model_dir="
-          f"{FLAGS.model_dir} overlap; write the preset elsewhere")
-    export_keras_hub(FLAGS.model_dir, FLAGS.to_keras_hub_preset, overwrite=FLAGS.overwrite,
-                     checkpoint=FLAGS.checkpoint)
-    print(f"wrote keras-hub preset {FLAGS.to_keras_hub_preset}")
-  elif FLAGS.from_keras_hub_preset:
-    prefix, head_loaded = import_keras_hub(FLAGS.from_keras_hub_preset, FLAGS.model_dir,
-                                           overwrite=FLAGS.overwrite)
-    print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
+          f"--to_keras_hub_preset={s.to_keras_hub_preset} and --model_dir={s.model_dir} "
+          "overlap; write the preset elsewhere")
+    export_keras_hub(s.model_dir, s.to_keras_hub_preset, overwrite=s.overwrite,
+                     checkpoint=s.checkpoint)
+    print(f"wrote keras-hub preset {s.to_keras_hub_preset}")
+  elif s.from_keras_hub_preset:
+    prefix, head_loaded = import_keras_hub(s.from_keras_hub_preset, s.model_dir,
+                                           overwrite=s.overwrite)
+    print(f"wrote {s.model_dir}/config.json and checkpoint {prefix}")
     if not head_loaded:
       print("note: the preset has no RobertaMaskedLM head; the MLM head is freshly initialized")
-  elif FLAGS.to_hf:
-    written = export_hf(FLAGS.model_dir, FLAGS.hf_dir, overwrite=FLAGS.overwrite,
-                        checkpoint=FLAGS.checkpoint)
-    print(f"wrote {FLAGS.hf_dir}/{{{','.join(written)}}}")
+  elif s.to_hf:
+    written = export_hf(s.model_dir, s.hf_dir, overwrite=s.overwrite, checkpoint=s.checkpoint)
+    print(f"wrote {s.hf_dir}/{{{','.join(written)}}}")
     if hf_tokenizer_files.TOKENIZER_CONFIG_FILE not in written:
-      print(f"note: no vocab files in {FLAGS.model_dir}: the HF folder has no tokenizer")
+      print(f"note: no vocab files in {s.model_dir}: the HF folder has no tokenizer")
   else:
-    prefix = import_hf(FLAGS.hf_dir, FLAGS.model_dir, overwrite=FLAGS.overwrite)
-    print(f"wrote {FLAGS.model_dir}/config.json and checkpoint {prefix}")
-    if hf_tagger.is_finetuned_dir(FLAGS.model_dir):
-      info = finetuned_dir.read_problem_info(FLAGS.model_dir)
+    prefix = import_hf(s.hf_dir, s.model_dir, overwrite=s.overwrite)
+    print(f"wrote {s.model_dir}/config.json and checkpoint {prefix}")
+    if hf_tagger.is_finetuned_dir(s.model_dir):
+      info = finetuned_dir.read_problem_info(s.model_dir)
       print(f"a fine-tuned token_classification model: {len(info.labels)} labels, tag scheme "
             f"{info.tag_scheme} (read from the label names), max_seq_len {info.max_seq_len}")
-    warning = missing_vocab_warning(FLAGS.hf_dir, FLAGS.model_dir)
+    warning = missing_vocab_warning(s.hf_dir, s.model_dir)
     if warning:
       print(warning, file=sys.stderr)
   return 0

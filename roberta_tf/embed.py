@@ -15,26 +15,39 @@ token count (marked where it reached the model's limit: a longer text was cut th
 line); progress goes to stderr every few seconds. Needs only tensorflow.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import json
 import sys
 import time
 
-from absl import app, flags
+from absl import app
 
-from roberta_tf.common import cli, files
+from roberta_tf.common import cli, files, options
+from roberta_tf.common.options import POSITIVE, option
 from roberta_tf.serving import frozen_weights, saved_model_reader
 
+
+@dataclasses.dataclass(frozen=True)
+class EmbedSettings:
+  """embed's flags."""
+  saved_model: str = option(
+      help="Directory written by `finetune --export_dir` for a --task=embedding model (a path "
+      "or a URL).", path=True)
+  input_file: str | None = option(
+      None, "Embed every line of this UTF-8 file (one text a line); needs --output_file.",
+      path=True)
+  output_file: str | None = option(
+      None, "Write the vectors here: .npy (float32 [N, H], in input order) or .jsonl "
+      "({\"text\", \"embedding\"} a line).", path=True)
+  batch_size: int = option(
+      64, "Texts per call of the SavedModel (texts of similar length are batched together).",
+      check=POSITIVE)
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
-                    "--task=embedding model (a path or a URL).", flag_values=FLAGS)
-flags.DEFINE_string("input_file", None, "Embed every line of this UTF-8 file (one text a line); "
-                    "needs --output_file.", flag_values=FLAGS)
-flags.DEFINE_string("output_file", None, "Write the vectors here: .npy (float32 [N, H], in "
-                    "input order) or .jsonl ({\"text\", \"embedding\"} a line).",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 64, "Texts per call of the SavedModel (texts of similar "
-                     "length are batched together).", lower_bound=1, flag_values=FLAGS)
-flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
+options.define_flags(EmbedSettings, FLAGS)
 
 OUTPUT_FORMATS = (".npy", ".jsonl")
 _PROGRESS_SECONDS = 5.0
@@ -150,34 +163,32 @@ class _Progress:
 def main(argv):
   frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
-  if bool(args) == bool(FLAGS.input_file):
+  s = options.from_flags(EmbedSettings, FLAGS)
+  if bool(args) == bool(s.input_file):
     raise app.UsageError("give texts as arguments or --input_file (one of them)")
-  if FLAGS.input_file and not FLAGS.output_file:
+  if s.input_file and not s.output_file:
     raise app.UsageError("--input_file needs --output_file (.npy or .jsonl)")
-  if FLAGS.output_file:
-    files.check(FLAGS.output_file, "--output_file")
-    if not FLAGS.output_file.endswith(OUTPUT_FORMATS):
-      raise app.UsageError(f"--output_file={FLAGS.output_file}: the name must end in .npy or "
-                           ".jsonl (the format)")
-  if FLAGS.input_file:
-    path = files.check(FLAGS.input_file, "--input_file")
-    if not files.isfile(path):
-      raise ValueError(f"--input_file={path}: no such file")
-    texts, bad = read_texts(path)
+  if s.output_file and not s.output_file.endswith(OUTPUT_FORMATS):
+    raise app.UsageError(f"--output_file={s.output_file}: the name must end in .npy or .jsonl "
+                         "(the format)")
+  if s.input_file:
+    if not files.isfile(s.input_file):
+      raise ValueError(f"--input_file={s.input_file}: no such file")
+    texts, bad = read_texts(s.input_file)
     if not texts:
-      raise ValueError(f"--input_file={path} has no lines to embed")
+      raise ValueError(f"--input_file={s.input_file} has no lines to embed")
     if bad:
-      print(f"note: {bad} lines of {path} are not valid UTF-8; their bad bytes were read as "
-            "U+FFFD", file=sys.stderr, flush=True)
+      print(f"note: {bad} lines of {s.input_file} are not valid UTF-8; their bad bytes were "
+            "read as U+FFFD", file=sys.stderr, flush=True)
   else:
     texts = [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in args]
-  signature = _load(FLAGS.saved_model)
-  vectors, counts = embed_texts(signature, texts, FLAGS.batch_size,
-                                _Progress() if FLAGS.input_file else None)
-  if FLAGS.output_file:
-    write_vectors(FLAGS.output_file, texts, vectors)
+  signature = _load(s.saved_model)
+  vectors, counts = embed_texts(signature, texts, s.batch_size,
+                                _Progress() if s.input_file else None)
+  if s.output_file:
+    write_vectors(s.output_file, texts, vectors)
     print(f"wrote {len(texts):,} vectors of {vectors.shape[1]} dimensions to "
-          f"{FLAGS.output_file}", flush=True)
+          f"{s.output_file}", flush=True)
   if args:
     print(format_similarities(texts, vectors, counts, token_limit(signature)), flush=True)
   return 0

@@ -16,27 +16,39 @@ vocab.json and merges.txt; the SavedModel's as its export copied them into asset
 anything else is refused in one line naming both, since ranks over other ids mean nothing.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import re
 
-from absl import app, flags
+from absl import app
 
-from roberta_tf.common import cli, files
+from roberta_tf.common import cli, files, options
+from roberta_tf.common.options import NON_NEGATIVE, POSITIVE, option
 from roberta_tf.serving import frozen_weights, saved_model_reader
 
+
+@dataclasses.dataclass(frozen=True)
+class FillMaskSettings:
+  """fill_mask's flags."""
+  saved_model: str = option(
+      help="Directory written by roberta_tf.export (a path or a URL such as "
+      "gs://bucket/export).", path=True)
+  held_out: str | None = option(
+      None, "Also rank masked words of this shard directory's held-out (validation) split: "
+      "examples chosen by a fixed rule, each word's rank under the model beside its rank under "
+      "the unigram baseline (serving/held_out_ranks.py). Needs --vocab_dir.", path=True)
+  vocab_dir: str | None = option(
+      None, "--held_out: the vocab.json the shards were encoded with (to print the examples as "
+      "text).", path=True)
+  examples: int = option(8, "--held_out: examples printed.", check=NON_NEGATIVE)
+  rank_sample: int = option(
+      200, "--held_out: held-out sequences ranked (one masked word each) for the median ranks.",
+      check=POSITIVE)
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("saved_model", None, "Directory written by roberta_tf.export (a path or a "
-                    "URL such as gs://bucket/export).", flag_values=FLAGS)
-flags.DEFINE_string("held_out", None, "Also rank masked words of this shard directory's held-out "
-                    "(validation) split: examples chosen by a fixed rule, each word's rank under "
-                    "the model beside its rank under the unigram baseline (serving/"
-                    "held_out_ranks.py). Needs --vocab_dir.", flag_values=FLAGS)
-flags.DEFINE_string("vocab_dir", None, "--held_out: the vocab.json the shards were encoded with "
-                    "(to print the examples as text).", flag_values=FLAGS)
-flags.DEFINE_integer("examples", 8, "--held_out: examples printed.", lower_bound=0,
-                     flag_values=FLAGS)
-flags.DEFINE_integer("rank_sample", 200, "--held_out: held-out sequences ranked (one masked "
-                     "word each) for the median ranks.", lower_bound=1, flag_values=FLAGS)
-flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
+options.define_flags(FillMaskSettings, FLAGS)
 
 MASK = "<mask>"
 # Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
@@ -232,8 +244,6 @@ def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: in
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.serving import held_out_ranks  # pylint: disable=import-outside-toplevel
-  files.check(data_dir, "--held_out")
-  files.check(vocab_dir, "--vocab_dir")
   warning = check_vocabularies(loaded, saved_model, data_dir, vocab_dir)
   if warning:
     print(warning, flush=True)
@@ -261,17 +271,18 @@ def _held_out(loaded, saved_model: str, data_dir: str, vocab_dir: str, shown: in
 def main(argv):
   frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
-  if not args and not FLAGS.held_out:
+  s = options.from_flags(FillMaskSettings, FLAGS)
+  if not args and not s.held_out:
     raise app.UsageError('give one or more texts, e.g. "The capital of France is <mask>.", '
                          "or --held_out=SHARD_DIR")
-  if FLAGS.held_out and not FLAGS.vocab_dir:
+  if s.held_out and not s.vocab_dir:
     raise app.UsageError("--held_out needs --vocab_dir (the vocab the shards were encoded with)")
-  loaded = _load(FLAGS.saved_model)
+  loaded = _load(s.saved_model)
   if args:
     print(_fill(loaded, args))
-  if FLAGS.held_out:
-    print(_held_out(loaded, FLAGS.saved_model, FLAGS.held_out, FLAGS.vocab_dir, FLAGS.examples,
-                    FLAGS.rank_sample), flush=True)
+  if s.held_out:
+    print(_held_out(loaded, s.saved_model, s.held_out, s.vocab_dir, s.examples, s.rank_sample),
+          flush=True)
   return 0
 
 

@@ -22,48 +22,59 @@ Every path flag (data files, --data_dir, --init_from, --model_dir, --predictions
 registered (roberta_tf/common/files.py).
 """
 
-from absl import app, flags
+from __future__ import annotations
+
+import dataclasses
+
+from absl import app
 
 from roberta_tf.common import cli, options
-from roberta_tf.finetuning import finetune_config, glue
+from roberta_tf.common.options import option
+from roberta_tf.finetuning import glue
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.serving import frozen_weights
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneMode:
+  """finetune's one flag that is no FinetuneConfig option."""
+  export_only: bool = option(False, "Only export the fine-tuned --model_dir to --export_dir.")
+
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 # One flag per FinetuneConfig option, with its help; --task, --model_dir, --train_file
 # and --eval_file are not required flags (--export_only does without most): validate() checks.
 options.define_flags(FinetuneConfig, FLAGS, required=False)
-# The one flag that is not a config field.
-flags.DEFINE_bool("export_only", False, "Only export the fine-tuned --model_dir to --export_dir.",
-                  flag_values=FLAGS)
+options.define_flags(FinetuneMode, FLAGS)
 
 
 def main(argv):
   frozen_weights.refuse_in_training()  # a switch that would train on stale weights
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if FLAGS.glue_task:
+  # Each given option's checks (choices, ranges, a path's URL) run here; what a mode needs is
+  # checked below (--export_only) or by the sweep's validate(), once --glue_task's preset is in.
+  cfg = options.from_flags(FinetuneConfig, FLAGS, required=False)  # list flags become tuples
+  mode = options.from_flags(FinetuneMode, FLAGS)
+  if cfg.glue_task:
     given = [f"--{name}" for name in glue.PRESET_FLAGS if FLAGS[name].present]
     if given:
-      raise app.UsageError(f"--glue_task={FLAGS.glue_task} sets {', '.join(given)}; leave "
+      raise app.UsageError(f"--glue_task={cfg.glue_task} sets {', '.join(given)}; leave "
                            f"{'it' if len(given) == 1 else 'them'} out")
-  # Every path flag may be a URL (gs://, ram://, ...): an unknown scheme is one line naming it.
-  finetune_config.check_paths({name: FLAGS[name].value for name in finetune_config.PATH_FLAGS})
   # Logical CPU devices must exist before TensorFlow initializes: split before the imports.
   from roberta_tf.training import strategy as strategy_lib  # pylint: disable=import-outside-toplevel
-  strategy_lib.split_cpu(FLAGS.cpu_replicas)
+  strategy_lib.split_cpu(cfg.runtime.cpu_replicas)
   from roberta_tf.finetuning import sweep_runner  # pylint: disable=import-outside-toplevel
   from roberta_tf.serving import finetuned_export  # pylint: disable=import-outside-toplevel
   # Errors (TrainingError, ProblemDataError, SquadError, ModelDirError, ...: they name the file
   # or flag) are one line from cli.
-  if FLAGS.export_only:
-    if not FLAGS.model_dir or not FLAGS.export_dir:
+  if mode.export_only:
+    if not cfg.model.model_dir or not cfg.export_dir:
       raise app.UsageError("--export_only needs --model_dir and --export_dir")
-    path = finetuned_export.export_saved_model(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite,
-                                               precision=FLAGS.export_precision)
+    path = finetuned_export.export_saved_model(cfg.model.model_dir, cfg.export_dir,
+                                               cfg.model.overwrite, precision=cfg.export_precision)
     print(f"exported {path}")
     return 0
-  cfg = options.from_flags(FinetuneConfig, FLAGS)  # list flags become tuples
   if sweep_runner.run_sweep(cfg).get("stopped_by_signal"):
     print(f"stopped by a signal (SIGTERM or Ctrl-C); the same command resumes the sweep in "
           f"{cfg.model.model_dir}")

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from absl import app, flags
+from absl import app
 
-from roberta_tf.common import cli, files
+from roberta_tf.common import cli, files, options
+from roberta_tf.common.options import POSITIVE, option
 from roberta_tf.data import dataset_info
 from roberta_tf.data.vocab_info import VocabInfo, find_vocab_dir
 from roberta_tf.tokenization import vocab_files
@@ -192,42 +193,41 @@ def format_report(report: dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class InspectSettings:
+  """inspect_data's flags."""
+  data: str = option(
+      help="Shard directory (with dataset_info.json); a path or a URL (gs://, ...).", path=True)
+  split: str = option("train", "Split to read.")
+  num_batches: int = option(10, "Batches to measure.", check=POSITIVE)
+  batch_size: int = option(8, "Sequences per batch.", check=POSITIVE)
+  seed: int = option(0, "Data seed (file order, shuffle, masks).")
+  max_seq_len: int | None = option(None, "Padded length; default: the shards' max_seq_len.")
+  num_examples: int = option(3, "Decoded sequences to show.")
+  whole_word: bool = option(False, "Whole-word masking.")
+  json: bool = option(False, "Print the report as JSON.")
+  vocab_dir: str | None = option(
+      None, "Directory with vocab.json (+ merges.txt) to decode with; default: the one recorded "
+      "in dataset_info.json.", path=True)
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("data", None, "Shard directory (with dataset_info.json); a path or a URL "
-                    "(gs://, ...).", flag_values=FLAGS)
-flags.DEFINE_string("split", "train", "Split to read.", flag_values=FLAGS)
-flags.DEFINE_integer("num_batches", 10, "Batches to measure.", flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 8, "Sequences per batch.", flag_values=FLAGS)
-flags.DEFINE_integer("seed", 0, "Data seed (file order, shuffle, masks).", flag_values=FLAGS)
-flags.DEFINE_integer("max_seq_len", None, "Padded length; default: the shards' max_seq_len.",
-                     flag_values=FLAGS)
-flags.DEFINE_integer("num_examples", 3, "Decoded sequences to show.", flag_values=FLAGS)
-flags.DEFINE_bool("whole_word", False, "Whole-word masking.", flag_values=FLAGS)
-flags.DEFINE_bool("json", False, "Print the report as JSON.", flag_values=FLAGS)
-flags.DEFINE_string("vocab_dir", None, "Directory with vocab.json (+ merges.txt) to decode "
-                    "with; default: the one recorded in dataset_info.json.", flag_values=FLAGS)
+# --data is no absl-required flag: from_flags says it is missing, in one line.
+options.define_flags(InspectSettings, FLAGS, required=False)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if not FLAGS.data:
-    raise app.UsageError("--data is required: a directory written by data_prep.build_shards")
-  files.check(FLAGS.data, "--data")
-  if FLAGS.vocab_dir:
-    files.check(FLAGS.vocab_dir, "--vocab_dir")
-  if FLAGS.num_batches < 1 or FLAGS.batch_size < 1:
-    raise app.UsageError(f"--num_batches={FLAGS.num_batches} and --batch_size="
-                         f"{FLAGS.batch_size} must be >= 1")
+  s = options.from_flags(InspectSettings, FLAGS)
   from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
   # A damaged shard, found while reading, is the pipeline's failed assertion: cli prints its
   # message (which names the shard) as the one error line.
-  report = inspect_data(FLAGS.data, split=FLAGS.split, num_batches=FLAGS.num_batches,
-                        batch_size=FLAGS.batch_size, seed=FLAGS.seed,
-                        max_seq_len=FLAGS.max_seq_len,
-                        masking=MaskingConfig(whole_word=FLAGS.whole_word),
-                        vocab_dir=FLAGS.vocab_dir, num_examples=FLAGS.num_examples)
-  print(json.dumps(report, indent=2, ensure_ascii=False) if FLAGS.json else format_report(report))
+  report = inspect_data(s.data, split=s.split, num_batches=s.num_batches,
+                        batch_size=s.batch_size, seed=s.seed, max_seq_len=s.max_seq_len,
+                        masking=MaskingConfig(whole_word=s.whole_word), vocab_dir=s.vocab_dir,
+                        num_examples=s.num_examples)
+  print(json.dumps(report, indent=2, ensure_ascii=False) if s.json else format_report(report))
 
 
 def console_main():

@@ -12,6 +12,9 @@ each ranked by the model and by the unigram baseline). Ends with the held-out pe
 the median rank beside the unigram baseline's (what a model that ignores context scores).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import os
 import re
 import shlex
@@ -19,20 +22,25 @@ import subprocess
 import sys
 import time
 
-from absl import flags
-
-from roberta_tf.common import atomic_write, cli, files, flagfiles
+from roberta_tf.common import atomic_write, cli, files, flagfiles, options
+from roberta_tf.common.options import option
 from roberta_tf.serving import frozen_weights
 
+
+@dataclasses.dataclass(frozen=True)
+class QuickstartSettings:
+  """quickstart's flags."""
+  work_dir: str = option(
+      "runs/quickstart", "Where the vocab, shards, model and export go (replaced if it holds "
+      "only an earlier quickstart's outputs).", path=True)
+  train_steps: int | None = option(None, "Override flags/quickstart.flags' --train_steps.")
+  precision: str = option(
+      "auto", "auto (train times float32 and mixed_bfloat16 for a few steps and takes the "
+      "faster), or float32 / mixed_bfloat16 / mixed_float16.")
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("work_dir", "runs/quickstart", "Where the vocab, shards, model and export go "
-                    "(replaced if it holds only an earlier quickstart's outputs).",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("train_steps", None, "Override flags/quickstart.flags' --train_steps.",
-                     flag_values=FLAGS)
-flags.DEFINE_string("precision", "auto", "auto (train times float32 and mixed_bfloat16 for a few "
-                    "steps and takes the faster), or float32 / mixed_bfloat16 / mixed_float16.",
-                    flag_values=FLAGS)
+options.define_flags(QuickstartSettings, FLAGS)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # local-only: this package
 # What a run writes into --work_dir (and what a re-run may delete).
@@ -77,7 +85,6 @@ def _is_noise(line: str) -> bool:
 def _fresh_work_dir(work_dir: str) -> str:
   """`work_dir` emptied and made (absolute when local: the stages run from the repository
   root). Refuses ram:// and a directory holding anything but an earlier quickstart's outputs."""
-  files.check(work_dir, "--work_dir")
   if files.scheme(work_dir) == "ram":
     raise ValueError(f"--work_dir={work_dir}: ram:// lives inside one process and the "
                      "quickstart runs each stage as its own process; give a local directory or "
@@ -153,12 +160,13 @@ def summarize(train_log: list[str], fill_log: list[str], summary: dict) -> str:
 def main(argv):
   del argv
   frozen_weights.refuse_in_training()  # its train stage would: refuse before any stage
+  s = options.from_flags(QuickstartSettings, FLAGS)
   start = time.time()
-  work = _fresh_work_dir(FLAGS.work_dir)
-  train_log, fill_log = _run_stages(work, FLAGS.precision, FLAGS.train_steps)
+  work = _fresh_work_dir(s.work_dir)
+  train_log, fill_log = _run_stages(work, s.precision, s.train_steps)
   picked = [m.group(1) for m in (re.search(r"precision auto: (\w+)", line) for line in train_log)
             if m]
-  precision = picked[-1] if picked else FLAGS.precision
+  precision = picked[-1] if picked else s.precision
   summary = {"precision": precision, "minutes": round((time.time() - start) / 60, 1)}
   final = summarize(train_log, fill_log, summary)
   atomic_write.write_json(files.join(work, "quickstart_summary.json"), summary, sort_keys=False)

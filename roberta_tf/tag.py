@@ -21,31 +21,41 @@ scheme the model was trained with); the metrics print as JSON, --output_file get
 predictions file (word gold predicted). Needs only tensorflow (and seqeval for --eval_file).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import json
 import sys
 
-from absl import app, flags
+from absl import app
 
-from roberta_tf.common import cli, files
+from roberta_tf.common import cli, files, options
+from roberta_tf.common.options import POSITIVE, option
 from roberta_tf.serving import frozen_weights, saved_model_reader
 
+
+@dataclasses.dataclass(frozen=True)
+class TagSettings:
+  """tag's flags."""
+  saved_model: str = option(
+      help="Directory written by `finetune --export_dir` for a --task=token_classification "
+      "model (a path or a URL).", path=True)
+  input_file: str | None = option(
+      None, "Tag every line of this UTF-8 file (one text a line).", path=True)
+  eval_file: str | None = option(
+      None, "Score the model on this tagged file (CoNLL or JSON lines, as finetune's "
+      "--eval_file): its sentences' words joined by single spaces.", path=True)
+  label_field: str = option(
+      "", "--eval_file JSON lines: the tags field (default: \"tags\" or \"ner_tags\"; integer "
+      "tags are named by the model's labels).")
+  output_file: str | None = option(
+      None, "With texts: JSON lines of their entities; with --eval_file: the predictions file "
+      "(word gold predicted).", path=True)
+  batch_size: int = option(64, "Texts per call of the SavedModel.", check=POSITIVE)
+
+
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-flags.DEFINE_string("saved_model", None, "Directory written by `finetune --export_dir` for a "
-                    "--task=token_classification model (a path or a URL).", flag_values=FLAGS)
-flags.DEFINE_string("input_file", None, "Tag every line of this UTF-8 file (one text a line).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("eval_file", None, "Score the model on this tagged file (CoNLL or JSON "
-                    "lines, as finetune's --eval_file): its sentences' words joined by single "
-                    "spaces.", flag_values=FLAGS)
-flags.DEFINE_string("label_field", "", "--eval_file JSON lines: the tags field (default: "
-                    "\"tags\" or \"ner_tags\"; integer tags are named by the model's labels).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("output_file", None, "With texts: JSON lines of their entities; with "
-                    "--eval_file: the predictions file (word gold predicted).",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("batch_size", 64, "Texts per call of the SavedModel.", lower_bound=1,
-                     flag_values=FLAGS)
-flags.mark_flags_as_required(["saved_model"], flag_values=FLAGS)
+options.define_flags(TagSettings, FLAGS)
 
 
 def _load(saved_model: str):
@@ -133,26 +143,26 @@ def _write_entities(path: str, results: list[dict]) -> None:
 def main(argv):
   frozen_weights.serve_only()  # this process only serves: oneDNN may keep packed weights
   args = argv[1:]
-  if sum(bool(x) for x in (args, FLAGS.input_file, FLAGS.eval_file)) != 1:
+  s = options.from_flags(TagSettings, FLAGS)
+  if sum(bool(x) for x in (args, s.input_file, s.eval_file)) != 1:
     raise app.UsageError("give texts as arguments, or --input_file, or --eval_file (one of them)")
-  for flag in ("input_file", "eval_file"):
-    path = FLAGS[flag].value
-    if path and not files.isfile(files.check(path, f"--{flag}")):
+  for flag, path in (("input_file", s.input_file), ("eval_file", s.eval_file)):
+    if path and not files.isfile(path):
       raise ValueError(f"--{flag}={path}: no such file")
-  signature, info = _load(FLAGS.saved_model)
-  if FLAGS.eval_file:
-    metrics, sentences, predicted = evaluate(signature, info, FLAGS.eval_file,
-                                             FLAGS.label_field, FLAGS.batch_size)
+  signature, info = _load(s.saved_model)
+  if s.eval_file:
+    metrics, sentences, predicted = evaluate(signature, info, s.eval_file, s.label_field,
+                                             s.batch_size)
     print(json.dumps(metrics, sort_keys=True), flush=True)
-    if FLAGS.output_file:
+    if s.output_file:
       from roberta_tf.finetuning.tagging import tag_write  # pylint: disable=import-outside-toplevel
-      tag_write.write_predictions(FLAGS.output_file, sentences, predicted)
+      tag_write.write_predictions(s.output_file, sentences, predicted)
     return 0
-  texts = (_read_texts(FLAGS.input_file) if FLAGS.input_file else
+  texts = (_read_texts(s.input_file) if s.input_file else
            [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in args])
-  results = tag_texts(signature, texts, FLAGS.batch_size)
-  if FLAGS.output_file:
-    _write_entities(FLAGS.output_file, results)
+  results = tag_texts(signature, texts, s.batch_size)
+  if s.output_file:
+    _write_entities(s.output_file, results)
   else:
     print("\n".join(format_entities(r) for r in results), flush=True)
   return 0

@@ -90,10 +90,10 @@ def test_study_settings_are_study_jsons_keys_and_check_their_flags():
       "task_text_field", "task_label_field", "task_epochs", "task_learning_rate",
       "minimal_pairs", "pairs_per_paradigm"]
   for field, value, message in (
-      ("vocab_size", 0, "--vocab_size=0: must be >= 1"),
-      ("warmup_fraction", 1.0, r"--warmup_fraction=1.0: must be in"),
-      ("task_learning_rate", 0.0, "--task_learning_rate=0.0: must be > 0"),
-      ("pairs_per_paradigm", -1, "--pairs_per_paradigm must be >= 0")):
+      ("vocab_size", 0, r"^--vocab_size must be > 0, got 0$"),
+      ("warmup_fraction", 1.0, r"^--warmup_fraction must be in \[0, 1\), got 1.0$"),
+      ("task_learning_rate", 0.0, r"^--task_learning_rate must be > 0, got 0.0$"),
+      ("pairs_per_paradigm", -1, r"^--pairs_per_paradigm must be >= 0, got -1$")):
     with pytest.raises(ValueError, match=message):
       options.check_options(StudySettings(**{field: value}))
 

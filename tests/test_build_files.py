@@ -36,6 +36,7 @@ TEST_DATA = {
     "modernbert_tiny": {"//tests:modernbert_tiny"},
     "python_docs_small": {"//tests:python_docs_small"},
     "docs_sections": {"//tests:docs_sections"},
+    "flag_surfaces": {"//tests:flag_surfaces"},
     # conftest's fixture builds shards from these (its own data has build_shards).
     "train_shards": {"//tests:hf_roberta_tiny", "//tests:python_docs_small"},
     "flags/": {"//flags:flags"},

@@ -19,7 +19,7 @@ from roberta_tf.common import option_groups, options
 from roberta_tf.finetuning.finetune_config import FinetuneConfig
 from roberta_tf.pretraining.train_config import TrainConfig
 from tests.conftest import REPO
-from tests.harness import run_script
+from tests.harness import call_module, run_script
 
 PRECISION = ("enum", "float32", ("float32", "mixed_bfloat16", "mixed_float16"))
 STRATEGY = ("enum", "auto", ("auto", "default", "mirrored", "multi_worker", "tpu"))
@@ -204,12 +204,14 @@ ABLATE_FLAGS = {
 
 
 def _surface(flag_values):
-  """A binary's own flags (less cli's --verbose): {name: [kind, default(, choices)]}, and the
-  names of the required ones."""
+  """A binary's own flags (less cli's --verbose): {name: [kind, default(, choices)]}, the names
+  of the required ones (absl's required-flag validator; a bound is no requirement) and each
+  flag's help as --helpfull prints it (absl's own syntactic help, such as "(a positive
+  integer)", left out)."""
   from roberta_tf.common import cli  # pylint: disable=import-outside-toplevel
   kinds = {"ArgumentParser": "string", "IntegerParser": "integer", "FloatParser": "float",
            "BooleanParser": "bool", "ListParser": "list", "EnumParser": "enum"}
-  table = {}
+  table, required, helps = {}, [], {}
   for name in flag_values:
     flag = flag_values[name]
     if name != flag.name or name in cli.binary_flags():
@@ -218,7 +220,10 @@ def _surface(flag_values):
     if getattr(flag.parser, "enum_values", None):
       row.append(list(flag.parser.enum_values))
     table[flag.name] = row
-  return {"flags": table, "required": sorted(n for n in table if flag_values[n].validators)}
+    helps[flag.name] = flag.help
+    if any(v.message.endswith("must have a value other than None.") for v in flag.validators):
+      required.append(flag.name)
+  return {"flags": table, "required": sorted(required), "help": helps}
 
 
 # A fresh process: importing the binary (its --help) must not import TensorFlow.
@@ -265,6 +270,110 @@ def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
   assert surface["required"] == required
 
 
+# Every binary's flags as they were declared before all of them came from options.option()
+# (tests/testdata/flag_surfaces.json, written from the code at that commit): names, kinds,
+# defaults, choices, required-ness and help. A change there is a change of the command line:
+# make it on purpose, in the file too.
+BINARIES = ("data_prep.build_shards", "data_prep.train_tokenizer", "roberta_tf.ablate",
+            "roberta_tf.convert_checkpoint", "roberta_tf.embed", "roberta_tf.evaluate",
+            "roberta_tf.export", "roberta_tf.fill_mask", "roberta_tf.finetune",
+            "roberta_tf.finetuning.docs_sections", "roberta_tf.inspect_data",
+            "roberta_tf.quickstart", "roberta_tf.tag", "roberta_tf.train")
+SURFACES = os.path.join(REPO, "tests", "testdata", "flag_surfaces.json")
+
+
+def _pinned_surface(module):
+  """_surface of binary `module` (imported here) as JSON holds it, this checkout's path as
+  <repo> (ablate's defaults name files in it)."""
+  text = json.dumps(_surface(importlib.import_module(module).FLAGS), sort_keys=True)
+  return json.loads(text.replace(json.dumps(REPO)[1:-1], "<repo>"))
+
+
+def test_every_binary_is_pinned_and_declares_no_flag_by_hand():
+  """Every module that runs `cli.run(main, FLAGS)` is a pinned binary, and its flags come from
+  options.define_flags: flags.DEFINE_* is options.py's (and cli.py's --verbose) only."""
+  binaries, by_hand = set(), []
+  for package in ("roberta_tf", "data_prep"):
+    for root, _, names in os.walk(os.path.join(REPO, package)):
+      for name in sorted(n for n in names if n.endswith(".py")):
+        path = os.path.join(root, name)
+        with open(path, encoding="utf-8") as f:
+          text = f.read()
+        module = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+        if module in ("roberta_tf.common.options", "roberta_tf.common.cli"):
+          continue  # the mechanism, and cli's --verbose
+        if "cli.run(main, FLAGS)" in text:
+          binaries.add(module)
+        if re.search(r"flags\.(DEFINE_\w+|mark_flags?_as_required)\(", text):
+          by_hand.append(module)
+  assert binaries == set(BINARIES)
+  assert not by_hand, by_hand
+
+
+@pytest.mark.parametrize("module", BINARIES)
+def test_every_binary_keeps_its_flags(module):
+  with open(SURFACES, encoding="utf-8") as f:
+    pinned = json.load(f)[module]
+  surface = _pinned_surface(module)
+  assert surface["flags"] == pinned["flags"]
+  assert surface["required"] == pinned["required"]
+  assert surface["help"] == pinned["help"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kinds:
+  """One option of each check kind."""
+  out: str = options.option(help="Required: no default.", path=True)
+  mode: str = options.option("a", "A choice.", choices=("a", "b"))
+  steps: int = options.option(1, "A range.", check=options.POSITIVE)
+  inputs: str = options.option("", "Comma-separated paths.", path=True)
+  limit: int | None = options.option(None, "Unset: None, not checked.", check=options.POSITIVE)
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(out=""), r"^--out is required$"),
+    (dict(mode="c"), r"^--mode='c': expected one of a, b$"),
+    (dict(steps=0), r"^--steps must be > 0, got 0$"),
+    (dict(limit=0), r"^--limit must be > 0, got 0$"),
+    (dict(out="nope://x"), r"^--out=nope://x: "),
+    (dict(inputs="a.txt, nope://b"), r"^--inputs=nope://b: "),
+    (dict(out="gs:/b/x"), r"^--out=gs:/b/x: a URL takes two slashes"),
+])
+def test_each_check_kind_says_one_line_naming_the_flag(values, message):
+  """The mechanism runs each option's checks (from_flags, validate()): one message format per
+  kind, naming the flag."""
+  options.check_options(_Kinds(out="o"))  # the defaults pass; an unset optional is unchecked
+  with pytest.raises(ValueError, match=message):
+    options.check_options(_Kinds(**{"out": "o", **values}))
+  options.check_options(_Kinds(out=""), required=False)  # a mode that does without it
+
+
+@pytest.mark.parametrize("module, argv, line", [
+    # path: a URL no file system here handles, also as one item of a comma list
+    ("roberta_tf.export", ["--model_dir=nope://m", "--export_dir=e"], r"--model_dir=nope://m: "),
+    ("data_prep.train_tokenizer", ["--input=a.txt,nope://b", "--output_dir=o"],
+     r"--input=nope://b: "),
+    # range (an absl lower_bound before)
+    ("roberta_tf.embed", ["--saved_model=s", "--batch_size=0", "a text"],
+     r"--batch_size must be > 0, got 0$"),
+    ("data_prep.build_shards", ["--input=c", "--vocab_dir=v", "--output_dir=o",
+                                "--num_shards=0"], r"--num_shards must be > 0, got 0$"),
+    ("roberta_tf.inspect_data", ["--data=d", "--num_batches=0"],
+     r"--num_batches must be > 0, got 0$"),
+    # choice: an enum flag, refused by absl's parser before main
+    ("roberta_tf.export", ["--model_dir=m", "--export_dir=e", "--precision=x"],
+     r"flag --precision=x: value should be one of <float32\|bfloat16\|auto>"),
+    # required
+    ("roberta_tf.inspect_data", [], r"--data is required$"),
+    ("roberta_tf.convert_checkpoint", ["--hf_dir=h"], r"--model_dir is required$"),
+])
+def test_a_bad_flag_is_one_error_line_naming_it(module, argv, line):
+  result = call_module(module, *argv)
+  errors = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+  assert result.returncode == 1 and len(errors) == 1, result.stderr
+  assert re.match(r"^error: " + line, errors[0]), errors[0]
+
+
 def test_build_shards_flags_are_shard_settings_fields_less_its_settings():
   """One declaration: build_shards' flags are ShardSettings' fields but its options.setting()s,
   which from_flags leaves at their defaults; the object pickles (Beam's DoFns carry it)."""
@@ -275,7 +384,9 @@ def test_build_shards_flags_are_shard_settings_fields_less_its_settings():
   assert {f.name for f in dataclasses.fields(ShardSettings)} - set(values) == {
       "batch_sentences", "shuffle_blocks", "sort_bytes"}
   values(["build_shards", "--input=c", "--num_shards=3", "--sort_buffer_mb=2"])
-  settings = options.from_flags(ShardSettings, values)
+  with pytest.raises(ValueError, match=r"^--vocab_dir is required$"):
+    options.from_flags(ShardSettings, values)
+  settings = options.from_flags(ShardSettings, values, required=False)
   assert (settings.input, settings.vocab_dir, settings.num_shards) == ("c", "", 3)
   assert (settings.batch_sentences, settings.sort_buffer_bytes) == (4096, 2 << 20)
   assert settings.splits == ("train", "validation") and settings.shard_count("validation") == 1
@@ -330,7 +441,7 @@ def _finetune_flags(argv):
   values = flags.FlagValues()
   options.define_flags(FinetuneConfig, values, required=False)
   values(["finetune", *argv])
-  return options.from_flags(FinetuneConfig, values)
+  return options.from_flags(FinetuneConfig, values, required=False)  # as finetune's main
 
 
 def test_ablate_plan_takes_repeated_arms_and_its_study_defaults():
@@ -405,7 +516,9 @@ def test_each_config_keeps_its_own_checks():
       make().validate()
   with pytest.raises(ValueError, match=r"^--glue_task='x': expected one of cola, sst2, "):
     _finetune(glue_task="x").validate()
-  with pytest.raises(ValueError, match=r"^--task='': expected one of classification, "):
+  with pytest.raises(ValueError, match=r"^--task='x': expected one of classification, "):
+    _finetune(task="x").validate()
+  with pytest.raises(ValueError, match=r"^--task is required$"):
     _finetune(task="").validate()
   with pytest.raises(ValueError, match=r"^--model_dir is required$"):
     _train(model_dir="").validate()
@@ -444,7 +557,7 @@ def test_code_reads_group_options_through_their_group():
 def test_a_group_option_redeclared_with_another_type_is_refused():
   @dataclasses.dataclass(frozen=True)
   class WrongRuntime(option_groups.RuntimeOptions):
-    seed: str = option_groups.redeclare(option_groups.RuntimeOptions, "seed")
+    seed: str = options.redeclare(option_groups.RuntimeOptions, "seed")
 
   with pytest.raises(TypeError, match=r"WrongRuntime.seed is annotated str; RuntimeOptions "
                                       r"declares int"):
@@ -452,7 +565,7 @@ def test_a_group_option_redeclared_with_another_type_is_refused():
   with pytest.raises(ValueError, match=r"omit=\['tpus'\]: not options of RuntimeOptions"):
     options.nested(option_groups.RuntimeOptions, omit=("tpus",))
   with pytest.raises(TypeError, match=r"no such attribute \['helps'\]"):
-    option_groups.redeclare(option_groups.RuntimeOptions, "seed", helps="x")
+    options.redeclare(option_groups.RuntimeOptions, "seed", helps="x")
 
 
 def test_each_config_holds_its_groups_as_fields():

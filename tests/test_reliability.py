@@ -373,7 +373,7 @@ def test_squad_answer_not_at_answer_start_is_refused_or_skipped(tmp_path):
 def test_ablate_refuses_zero_steps_and_a_bad_corpus_leaves_nothing(tmp_path):
   work = str(tmp_path / "study")
   assert_one_error_line(run_binary("roberta_tf.ablate", "--study=masking", f"--work_dir={work}",
-                                   "--steps=0"), "--steps=0")
+                                   "--steps=0"), "--steps must be > 0, got 0")
   assert_one_error_line(run_binary("roberta_tf.ablate", "--study=masking", f"--work_dir={work}",
                                    "--corpus=/nonexistent/corpus.txt"), "/nonexistent/corpus.txt")
   assert not os.path.exists(os.path.join(work, "study.json"))

@@ -77,7 +77,7 @@ def test_refusals(tmp_path):
   assert (tmp_path / "vocab.json").read_bytes() == before
   _train(tmp_path, vocab_size=700, overwrite=True)
   assert BytePairTokenizer.from_dir(str(tmp_path)).vocab_size == 700
-  with pytest.raises(train_tokenizer.TrainTokenizerError, match="--vocab_size=100"):
+  with pytest.raises(ValueError, match=r"^--vocab_size must be >= 261, got 100$"):
     _train(tmp_path / "new", vocab_size=100)
   with pytest.raises(corpus.CorpusError, match="nothing"):
     train_tokenizer.train(VocabSettings(input=str(tmp_path / "nothing*.txt"),

@@ -195,7 +195,8 @@ def test_binary_and_refusals(tmp_path):
       (["--add_tokens=10"], "--add_tokens needs --extend_from"),
       ([f"--extend_from={HF_TINY}", "--add_tokens=10", "--vocab_size=9000"],
        "--vocab_size does not apply"),
-      ([f"--extend_from={HF_TINY}", "--add_tokens=0"], "--add_tokens=0: must be >= 1"),
+      ([f"--extend_from={HF_TINY}", "--add_tokens=0"],
+       "--add_tokens must be >= 1 with --extend_from, got 0"),
       ([f"--extend_from={tmp_path / 'nowhere'}", "--add_tokens=5"], "vocab.json not found"),
       ([f"--extend_from={tmp_path / 'v'}", "--add_tokens=5", "--overwrite"],
        "is --extend_from")):

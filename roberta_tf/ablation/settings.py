@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from roberta_tf.common.options import NON_NEGATIVE, Check, option
+from roberta_tf.common.options import FRACTION, NON_NEGATIVE, POSITIVE, Range, option
 
 # The default downstream problem, shipped with the package (package data): docs_sections, 60
 # training and 30 dev paragraphs for each of 5 Python-docs sections (finetuning/docs_sections.py
@@ -28,7 +28,6 @@ from roberta_tf.common.options import NON_NEGATIVE, Check, option
 PROBLEM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),  # local-only: the package
                            "data", "docs_sections")
 
-_AT_LEAST_1 = Check(lambda v: v >= 1, "--{name}={value}: must be >= 1")
 STUDIES = ("masking", "input_format", "batch_size", "recipe")
 # The base arm's size where a study's differs from the flags' defaults (steps: 400).
 # input_format: 400 updates at batch 16 get the small model off the unigram plateau; 200 at 32
@@ -44,23 +43,26 @@ class StudySettings:
   config: str = option("small", "Model size preset.")
   warmup_fraction: float = option(
       0.25, "Warmup steps as a fraction of each arm's steps.",
-      check=Check(lambda v: 0 <= v < 1, "--{name}={value}: must be in [0, 1)"))
+      check=FRACTION)
   vocab_size: int = option(
-      8000, "Byte-level BPE vocabulary trained on the corpus.", check=_AT_LEAST_1)
+      8000, "Byte-level BPE vocabulary trained on the corpus.", check=POSITIVE)
   train_flags: tuple[str, ...] = option(
       (), "Extra roberta_tf.train flags for every arm, e.g. "
       "--train_flags=--precision=mixed_bfloat16.")
-  task_train: str = option(os.path.join(PROBLEM_DIR, "train.jsonl"), "Downstream training table.")
-  task_dev: str = option(os.path.join(PROBLEM_DIR, "dev.jsonl"), "Downstream dev table.")
+  task_train: str = option(
+      os.path.join(PROBLEM_DIR, "train.jsonl"), "Downstream training table.", path=True)
+  task_dev: str = option(os.path.join(PROBLEM_DIR, "dev.jsonl"), "Downstream dev table.",
+                         path=True)
   task_text_field: str = option("text", "Downstream text field.")
   task_label_field: str = option("label", "Downstream label field.")
-  task_epochs: int = option(3, "Fine-tuning epochs.", check=_AT_LEAST_1)
+  task_epochs: int = option(3, "Fine-tuning epochs.", check=POSITIVE)
   task_learning_rate: float = option(
       1e-4, "Fine-tuning peak learning rate.",
-      check=Check(lambda v: v > 0, "--{name}={value}: must be > 0"))
+      check=POSITIVE)
   minimal_pairs: str = option(
       "", "Also score every arm on BLiMP-format minimal pairs (evaluate --minimal_pairs: a "
-      ".jsonl[.gz] file or BLiMP's data/ directory); the table gains a BLiMP column.")
+      ".jsonl[.gz] file or BLiMP's data/ directory); the table gains a BLiMP column.",
+      path=True)
   pairs_per_paradigm: int = option(
       0, "--minimal_pairs: a fixed sample of at most this many pairs per paradigm (evaluate "
       "--pairs_per_paradigm); 0: all.", check=NON_NEGATIVE)
@@ -75,33 +77,34 @@ class StudyPlan:
       "recipe (the budget recipe's choices one at a time, at equal wall clock: --minutes).",
       choices=STUDIES)
   work_dir: str = option(
-      help="Where vocab, shards, runs and results go (reused: finished runs are kept).")
+      help="Where vocab, shards, runs and results go (reused: finished runs are kept).",
+      path=True)
   corpus: str = option(
       "stdlib", "Pretraining corpus: files, globs, directories or 'stdlib' (the running "
-      "Python's documentation, the embedded default).")
+      "Python's documentation, the embedded default).", path=True)
   arm: tuple[str, ...] = option(
       (), "Run only this arm of the study (its name in results.md; repeat the flag for "
       "several; default: every arm).", repeated=True)
   seeds: tuple[int, ...] = option(
       (0,), "Seeds: every arm runs once per seed; the table shows mean ± half the range over "
       "them (one seed keeps each default study within ~30 min on 2 CPU cores; rerunning with "
-      "more seeds adds their runs).", check=Check(bool, "--{name} is empty"))
+      "more seeds adds their runs).", check=Range(bool, "non-empty"))
   steps: int | None = option(
       None, "Optimizer updates of the base arm (the token budget is base_batch x steps for "
       "every arm). Default: 400 (masking, input_format), 1024 (batch_size).",
-      check=Check(lambda v: v is None or v >= 1, "--{name}={value}: must be >= 1"))
+      check=POSITIVE)
   base_batch: int = option(
       32, "Batch of the base arm (default 32; input_format: 16, its shorter-sequence arms "
-      "scale it up; batch_size: 8, scaled 1x, 8x, 32x).", check=_AT_LEAST_1)
+      "scale it up; batch_size: 8, scaled 1x, 8x, 32x).", check=POSITIVE)
   base_lr: float = option(
       1e-3, "Peak LR of the base arm (batch_size default 1e-4, the paper's for its smallest "
       "batch; scaled x7 and x10 with the batch).",
-      check=Check(lambda v: v > 0, "--{name}={value}: must be > 0"))
+      check=POSITIVE)
   minutes: float = option(
       5.0, "--study=recipe: each arm's wall-clock budget in minutes (train --train_minutes).")
   parallel: int = option(
       1, "Arm x seed runs at once (each arm then trains beside another; ~2x the wall time of "
-      "each run on 2 cores, about half the total).", check=_AT_LEAST_1)
+      "each run on 2 cores, about half the total).", check=POSITIVE)
   overwrite: bool = option(
       False, "Start the study over: delete what an earlier study wrote in --work_dir (its "
       "settings, corpus subset, vocab, shards, runs, results).")

@@ -4,10 +4,9 @@ A binary (roberta_tf/*.py, data_prep's) defines its flags into a FlagValues of i
 hands it, with its `main`, to `run` (instead of absl's `app.run`):
 
     FLAGS = cli.binary_flags()                           # this binary's flags, --verbose in
-    flags.DEFINE_string("model_dir", None, "...", flag_values=FLAGS)
-    options.define_flags(TrainConfig, FLAGS)             # or a config's fields, one flag each
+    options.define_flags(TrainConfig, FLAGS)             # a settings object's options, a flag each
 
-    def main(argv): ... FLAGS.model_dir ...
+    def main(argv): cfg = options.from_flags(TrainConfig, FLAGS) ...
 
     def console_main():
       cli.run(main, FLAGS)                               # instead of absl's app.run(main)

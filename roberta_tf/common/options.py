@@ -1,34 +1,34 @@
-"""Options declared once: a dataclass field carries its default, its help, its choices and its
-check, and the binary's absl flags are made from the fields.
+"""Options declared once: every binary's flags are the fields of a dataclass (its settings
+object), each declared with option(): default (none: required), help, and checks.
 
-    @dataclasses.dataclass
-    class TrainConfig:
-      model: ModelOptions = nested(ModelOptions)                 # a group: --model_dir, ...
-      train_steps: int = option(1000, "Optimizer updates.", check=POSITIVE)
-      masking: str = option("dynamic", "How tokens are masked.", choices=("dynamic", "static"))
+    @dataclasses.dataclass(frozen=True)
+    class ExportSettings:
+      model_dir: str = option(help="Model dir.", path=True)
+      top_k: int = option(5, "Predictions per <mask>.", check=POSITIVE)
+      precision: str = option("float32", "Serving precision.", choices=("float32", "bfloat16"))
 
-    define_flags(TrainConfig, FLAGS)      # in the binary, at import: --model_dir, ...
-    cfg = from_flags(TrainConfig, FLAGS)  # in main: the parsed values
-    check_options(cfg)                    # in validate(): every option's choices and check
+    FLAGS = cli.binary_flags()
+    define_flags(ExportSettings, FLAGS)              # at import: --model_dir, --top_k, ...
+    def main(argv):
+      settings = from_flags(ExportSettings, FLAGS)   # the parsed values, each check run
 
-Options both binaries share (optimizer, runtime, loop cadence...) are declared once in
-roberta_tf/common/option_groups.py, as frozen dataclasses that each config holds as a nested()
-field (cfg.optimizer.clip_norm); an option of one binary only is a field declared in place with
-`option()`. The flags stay flat (a group's options are flags under their own names), and so do
-the names by which callers build and change a config: from_names(cls, {"clip_norm": 1.0, ...}),
-replace_names(cfg, clip_norm=1.0) and names_of(cfg) route each name to its group.
+check_options (from_flags, a config's validate()) runs the checks, one message per kind, a
+ValueError naming the flag (cli's one error line): required `--x is required`; choices
+`--x='v': expected one of a, b`; a Range (POSITIVE, NON_NEGATIVE, FRACTION, at_least(n))
+`--x must be > 0, got v`; path=True: files.check on each comma-separated part
+(`--x=nope://y: ...`). None (an unset `X | None`) is not checked. What depends on several
+options is the settings object's validate().
 
-A settings object may also hold fields that are no flags, declared with `setting()`: knobs of
-the library's callers (tests, benchmarks) that define_flags and from_flags leave alone (from_flags
-gives them their defaults).
+Types pick the flag: `str`, `int`, `float`, `bool`; `tuple[str|int|float, ...]` comma lists
+(repeated=True: a `tuple[str, ...]` given once per item, `--arm=a --arm=b`); `X | None` an X
+flag unset as None. define_flags(required=False): an option without a default is a flag
+defaulting to None (from_flags: "") for a binary with a mode that does without it.
 
-An option without a default is a required flag (or, with define_flags(required=False), a flag
-that defaults to None, which from_flags turns into ""). Field types (`str`, `int`, `float`,
-`bool`, and `tuple[str, ...]` / `tuple[int, ...]` / `tuple[float, ...]` for comma-separated
-list flags; annotation strings under `from __future__ import annotations`) pick the flag type;
-`choices` makes a `str` field an enum flag; `repeated=True` makes a `tuple[str, ...]` field a
-flag given once per item (`--arm=a --arm=b`); `int | None` is an integer flag whose unset value
-is None (the caller's "not given"). TensorFlow-free: `--help` imports this.
+Options several settings share come in groups (common/option_groups.py): a frozen dataclass
+held as a nested() field (cfg.optimizer.clip_norm) whose options stay flat flags; a
+GroupedConfig is built and changed by those flat names; redeclare() changes a group's option
+for one binary. A setting() field is no flag (a knob of tests and benchmarks).
+TensorFlow-free: `--help` imports this.
 """
 
 from __future__ import annotations
@@ -39,37 +39,39 @@ from typing import Any
 
 from absl import flags
 
+from roberta_tf.common import files
+
 _DEFINE = {"str": flags.DEFINE_string, "int": flags.DEFINE_integer,
            "float": flags.DEFINE_float, "bool": flags.DEFINE_bool}
-# List flags: "a,b,c" on the command line, a tuple of the item type in the config.
+# List flags: "a,b,c" on the command line, a tuple of the item type in the settings.
 _LIST_ITEMS = {"tuple[str,...]": (str, "strings"), "tuple[int,...]": (int, "integers"),
                "tuple[float,...]": (float, "numbers")}
+_DECLARED = ("help", "choices", "check", "path", "repeated")
 
 
 @dataclasses.dataclass(frozen=True)
-class Check:
-  """A field's own validation: `ok(value)` holds, else ValueError(message.format(name=the
-  field's name, value=its value)), e.g. "--{name} must be > 0, got {value}"."""
+class Range:
+  """A range check: `ok(value)` holds, else "--{name} must be {says}, got {value}"."""
   ok: Callable[[Any], bool]
-  message: str
+  says: str
 
 
-POSITIVE = Check(lambda v: v > 0, "--{name} must be > 0, got {value}")
-NON_NEGATIVE = Check(lambda v: v >= 0, "--{name} must be >= 0, got {value}")
-REQUIRED = Check(bool, "--{name} is required")
+POSITIVE = Range(lambda v: v > 0, "> 0")
+NON_NEGATIVE = Range(lambda v: v >= 0, ">= 0")
+FRACTION = Range(lambda v: 0 <= v < 1, "in [0, 1)")
 
 
-def at_least(bound) -> Check:
-  return Check(lambda v: v >= bound, f"--{{name}} must be >= {bound}, got {{value}}")
+def at_least(bound) -> Range:
+  return Range(lambda v: v >= bound, f">= {bound}")
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "",  # pylint: disable=redefined-builtin
-           choices: tuple[str, ...] | None = None, check: Check | None = None,
-           repeated: bool = False):
-  """A dataclass field with its flag help (and enum choices, and its check). `repeated`: a
-  `tuple[str, ...]` field's flag is given once per item instead of comma-separated."""
+           *, choices: tuple[str, ...] | None = None, check: Range | None = None,
+           path: bool = False, repeated: bool = False):
+  """A dataclass field that is a flag: its default (none: required), help, and checks (see the
+  module docstring)."""
   return dataclasses.field(default=default, metadata={
-      "help": help, "choices": choices, "check": check, "repeated": repeated})
+      "help": help, "choices": choices, "check": check, "path": path, "repeated": repeated})
 
 
 def setting(default: Any, help: str):  # pylint: disable=redefined-builtin
@@ -77,20 +79,23 @@ def setting(default: Any, help: str):  # pylint: disable=redefined-builtin
   return dataclasses.field(default=default, metadata={"help": help, "flag": False})
 
 
-def flag_fields(cls) -> list[dataclasses.Field]:
-  """The fields of dataclass `cls` that are flags (all but `setting()`s), in declaration order,
-  a nested() group's offered options in its place."""
-  return [f for _, f in option_fields(cls) if f.metadata.get("flag", True)]
+def redeclare(group: type, name: str, **changes):
+  """Option `name` of `group` as declared there but for `changes` (default=, help=, choices=,
+  check=, path=; check=None drops the check): the field by which a subclass of the group says
+  what differs for its binary (a redeclared field keeps the group's annotation)."""
+  declared = {f.name: f for f in dataclasses.fields(group)}[name]
+  unknown = sorted(set(changes) - {"default", *_DECLARED})
+  if unknown:
+    raise TypeError(f"redeclare({group.__name__}, {name!r}): no such attribute {unknown}")
+  values = {"default": declared.default, **{k: declared.metadata[k] for k in _DECLARED}}
+  return option(**{**values, **changes})
 
 
 def nested(group: type, omit: tuple[str, ...] = ()):
-  """A dataclass field holding an option group: `group` is a frozen dataclass whose fields are
-  options (option_groups.OptimizerOptions, ...). Each of its fields is an option of the
-  enclosing dataclass under its own name (flags are one flat namespace: --clip_norm, not
-  --optimizer.clip_norm), but those in `omit`: the binary does not offer them, they keep the
-  group's defaults and are no names of the enclosing dataclass (from_names, names_of). A
-  subclass of a group that redeclares a field must keep its annotation (TypeError). The field
-  defaults to group() unless one of the group's fields has no default."""
+  """A field holding an option group (a frozen dataclass of options): each of its options is an
+  option of the enclosing dataclass under its own name (flags are one flat namespace), but
+  those in `omit`: the binary does not offer them, they keep the group's defaults. The field
+  defaults to group() unless one of the group's options has no default."""
   fields = {f.name: f for f in dataclasses.fields(group)}
   unknown = sorted(set(omit) - set(fields))
   if unknown:
@@ -100,8 +105,7 @@ def nested(group: type, omit: tuple[str, ...] = ()):
       if _type(fields[f.name]) != _type(f):
         raise TypeError(f"{group.__name__}.{f.name} is annotated {_type(fields[f.name])}; "
                         f"{base.__name__} declares {_type(f)}")
-  required = any(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                 for f in fields.values())
+  required = any(f.default is dataclasses.MISSING for f in fields.values())
   return dataclasses.field(metadata={"nested": group, "omit": tuple(omit)},
                            **({} if required else {"default_factory": group}))
 
@@ -125,15 +129,14 @@ def option_fields(cls) -> list[tuple[str | None, dataclasses.Field]]:
   return found
 
 
-def names_of(config) -> dict[str, Any]:
-  """{option name: value} of dataclass instance `config`, its nested() groups' offered options
-  among its own fields (declaration order): the flat names of its flags."""
-  return {f.name: _value(config, group, f) for group, f in option_fields(type(config))}
+def flag_fields(cls) -> list[dataclasses.Field]:
+  """The options of dataclass `cls` that are flags (all but its setting()s), in order."""
+  return [f for _, f in option_fields(cls) if f.metadata.get("flag", True)]
 
 
-def _value(config, group: str | None, f: dataclasses.Field):
-  """The value of option `f` (option_fields' pair with `group`) in instance `config`."""
-  return getattr(getattr(config, group) if group else config, f.name)
+def _type(f: dataclasses.Field) -> str:
+  """The field's annotation as a string: "int", "tuple[int,...]", "int|None"."""
+  return f.type.__name__ if isinstance(f.type, type) else str(f.type).replace(" ", "")
 
 
 def _arguments(cls, values: dict[str, Any], current=None) -> dict[str, Any]:
@@ -156,31 +159,40 @@ def _arguments(cls, values: dict[str, Any], current=None) -> dict[str, Any]:
   return arguments
 
 
-def from_names(cls, values: dict[str, Any]):
-  """An instance of dataclass `cls` from {option name: value} (names_of's): an option of a
-  nested() group goes to its group (a group's own field name takes a whole group); an option
-  not given keeps its default. ValueError naming the names that are no option of `cls`."""
-  return cls(**_arguments(cls, values))
+class GroupedConfig:
+  """A settings object with nested() groups, named flat by its options' (flags') names."""
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any], *, ignore_unknown: bool = False):
+    """The config of {option name: value} (a caller's, to_dict's, config.json's "training"): an
+    option of a group goes to its group; one not given keeps its default. ValueError naming a
+    name that is no option, unless ignore_unknown (a record may hold an option since removed)."""
+    if ignore_unknown:
+      known = {f.name for _, f in option_fields(cls)}
+      values = {k: v for k, v in values.items() if k in known}
+    return cls(**_arguments(cls, values))
+
+  def to_dict(self) -> dict[str, Any]:
+    """{option name: value} of every option offered (its flags), lists for tuples: the flat
+    record config.json's "training" and sweep.json keep (from_dict reads it back)."""
+    values = {f.name: _value(self, group, f) for group, f in option_fields(type(self))}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+  def replace(self, **values):
+    """A copy with the options named changed (`cfg.replace(learning_rate=1e-4, seed=1)`),
+    each routed to its group; ValueError naming a name that is no option."""
+    return dataclasses.replace(self, **_arguments(type(self), values, self))
 
 
-def replace_names(config, **values):
-  """dataclasses.replace(config, ...) by option names, routed to their nested() groups as
-  from_names does."""
-  return dataclasses.replace(config, **_arguments(type(config), values, config))
-
-
-def _type(f: dataclasses.Field) -> str:
-  """The field's annotation as a string: "int", "tuple[int,...]"."""
-  return f.type.__name__ if isinstance(f.type, type) else str(f.type).replace(" ", "")
+def _value(config, group: str | None, f: dataclasses.Field):
+  """The value of option `f` (option_fields' pair with `group`) in instance `config`."""
+  return getattr(getattr(config, group) if group else config, f.name)
 
 
 def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> None:
-  """Defines one absl flag per field of dataclass `cls` but its `setting()`s (see the module
-  docstring) in `flag_values`, the FlagValues of the binary that owns them (common/cli.py's
-  binary_flags()).
-  required=False: a field without a default is a flag defaulting to None, not a required flag
-  (the config's validate() says what is missing, so that a mode like finetune's --export_only
-  can do without it)."""
+  """Defines one absl flag per option of dataclass `cls` (but its setting()s) in `flag_values`,
+  the binary's FlagValues (common/cli.py's binary_flags()). required=False: an option without a
+  default is a flag defaulting to None, not a required flag."""
   required_names = []
   for f in flag_fields(cls):
     help_text, choices = f.metadata.get("help"), f.metadata.get("choices")
@@ -205,10 +217,11 @@ def define_flags(cls, flag_values: flags.FlagValues, required: bool = True) -> N
   flags.mark_flags_as_required(required_names, flag_values=flag_values)
 
 
-def from_flags(cls, flag_values: flags.FlagValues):
-  """An instance of `cls` from the parsed flags of its fields: list flags become tuples of
-  their item type (ValueError naming the flag when an item is not one), an unset flag of a
-  field without a default ""; a `setting()` keeps its default."""
+def from_flags(cls, flag_values: flags.FlagValues, required: bool = True):
+  """An instance of `cls` from the parsed flags of its options, checked (check_options with
+  `required`): list flags become tuples of their item type (ValueError naming the flag when an
+  item is not one), an unset flag of an option without a default ""; a setting() keeps its
+  default."""
   values = {}
   for f in flag_fields(cls):
     value = flag_values[f.name].value
@@ -223,24 +236,30 @@ def from_flags(cls, flag_values: flags.FlagValues):
       except ValueError as e:
         raise ValueError(f"--{f.name}={','.join(value)}: not a list of {kind}") from e
     values[f.name] = value
-  return from_names(cls, values)
+  config = cls(**_arguments(cls, values))
+  check_options(config, required)
+  return config
 
 
-def _choice_error(f: dataclasses.Field, value) -> str | None:
-  choices = f.metadata.get("choices")
-  if not choices or value in choices:
-    return None
-  listed = ", ".join(c for c in choices if c)  # "" (an optional enum's unset) goes unsaid
-  return f"--{f.name}={value!r}: expected one of {listed}"
-
-
-def check_options(config) -> None:
+def check_options(config, required: bool = True) -> None:
   """Raises ValueError naming the flag for the first option, in declaration order (a nested()
-  group's in its place), whose value is not one of its choices or fails its check."""
+  group's in its place), that fails one of its checks (the module docstring's kinds and
+  messages). required=False: an option without a default may be unset ("", ()): it is then
+  not checked (the caller says what its mode needs)."""
   for group, f in option_fields(type(config)):
-    value, check = _value(config, group, f), f.metadata.get("check")
-    error = _choice_error(f, value)
-    if error:
-      raise ValueError(error)
+    value, name, meta = _value(config, group, f), f.name, f.metadata
+    if f.default is dataclasses.MISSING and value in ("", ()):
+      if required:
+        raise ValueError(f"--{name} is required")
+      continue
+    if value is None:
+      continue
+    choices, check = meta.get("choices"), meta.get("check")
+    if choices and value not in choices:  # "" (an optional enum's unset) goes unsaid
+      raise ValueError(f"--{name}={value!r}: expected one of "
+                       f"{', '.join(c for c in choices if c)}")
     if check is not None and not check.ok(value):
-      raise ValueError(check.message.format(name=f.name, value=value))
+      raise ValueError(f"--{name} must be {check.says}, got {value}")
+    for part in value.split(",") if meta.get("path") else ():
+      if part.strip():
+        files.check(part.strip(), f"--{name}")

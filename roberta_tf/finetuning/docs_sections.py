@@ -16,6 +16,7 @@ Pretraining for this task must not see the dev paragraphs: `pretraining_document
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -23,7 +24,8 @@ import random
 import re
 from collections.abc import Iterator
 
-from roberta_tf.common import atomic_write, files
+from roberta_tf.common import atomic_write, cli, files, options
+from roberta_tf.common.options import option
 
 SECTIONS = ("library", "c-api", "reference", "tutorial", "howto")
 _BLANK = re.compile(r"\n\s*\n")
@@ -100,29 +102,31 @@ def write_jsonl(path: str, rows: list[dict]) -> None:
       f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+@dataclasses.dataclass(frozen=True)
+class DocsSectionsSettings:
+  """docs_sections' flags."""
+  corpus: str = option(
+      help="The docs corpus: JSONL of {\"text\", \"source\"} (e.g. the project's "
+      "../shared/corpora/python-docs.jsonl.gz).", path=True)
+  output_dir: str = option(help="Where train.jsonl and dev.jsonl go.", path=True)
+  train_per_class: int = option(60, "Training paragraphs per section.")
+  dev_per_class: int = option(30, "Dev paragraphs per section.")
+  seed: int = option(0, "Seed of the document split and the sampling.")
+
+
+FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
+options.define_flags(DocsSectionsSettings, FLAGS)
+
+
 def main(argv):
   del argv
-  flag = FLAGS  # defined below, when this module is the binary
-  files.check(flag.corpus, "--corpus")
-  files.check(flag.output_dir, "--output_dir")
-  train, dev = build(flag.corpus, flag.train_per_class, flag.dev_per_class, seed=flag.seed)
-  files.makedirs(flag.output_dir)
-  write_jsonl(files.join(flag.output_dir, "train.jsonl"), train)
-  write_jsonl(files.join(flag.output_dir, "dev.jsonl"), dev)
-  print(f"wrote {len(train)} train and {len(dev)} dev paragraphs to {flag.output_dir}")
+  s = options.from_flags(DocsSectionsSettings, FLAGS)
+  train, dev = build(s.corpus, s.train_per_class, s.dev_per_class, seed=s.seed)
+  files.makedirs(s.output_dir)
+  write_jsonl(files.join(s.output_dir, "train.jsonl"), train)
+  write_jsonl(files.join(s.output_dir, "dev.jsonl"), dev)
+  print(f"wrote {len(train)} train and {len(dev)} dev paragraphs to {s.output_dir}")
 
 
 if __name__ == "__main__":
-  from absl import flags  # pylint: disable=ungrouped-imports
-
-  from roberta_tf.common import cli
-  FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
-  flags.DEFINE_string("corpus", None, "The docs corpus: JSONL of {\"text\", \"source\"} "
-                      "(e.g. the project's ../shared/corpora/python-docs.jsonl.gz).",
-                      flag_values=FLAGS)
-  flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.", flag_values=FLAGS)
-  flags.DEFINE_integer("train_per_class", 60, "Training paragraphs per section.", flag_values=FLAGS)
-  flags.DEFINE_integer("dev_per_class", 30, "Dev paragraphs per section.", flag_values=FLAGS)
-  flags.DEFINE_integer("seed", 0, "Seed of the document split and the sampling.", flag_values=FLAGS)
-  flags.mark_flags_as_required(["corpus", "output_dir"], flag_values=FLAGS)
   cli.run(main, FLAGS)

@@ -13,36 +13,26 @@ import dataclasses
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
   DataOptions,
-  GroupedConfig,
   LoopOptions,
   ModelOptions,
   OptimizerOptions,
   RuntimeOptions,
-  redeclare,
 )
 from roberta_tf.common.options import (
   NON_NEGATIVE,
   POSITIVE,
-  Check,
+  GroupedConfig,
+  Range,
   check_options,
   nested,
   option,
+  redeclare,
 )
 from roberta_tf.finetuning import glue, problem_types
 
 SQUAD_V2_NULL = ("classifier", "span_score")
-# The fields (flags) that name files or directories: local paths or URLs (gs://, ram://, ...:
-# roberta_tf/common/files.py); --config may also be a preset's name.
-PATH_FLAGS = ("model_dir", "train_file", "eval_file", "test_file", "sts_file", "init_from",
-              "config", "vocab_dir", "data_dir", "glue_diagnostic", "predictions_dir", "export_dir")
-
-
-def check_paths(values: dict) -> None:
-  """Raises files.UnknownSchemeError (a ValueError naming the flag) when a path flag in
-  `values` ({flag name: value}) is a URL that no file system here handles."""
-  for name in PATH_FLAGS:
-    if values.get(name):
-      files.check(values[name], f"--{name}")
+# Every option naming a file or directory is declared path=True: a local path or a URL (gs://,
+# ram://, ...: roberta_tf/common/files.py); --config may also be a preset's name.
 
 
 # The option groups (roberta_tf/common/option_groups.py) as fine-tuning declares them: only what
@@ -72,8 +62,7 @@ class FinetuneData(DataOptions):
   max_seq_len: int = redeclare(
       DataOptions, "max_seq_len", default=0, help="Longest input in tokens, special tokens "
       "included; <= the pretrained model's. 0: the pretrained model's (random init: 512).",
-      check=Check(lambda v: v == 0 or v >= 8,
-                  "--{name} must be 0 (the model's) or >= 8, got {value}"))
+      check=Range(lambda v: v == 0 or v >= 8, "0 (the model's) or >= 8"))
   batch_size: int = redeclare(
       DataOptions, "batch_size", default=32, help="Global examples per update (paper: 16 or "
       "32).", check=None)
@@ -122,20 +111,21 @@ class FinetuneConfig(GroupedConfig):
       help="Training data: a .tsv/.csv/.jsonl/.json table (classification, regression), "
       "RACE-style JSON/JSONL file or directory (multiple_choice), SQuAD JSON (extractive_qa), "
       "CoNLL or JSON lines of tokens and tags (token_classification), a table of "
-      "anchor/positive[/negative] texts named by --text_fields (embedding).")
+      "anchor/positive[/negative] texts named by --text_fields (embedding).", path=True)
   eval_file: str = option(
       help="Dev data, same format (embedding: a directory in BEIR's layout: corpus.jsonl, "
       "queries.jsonl, qrels/dev.tsv); picks the epoch and the learning rate, and gives "
-      "eval_results.json.")
+      "eval_results.json.", path=True)
   sts_file: str = option(
       "", "embedding: also score Spearman's rho on this table of sentence1, sentence2, score "
-      "(\"sts_spearman\").")
+      "(\"sts_spearman\").", path=True)
   test_file: str = option(
       "", "token_classification: test data, same format; each run's best epoch (by dev) is "
       "scored on it (eval_results.json's \"test\") and its tags written "
-      "(test_predictions.conll).")
+      "(test_predictions.conll).", path=True)
   vocab_dir: str = option(
-      "", "vocab.json + merges.txt (default: --init_from's); required for random init.")
+      "", "vocab.json + merges.txt (default: --init_from's); required for random init.",
+      path=True)
   # GLUE presets (glue.py): they set task, train/eval files, fields, labels and the metric.
   glue_task: str = option(
       "", "A GLUE task: reads --data_dir in GLUE's layout with the task's columns, labels and "
@@ -144,12 +134,13 @@ class FinetuneConfig(GroupedConfig):
       choices=("", *glue.PRESETS))
   data_dir: str = option(
       "", "--glue_task: GLUE's folder of the task (train.tsv, dev.tsv or MNLI's "
-      "dev_matched/dev_mismatched.tsv, optional test files).")
+      "dev_matched/dev_mismatched.tsv, optional test files).", path=True)
   glue_diagnostic: str = option(
-      "", "--glue_task=mnli: GLUE's diagnostic/diagnostic.tsv, predicted into AX.tsv.")
+      "", "--glue_task=mnli: GLUE's diagnostic/diagnostic.tsv, predicted into AX.tsv.",
+      path=True)
   predictions_dir: str = option(
       "", "Where the GLUE leaderboard TSVs go (default: --model_dir); one folder for all tasks "
-      "makes the submission.")
+      "makes the submission.", path=True)
   # Data.
   text_fields: tuple[str, ...] = option(
       ("text",), "Table fields holding the text (one) or the text pair (two), e.g. "
@@ -165,12 +156,12 @@ class FinetuneConfig(GroupedConfig):
       "pieces on its I- twin: HF's label_all_tokens); default: the first piece only. "
       "Prediction always reads the first piece.")
   data: FinetuneData = nested(FinetuneData, omit=("input_lanes",))
-  max_query_len: int = option(64, "QA: question tokens kept.")
+  max_query_len: int = option(64, "QA: question tokens kept.", check=POSITIVE)
   doc_stride: int = option(
       128, "QA and token_classification: tokens between the starts of consecutive windows of "
-      "a long context or sentence.")
-  max_answer_len: int = option(30, "QA: longest answer in tokens.")
-  n_best_size: int = option(20, "QA: candidates kept per question.")
+      "a long context or sentence.", check=POSITIVE)
+  max_answer_len: int = option(30, "QA: longest answer in tokens.", check=POSITIVE)
+  n_best_size: int = option(20, "QA: candidates kept per question.", check=POSITIVE)
   null_score_threshold: float = option(
       0.0, "SQuAD v2: predict no answer when the no-answer score exceeds this (classifier: its "
       "no-answer logit; span_score: the null score minus the best span's).")
@@ -214,8 +205,7 @@ class FinetuneConfig(GroupedConfig):
   seeds: int = option(
       5, "Runs per configuration, seeds --seed .. --seed + seeds - 1; the median over them "
       "picks the configuration (the paper: 5).",
-      check=Check(lambda v: v > 0, "--{name} must be > 0 (runs per configuration), got "
-                  "{value}"))
+      check=POSITIVE)
   batching: str = option(
       problem_types.LENGTH_BUCKETS, "length_buckets: batches of similar lengths, padded to a "
       "few fixed lengths (fastest); random: random batches padded the same way; max_seq_len: "
@@ -227,7 +217,8 @@ class FinetuneConfig(GroupedConfig):
   runtime: FinetuneRuntime = nested(FinetuneRuntime, omit=("tpu", "deterministic",
                                                            "jit_compile"))
   export_dir: str = option(
-      "", "Also write the SavedModel (raw-string signatures) of the kept model here.")
+      "", "Also write the SavedModel (raw-string signatures) of the kept model here.",
+      path=True)
   export_precision: str = option(
       "float32", "The --export_dir SavedModel's precision: float32, bfloat16 (weights stored and "
       "matmuls run in bfloat16, outputs float32) or auto (the faster here, measured once per "
@@ -248,19 +239,14 @@ class FinetuneConfig(GroupedConfig):
     seed = self.runtime.seed
     return tuple(range(seed, seed + max(self.seeds, 0)))
 
-  def check_paths(self) -> None:
-    """check_paths on this config's path fields."""
-    check_paths(self.to_dict())
-
   def validate(self) -> None:
-    """Raises ValueError naming the flag for inconsistent settings: each field's choices and
-    check (options.check_options), then the settings that depend on each other."""
+    """Raises ValueError naming the flag for inconsistent settings: each option's own checks
+    (options.check_options: required, choices, range, path), then the settings that depend on
+    each other."""
     check_options(self)
     rates, init_from, accum = (self.learning_rate_sweep, self.model.init_from,
                                self.optimizer.grad_accum_steps)
     checks = [
-        (bool(self.train_file), "--train_file is required"),
-        (bool(self.eval_file), "--eval_file is required (the dev set picks the epoch and LR)"),
         (bool(init_from) or bool(self.vocab_dir),
          "--vocab_dir is required without --init_from (random init needs the vocabulary)"),
         (not init_from or files.isdir(init_from),
@@ -277,8 +263,6 @@ class FinetuneConfig(GroupedConfig):
         (self.task not in (problem_types.CLASSIFICATION, problem_types.REGRESSION) or
          len(self.text_fields) in (1, 2),
          f"--text_fields must name one or two fields, got {list(self.text_fields)}"),
-        (self.max_answer_len > 0 and self.n_best_size > 0 and self.doc_stride > 0,
-         "--max_answer_len, --n_best_size and --doc_stride must be > 0"),
         (not self.test_file or self.task == problem_types.TOKEN_CLASSIFICATION,
          "--test_file is read by --task=token_classification only"),
         (not self.sts_file or self.task == problem_types.EMBEDDING,

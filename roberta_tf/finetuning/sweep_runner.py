@@ -25,7 +25,7 @@ import dataclasses
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import atomic_write, directory_lock, files
+from roberta_tf.common import atomic_write, directory_lock, files, options
 from roberta_tf.finetuning import (
   finetuned_dir,
   glue,
@@ -108,7 +108,8 @@ def run_sweep(cfg: FinetuneConfig, strategy: tf.distribute.Strategy | None = Non
   Returns eval_results.json's content, or {"stopped_by_signal": True, "run": ...} when SIGTERM
   stopped it (the state is saved; the same call again resumes).
   """
-  cfg.check_paths()
+  # A bad URL names its flag before the preset reads --data_dir; the rest once the preset is in.
+  options.check_options(cfg, required=False)
   cfg = glue.apply_preset(cfg)
   cfg.validate()
   strategy = strategy or strategy_lib.make_strategy(

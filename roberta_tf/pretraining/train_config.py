@@ -8,21 +8,20 @@ from roberta_tf.common import files
 from roberta_tf.common.option_groups import (
   PRECISIONS,
   DataOptions,
-  GroupedConfig,
   LoopOptions,
   ModelOptions,
   OptimizerOptions,
   RuntimeOptions,
-  redeclare,
 )
 from roberta_tf.common.options import (
   NON_NEGATIVE,
   POSITIVE,
-  REQUIRED,
-  Check,
+  GroupedConfig,
+  Range,
   check_options,
   nested,
   option,
+  redeclare,
 )
 
 
@@ -48,10 +47,10 @@ class TrainConfig(GroupedConfig):
   model: ModelOptions = nested(ModelOptions)
   train_data: str = option(
       help="Shard directory written by data_prep.build_shards (its 'train' split is read).",
-      check=REQUIRED)
+      path=True)
   eval_data: str = option(
       "", "Shard directory whose 'validation' split is the held-out set (usually the same as "
-      "--train_data). Empty: no eval.")
+      "--train_data). Empty: no eval.", path=True)
   new_token_init: str = option(
       "mean", "With --init_from and shards of a grown vocabulary (data_prep.train_tokenizer "
       "--extend_from): how each new token's embedding row (also the tied decoder's) and decoder "
@@ -63,7 +62,7 @@ class TrainConfig(GroupedConfig):
       "headroom.")
   mask_prob: float = option(
       0.15, "Fraction of non-special tokens selected for prediction (RoBERTa: 0.15).",
-      check=Check(lambda v: 0 < v < 1, "--{name} must be in (0, 1), got {value}"))
+      check=Range(lambda v: 0 < v < 1, "in (0, 1)"))
   mask_token_prob: float = option(
       0.8, "Of the selected tokens, the fraction replaced by <mask> (0.8).")
   random_token_prob: float = option(
@@ -119,10 +118,11 @@ class TrainConfig(GroupedConfig):
       "precision trained in on the run's device (cached per machine; the log says the figure).")
 
   def validate(self) -> None:
-    """Raises ValueError naming the flag for inconsistent settings: each field's choices and
-    check (options.check_options), then the settings that depend on each other."""
+    """Raises ValueError naming the flag for inconsistent settings: each option's own checks
+    (options.check_options: required, choices, range, path), then the settings that depend on
+    each other."""
     check_options(self)
-    warmup, values = self.optimizer.warmup_steps, self.to_dict()
+    warmup = self.optimizer.warmup_steps
     checks = [
         (0 <= warmup <= self.train_steps,
          f"--warmup_steps={warmup} must be in [0, --train_steps={self.train_steps}]"),
@@ -135,9 +135,6 @@ class TrainConfig(GroupedConfig):
          "--train_minutes with --strategy=multi_worker is not supported: each worker's clock "
          "would end the run at a different update"),
     ]
-    for flag in ("model_dir", "train_data", "eval_data", "init_from", "config"):
-      if values[flag]:
-        files.check(values[flag], f"--{flag}")
     model_dir = self.model.model_dir
     checks.append((not files.exists(model_dir) or files.isdir(model_dir),
                    f"--model_dir={model_dir} exists and is not a directory"))
