@@ -168,7 +168,8 @@ class AddedTokenSplitter:
     before = tf.searchsorted(nonspace, start, side="left")          # non-spaces before start
     run_start = tf.gather(tf.concat([[-1], nonspace], 0), before) + 1
     prev_row = tf.concat([[-1], row[:-1]], 0)
-    prev_end = tf.where(tf.equal(prev_row, row), tf.concat([tf.zeros([1], tf.int64), end[:-1]], 0), row_start)
+    prev_end = tf.concat([tf.zeros([1], tf.int64), end[:-1]], 0)
+    prev_end = tf.where(tf.equal(prev_row, row), prev_end, row_start)
     start = tf.where(tf.gather(self._lstrip, kind),
                      tf.maximum(run_start, tf.maximum(prev_end, row_start)), start)
     return start, end

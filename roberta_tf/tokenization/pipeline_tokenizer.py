@@ -23,7 +23,13 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from roberta_tf.tokenization import added_tokens, pretokenize, tokenizer_json, vocab_files
+from roberta_tf.tokenization import (
+    added_tokens,
+    pretokenize,
+    tokenizer_json,
+    vocab_files,
+    vocabulary,
+)
 from roberta_tf.tokenization.added_tokens import Pattern
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from roberta_tf.tokenization.tokenizer_json import TokenizerSpec
@@ -74,8 +80,17 @@ class PipelineTokenizer(tf.Module):
     vocab_sha256: sha256 of the tokenizer.json's bytes (None when built from a spec).
   """
 
-  def __init__(self, spec: TokenizerSpec, vocab_sha256: str | None = None,
-               name: str | None = "pipeline_tokenizer"):
+  def __init__(self, spec: TokenizerSpec, special_ids: dict[str, int] | None = None,
+               vocab_sha256: str | None = None, name: str | None = "pipeline_tokenizer"):
+    """Builds the tables.
+
+    Args:
+      spec: what the tokenizer.json says.
+      special_ids: role -> id (`vocabulary.Vocabulary.special_ids`); None: from the spec
+        (`vocabulary.roles_of`).
+      vocab_sha256: recorded as `vocab_sha256`.
+      name: the tf.Module name.
+    """
     super().__init__(name=name)
     self.spec = spec
     self.template = spec.template
@@ -89,13 +104,10 @@ class PipelineTokenizer(tf.Module):
         [Pattern(t.content.encode(), t.id, t.lstrip, t.rstrip) for t in raw])
     self._normed = added_tokens.AddedTokenSplitter(
         [Pattern(spec.pattern(t).encode(), t.id, t.lstrip, t.rstrip) for t in normed])
-    self.cls_id = self.bos_id = (spec.template.prefix or (None,))[0]
-    self.sep_id = self.eos_id = (spec.template.suffix or (None,))[-1]
-    by_name = {t.content: t.id for t in spec.added}
-    self.pad_id, self.mask_id, self.unk_id = (
-        next((by_name[n] for n in names if n in by_name), None)
-        for names in (("[PAD]", "<pad>", "<|padding|>"), ("[MASK]", "<mask>"),
-                      ("[UNK]", "<unk>")))
+    ids = dict(special_ids or vocabulary.roles_of(spec))
+    self.cls_id = self.bos_id = ids["bos"]
+    self.sep_id = self.eos_id = ids["eos"]
+    self.pad_id, self.mask_id, self.unk_id = ids["pad"], ids["mask"], ids.get("unk")
 
   @classmethod
   def from_file(cls, path: str) -> PipelineTokenizer:
@@ -104,7 +116,13 @@ class PipelineTokenizer(tf.Module):
 
   @classmethod
   def from_dir(cls, directory: str) -> PipelineTokenizer:
-    return cls.from_file(tokenizer_json.path_in(directory))
+    """Reads `directory`/tokenizer.json, the roles as `vocabulary.Vocabulary.of_dir` has them
+    (an HF folder's tokenizer_config.json / special_tokens_map.json included)."""
+    path = tokenizer_json.path_in(directory)
+    vocab = vocabulary.Vocabulary.of_dir(directory)
+    if vocab.kind != vocabulary.TOKENIZER_JSON:
+      raise vocab_files.VocabFileError(f"{directory}: its vocabulary is {vocab.kind}")
+    return cls(tokenizer_json.read(path), vocab.special_ids, vocab_files.file_sha256(path))
 
   def __call__(self, texts) -> tf.RaggedTensor:
     """Tokenizes text (no template): tf.string [B] -> int32 [B, None]; a scalar -> [None]."""
@@ -162,3 +180,11 @@ class PipelineTokenizer(tf.Module):
   def detokenize(self, ids) -> tf.Tensor:
     """Ids -> text (see BytePairTokenizer.detokenize)."""
     return self._bpe.detokenize(ids)
+
+
+def load_tokenizer(directory: str) -> BytePairTokenizer | PipelineTokenizer:
+  """The TF tokenizer of a vocabulary folder of either kind (`vocabulary.Vocabulary.of_dir`):
+  both give ids, bos_id / eos_id / pad_id / mask_id, model_inputs and detokenize."""
+  if vocabulary.Vocabulary.of_dir(directory).kind == vocabulary.TOKENIZER_JSON:
+    return PipelineTokenizer.from_dir(directory)
+  return BytePairTokenizer.from_dir(directory)

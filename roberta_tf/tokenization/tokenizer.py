@@ -163,16 +163,14 @@ class BytePairTokenizer(tf.Module):
       vocab_sha256: recorded as `vocab_sha256`.
       vocab_path, merges_path: names used in error messages.
       name: the tf.Module name.
-      roberta_specials: the vocabulary has RoBERTa's five special tokens and their strings in
-        the text become their ids. False: no special tokens at all (the ids attributes are
-        None): a tokenizer.json's added tokens are split out before (`pipeline_tokenizer`).
+      roberta_specials: False: no special tokens (ids None, no string in the text matched;
+        `pipeline_tokenizer` splits a tokenizer.json's added tokens out before).
     Raises:
       TokenizerFileError: a special token or a byte is missing, or a merge names a token
         that is not in the vocabulary.
     """
     super().__init__(name=name)
-    specials = SPECIAL_TOKENS if roberta_specials else ()
-    self._specials = _SPECIALS if roberta_specials else ()
+    specials, self._specials = (SPECIAL_TOKENS, _SPECIALS) if roberta_specials else ((), ())
     missing = [t for t in specials if t not in vocab]
     if missing:
       raise TokenizerFileError(f"{vocab_path}: special token(s) {missing} missing "

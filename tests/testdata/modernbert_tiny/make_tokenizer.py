@@ -22,7 +22,15 @@ import os
 import sys
 
 import tokenizers
-from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+  AddedToken,
+  decoders,
+  models,
+  normalizers,
+  pre_tokenizers,
+  processors,
+  trainers,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "python_docs_small.jsonl.gz")
