@@ -14,6 +14,7 @@ import tokenizers
 from roberta_tf.tokenization import tokenizer_json
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.vocab_files import VocabFileError
+from tests import serving_loaders
 from tests.conftest import TESTDATA
 
 MB_TINY = os.path.join(TESTDATA, "modernbert_tiny")
@@ -147,8 +148,9 @@ def test_flag_variants_parity(tmp_path):
 
 
 def test_graph_contexts(tok, tmp_path):
-  """tf.data (parallel map), and a SavedModel reloaded: the same ids as eager."""
-  texts = ["is  [MASK].", "a  b\tc", "Cafe\u0301 |||IP_ADDRESS|||"]
+  """tf.data (parallel map), and a SavedModel in a fresh process that has no tensorflow_text
+  (TF2 and TF1-session loaders: the pipeline is core TF ops): the same ids as eager."""
+  texts = ["is  [MASK].", "a  b\tc", "Cafe\u0301 |||IP_ADDRESS|||", "\u1100\u1161\u11a8"]
   want = tok(texts).to_list()
   ds = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(
       tok.tokenize, num_parallel_calls=2)
@@ -161,14 +163,18 @@ def test_graph_contexts(tok, tmp_path):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def encode(self, texts):
-      return self.tokenizer.model_inputs(texts, 8)[0]
+      return {"input_ids": self.tokenizer.model_inputs(texts, 8)[0]}
 
   path = str(tmp_path / "saved")
-  tf.saved_model.save(Encoder(tok), path)
-  got = tf.saved_model.load(path).encode(tf.constant(texts)).numpy().tolist()
-  assert got[0] == [1020] + want[0] + [1021] + [1022] * (6 - len(want[0]))
-  assert got == tok.model_inputs(tf.constant(texts), 8)[0].numpy().tolist()
-  assert max(len(r) for r in got) <= 8
+  encoder = Encoder(tok)
+  tf.saved_model.save(encoder, path, signatures={"encode": encoder.encode})
+  expected = tok.model_inputs(tf.constant(texts), 8)[0].numpy().tolist()
+  assert expected[0] == [1020] + want[0] + [1021] + [1022] * (6 - len(want[0]))
+  assert max(len(r) for r in expected) <= 8
+  loaded = serving_loaders.loader_runs({path: [("a", "encode", {"texts": texts})]},
+                                       str(tmp_path / "out.npz"))
+  for loader in ("tf2", "tf1"):
+    assert loaded[loader][path]["a/input_ids"].tolist() == expected, loader
 
 
 def test_detokenize(tok):

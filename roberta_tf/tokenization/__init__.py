@@ -13,6 +13,7 @@ Modules, in the order text flows through them:
   tokenizer_json  an HF tokenizer.json of the byte-level BPE pipeline (ModernBERT's), read and
                   checked; what it cannot run is refused naming the part (no TensorFlow)
   added_tokens    HF's added-token split (leftmost-longest, lstrip/rstrip) in TF ops
+  nfc             Unicode NFC in core TF ops (exports need no tensorflow_text), HF's tables
   pipeline_tokenizer  `PipelineTokenizer`: a tokenizer.json's pipeline (NFC, added tokens,
                   BytePairTokenizer, the template) in TF ops; `load_tokenizer` for any folder
   vocabulary      `Vocabulary`: either kind of folder (vocab.json + merges.txt, tokenizer.json

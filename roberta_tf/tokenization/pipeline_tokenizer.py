@@ -4,27 +4,24 @@
 SavedModel), with HF `tokenizers`' ids:
 1. invalid UTF-8 -> U+FFFD (one per maximal invalid subsequence, Python's errors="replace");
 2. added tokens with `normalized: false` split out of the raw text (`added_tokens`);
-3. each remaining piece NFC-normalized on its own (tensorflow_text.normalize_utf8), as HF
-   normalizes the pieces the first split leaves; then the `normalized: true` added tokens
-   (their contents NFC'd) split out of the pieces;
+3. each remaining piece NFC-normalized on its own (`nfc`, core TF ops: an export needs no
+   tensorflow_text), as HF normalizes the pieces the first split leaves; then the
+   `normalized: true` added tokens (their contents NFC'd) split out of the pieces;
 4. the rest: `BytePairTokenizer` without in-text specials (GPT-2's regex, one piece a segment,
    then BPE, its word cache and long-word handling);
 5. `model_inputs` / `model_pair_inputs`: the post-processor's template (`[CLS] A [SEP]`,
    `[CLS] A [SEP] B [SEP]`), truncated to a length, padded.
 `detokenize` joins the tokens' bytes (added tokens read as their text), as HF's ByteLevel
 decoder does with skip_special_tokens=False.
-
-NFC is ICU's (tf_text) where HF uses the unicode-normalization crate: they agree on the text the
-tests cover (decomposed Latin, Hangul jamo, canonical reordering).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from roberta_tf.tokenization import (
     added_tokens,
+    nfc,
     pretokenize,
     tokenizer_json,
     vocab_files,
@@ -98,6 +95,7 @@ class PipelineTokenizer(tf.Module):
     self._bpe = BytePairTokenizer(spec.vocab, spec.merges, vocab_path=spec.path,
                                   merges_path=spec.path, roberta_specials=False)
     self.vocab_size = self._bpe.vocab_size
+    self._nfc = nfc.NFC() if spec.nfc else None
     raw = [t for t in spec.added if not t.normalized]
     normed = [t for t in spec.added if t.normalized]
     self._raw = added_tokens.AddedTokenSplitter(
@@ -147,8 +145,8 @@ class PipelineTokenizer(tf.Module):
     first = self._raw(texts)
     text_at = tf.where(first.ids.flat_values < 0)[:, 0]
     pieces = tf.gather(first.strings.flat_values, text_at)
-    if self.spec.nfc:
-      pieces = tf_text.normalize_utf8(pieces, "NFC")
+    if self._nfc is not None:
+      pieces = self._nfc(pieces)
     second = self._normed(pieces)
     strings, ids = _expand(first.strings, first.ids, second.strings.flat_values,
                            second.ids.flat_values, second.ids.row_splits)
