@@ -15,10 +15,12 @@ from roberta_tf.tokenization import tokenizer_json
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.vocab_files import VocabFileError
 from tests import serving_loaders
-from tests.conftest import TESTDATA
+from tests.conftest import REPO, TESTDATA
 
 MB_TINY = os.path.join(TESTDATA, "modernbert_tiny")
 TOKENIZER_JSON = os.path.join(MB_TINY, "tokenizer.json")
+# The whole corpus, when ../shared sits beside the repository (the test is skipped elsewhere).
+FULL_CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpora", "python-docs.jsonl.gz")
 
 
 def _cases():
@@ -102,6 +104,25 @@ def test_corpus_parity(tok, hf):
   assert len(lines) > 3000
   assert tok(lines).to_list() == hf_ids(hf, lines)
   assert tok(docs).to_list() == hf_ids(hf, docs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(FULL_CORPUS), reason="shared corpus not present")
+def test_full_corpus_parity(tok, hf):
+  """The 11 MB of the shared corpus: 288,789 lines and 497 documents."""
+  with gzip.open(FULL_CORPUS, "rt") as f:
+    docs = [json.loads(line)["text"] for line in f]
+  lines = [line for d in docs for line in d.split("\n")]
+  assert tok(lines).to_list() == hf_ids(hf, lines)
+  assert tok(docs).to_list() == hf_ids(hf, docs)
+
+
+def test_hostile_runs_parity(tok, hf):
+  """Long runs: spaces (space-run tokens back to back), pipes (a candidate at every byte),
+  [MASK] after spaces, decomposed accents, Hangul jamo, marks on one letter."""
+  texts = [" " * 5000, "|" * 5000, " [MASK]" * 700, "e\u0301" * 2000, "\u1100\u1161\u11a8" * 900,
+           "a" + "\u0301\u0316" * 300, "ab  \t[MASK] |||IP_ADDRESS||| Cafe\u0301 " * 200]
+  assert tok(texts).to_list() == hf_ids(hf, texts)
 
 
 def test_random_text_parity(tok, hf):
