@@ -198,10 +198,13 @@ def test_graph_contexts(tok, tmp_path):
     assert loaded[loader][path]["a/input_ids"].tolist() == expected, loader
 
 
-def test_detokenize(tok):
-  texts = ["Cafe\u0301  x\n", "[CLS] a [MASK]", "日本 \U0001F600"]
-  assert tok.detokenize(tok(texts)).numpy().tolist() == [
-      "Caf\u00e9  x\n".encode(), b"[CLS] a[MASK]", "日本 \U0001F600".encode()]
+def test_detokenize(tok, hf):
+  """HF's decode (ByteLevel decoder, special tokens kept) of the same ids."""
+  texts = ["Cafe\u0301  x\n", "[CLS] a [MASK]", "日本 \U0001F600"] + random_texts(300, seed=4)
+  ids = tok(texts)
+  want = [hf.decode(i, skip_special_tokens=False).encode() for i in ids.to_list()]
+  assert tok.detokenize(ids).numpy().tolist() == want
+  assert want[:2] == ["Caf\u00e9  x\n".encode(), b"[CLS] a[MASK]"]
 
 
 @pytest.mark.parametrize("change,part", [

@@ -9,8 +9,8 @@ SavedModel), with HF `tokenizers`' ids:
    `normalized: true` added tokens (their contents NFC'd) split out of the pieces;
 4. the rest: `BytePairTokenizer` without in-text specials (GPT-2's regex, one piece a segment,
    then BPE, its word cache and long-word handling);
-5. `model_inputs` / `model_pair_inputs`: the post-processor's template (`[CLS] A [SEP]`,
-   `[CLS] A [SEP] B [SEP]`), truncated to a length, padded.
+5. `apply_template` (one text or a pair: `[CLS] A [SEP]`, `[CLS] A [SEP] B [SEP]`, the
+   post-processor's ids) and `model_inputs` (one text in the template, truncated, padded).
 `detokenize` joins the tokens' bytes (added tokens read as their text), as HF's ByteLevel
 decoder does with skip_special_tokens=False.
 """
