@@ -30,6 +30,7 @@ def test_roberta_files():
   assert v.template.single(a.ids[1:-1]) == a.ids
   assert v.template.pair(a.ids[1:-1], b.ids[1:-1]) == hf.encode("x", "y").ids
   assert v.template.pair([7], [8]) == [0, 7, 2, 2, 8, 2]
+  assert (v.template.single_specials, v.template.pair_specials) == (2, 4)
 
 
 def test_tokenizer_json_folder():
@@ -39,6 +40,7 @@ def test_tokenizer_json_folder():
   assert (v.cls_id, v.sep_id, v.pad_id, v.mask_id) == (1020, 1021, 1022, 1023)
   assert v.template.single([7]) == [1020, 7, 1021]
   assert v.template.pair([7], [8]) == [1020, 7, 1021, 8, 1021]
+  assert (v.template.single_specials, v.template.pair_specials) == (2, 3)
   assert v.paths() == [os.path.join(MB_TINY, "tokenizer.json")]
 
 

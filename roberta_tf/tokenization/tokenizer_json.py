@@ -47,6 +47,16 @@ class Template:
   suffix: tuple[int, ...] = ()
   middle: tuple[int, ...] | None = ()
 
+  @property
+  def single_specials(self) -> int:
+    """Ids the template adds to one text (<s> A </s>: 2; [CLS] A [SEP]: 2)."""
+    return len(self.prefix) + len(self.suffix)
+
+  @property
+  def pair_specials(self) -> int:
+    """Ids it adds to a pair (<s> A </s></s> B </s>: 4; [CLS] A [SEP] B [SEP]: 3)."""
+    return self.single_specials + len(self.middle or ())
+
   def single(self, a: list[int]) -> list[int]:
     return [*self.prefix, *a, *self.suffix]
 
