@@ -153,8 +153,13 @@ def test_flag_variants_parity(tmp_path):
   spec["added_tokens"].append({"id": 1024, "content": "Cafe\u0301", "single_word": False,
                                "lstrip": False, "rstrip": True, "normalized": True,
                                "special": False})
+  # ModernBERT's [unused0].. after [MASK]: normalized, non-special, sharing "[" with the specials.
+  spec["added_tokens"] += [{"id": 1025 + i, "content": f"[unused{i}]", "single_word": False,
+                            "lstrip": False, "rstrip": False, "normalized": True,
+                            "special": False} for i in range(12)]
   texts = random_texts(1500, seed=1) + ["a [SEP]   b", "x  |||IP_ADDRESS|||", "Café  x",
-                                        "Cafe\u0301", "[SEP]  [SEP]", "[SEP]   |||IP_ADDRESS|||"]
+                                        "Cafe\u0301", "[SEP]  [SEP]", "[SEP]   |||IP_ADDRESS|||",
+                                        "[unused1][unused11] [unused1 [MASK][unused10]"]
   ours, theirs = _both(spec, tmp_path)
   assert ours(texts).to_list() == hf_ids(theirs, texts)
   plain = copy.deepcopy(spec)
