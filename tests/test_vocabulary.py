@@ -73,3 +73,22 @@ def test_load_tokenizer_kinds():
   tok = load_tokenizer(MB_TINY)
   assert type(tok) is PipelineTokenizer
   assert (tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id) == (1020, 1021, 1022, 1023)
+
+
+def test_roberta_tokenizer_json_same_ids(tmp_path):
+  """RoBERTa's vocabulary as a tokenizer.json (what an HF roberta folder ships: no normalizer,
+  <mask> lstrip, RobertaProcessing) gives BytePairTokenizer's ids and RoBERTa's templates."""
+  hf = tokenizers.Tokenizer(tokenizers.models.BPE.from_file(
+      os.path.join(HF_TINY, "vocab.json"), os.path.join(HF_TINY, "merges.txt")))
+  hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+  hf.decoder = tokenizers.decoders.ByteLevel()
+  hf.add_special_tokens([tokenizers.AddedToken(t, lstrip=(t == "<mask>"), special=True)
+                         for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")])
+  hf.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+  hf.save(str(tmp_path / "tokenizer.json"))
+  v = vocabulary.Vocabulary.of_dir(str(tmp_path))
+  assert v.special_ids == vocabulary.Vocabulary.of_dir(HF_TINY).special_ids
+  assert v.template == vocabulary.Vocabulary.of_dir(HF_TINY).template
+  texts = ["is <mask>.", "a<s>b</s>c  d\t", "Cafe\u0301 \u65e5\u672c", "x  <mask>  <pad>"]
+  assert load_tokenizer(str(tmp_path))(texts).to_list() == load_tokenizer(HF_TINY)(
+      texts).to_list() == [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
