@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 from absl import app
 
-from data_prep import corpus, vocab_extension
+from data_prep import corpus, pipeline_vocab, vocab_extension
 from data_prep import progress as progress_lib
 from data_prep.vocab_settings import VocabSettings
 from roberta_tf.common import atomic_write, cli, options
@@ -58,28 +58,34 @@ def train(settings: VocabSettings) -> dict[str, int]:
   `settings` (data_prep/vocab_settings.py): `input` is files, globs, directories (comma list)
   or `stdlib` (see data_prep/corpus.py), local paths or URLs; `vocab_size` counts `<mask>`
   (roberta-base: 50265), and a corpus too small to learn that many merges gives a smaller one
-  (`<mask>` still last); `output_dir` is created if needed and must be empty unless `overwrite`;
+  (`<mask>` still last); `format` "tokenizer_json": a tokenizer.json of ModernBERT's pipeline
+  instead (data_prep/pipeline_vocab.py; `vocab_size` counts its space runs and [MASK] last);
+  `output_dir` is created if needed and must be empty unless `overwrite`;
   `progress`: reading progress and the trainer's progress bars on stderr.
   Returns:
     counters: vocab_size, num_merges, documents, sentences, invalid_utf8, null_texts.
   Raises:
     TrainTokenizerError, corpus.CorpusError, files.UnknownSchemeError.
   """
-  from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
+  from tokenizers import trainers  # pylint: disable=import-outside-toplevel
   input_spec, vocab_size, output_dir = settings.input, settings.vocab_size, settings.output_dir
   min_frequency, show_progress = settings.min_frequency, settings.progress
   options.check_options(settings)  # --vocab_size >= 261 (bytes + specials), paths, ...
+  json_format = settings.format == pipeline_vocab.FORMAT
+  reserved = pipeline_vocab.RESERVED if json_format else 1  # ids added after the trainer's
+  if json_format and vocab_size < 256 + reserved:  # the option's own check: vocab_json's minimum
+    raise TrainTokenizerError(f"--vocab_size={vocab_size}: must be >= {256 + reserved} with "
+                              "--format=tokenizer_json (256 byte symbols + the added tokens)")
   _check_output_dir(output_dir, settings.overwrite)
   files = corpus.resolve_inputs(input_spec)
   files_lib.makedirs(output_dir)
 
-  tokenizer = Tokenizer(models.BPE())
-  tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tokenizer = pipeline_vocab.new_tokenizer() if json_format else _roberta_tokenizer()
   trainer = trainers.BpeTrainer(
-      vocab_size=vocab_size - 1,  # <mask> is appended last, as in roberta-base
+      vocab_size=vocab_size - reserved,  # <mask> is appended last, as in roberta-base
       min_frequency=min_frequency, show_progress=show_progress,
-      special_tokens=[BOS, PAD, EOS, UNK],
-      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+      special_tokens=[] if json_format else [BOS, PAD, EOS, UNK],
+      initial_alphabet=_byte_alphabet())
   stats = corpus.CorpusStats()
   report = progress_lib.Progress() if show_progress else None
   tokenizer.train_from_iterator(_sentences(files, settings.text_field, stats, report),
@@ -89,7 +95,29 @@ def train(settings: VocabSettings) -> dict[str, int]:
     report.done()
   if stats.sentences == 0:
     raise TrainTokenizerError(f"--input={input_spec!r} holds no text")
+  if json_format:
+    pipeline_vocab.finish(tokenizer)
+    sizes = pipeline_vocab.write(tokenizer, output_dir)
+  else:
+    sizes = _write_roberta(tokenizer, output_dir)
+  return {**sizes, "documents": stats.documents, "sentences": stats.sentences,
+          "invalid_utf8": stats.invalid_utf8, "null_texts": stats.null_texts}
 
+
+def _roberta_tokenizer():
+  from tokenizers import Tokenizer, models, pre_tokenizers  # pylint: disable=import-outside-toplevel
+  tokenizer = Tokenizer(models.BPE())
+  tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  return tokenizer
+
+
+def _byte_alphabet() -> list[str]:
+  from tokenizers import pre_tokenizers  # pylint: disable=import-outside-toplevel
+  return pre_tokenizers.ByteLevel.alphabet()
+
+
+def _write_roberta(tokenizer, output_dir: str) -> dict[str, int]:
+  """vocab.json (<mask> appended last) and merges.txt of a trained RoBERTa-layout BPE."""
   model = json.loads(tokenizer.to_str())["model"]
   vocab: dict[str, int] = model["vocab"]
   merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
@@ -98,11 +126,9 @@ def train(settings: VocabSettings) -> dict[str, int]:
   if any(vocab.get(t) != i for t, i in expected.items()) or sorted(vocab.values()) != list(
       range(len(vocab))):
     raise AssertionError(f"unexpected id layout from tokenizers: {list(vocab.items())[:8]}")
-
   _write(output_dir, vocab, merges)
-  return {"vocab_size": len(vocab), "num_merges": len(merges), "documents": stats.documents,
-          "sentences": stats.sentences, "invalid_utf8": stats.invalid_utf8,
-          "null_texts": stats.null_texts}
+  return {"vocab_size": len(vocab), "num_merges": len(merges)}
+
 
 def _write(output_dir: str, vocab: dict[str, int], merges: list[str]) -> None:
   """vocab.json (by id) and merges.txt ("left right" lines, by rank) into `output_dir`."""
@@ -182,11 +208,16 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   settings = options.from_flags(VocabSettings, FLAGS)
   if settings.extend_from or settings.add_tokens:
+    if settings.format == pipeline_vocab.FORMAT:
+      raise app.UsageError("--extend_from grows a vocab.json + merges.txt: not with "
+                           "--format=tokenizer_json")
     return _main_extend(settings, vocab_size_given=FLAGS["vocab_size"].present)
   # Errors (TrainTokenizerError, CorpusError, OSError naming the file) are one line from cli.
   counts = train(settings)
-  print(f"wrote {settings.output_dir}/{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>="
-        f"{counts['vocab_size'] - 1}) and {MERGES_FILE} ({counts['num_merges']} merges) from "
+  wrote = (f"{VOCAB_FILE} ({counts['vocab_size']} tokens, <mask>={counts['vocab_size'] - 1}) "
+           f"and {MERGES_FILE}" if settings.format != pipeline_vocab.FORMAT else
+           f"tokenizer.json ({counts['vocab_size']} tokens, [MASK]={counts['vocab_size'] - 1})")
+  print(f"wrote {settings.output_dir}/{wrote} ({counts['num_merges']} merges) from "
         f"{counts['documents']} documents, {counts['sentences']} sentences"
         + (f", {counts['invalid_utf8']} invalid UTF-8 sequences replaced"
            if counts["invalid_utf8"] else "")

@@ -33,6 +33,12 @@ class VocabSettings:
   overwrite: bool = option(
       False, "Replace vocab.json/merges.txt in a non-empty directory.")
   progress: bool = option(True, "Progress output on stderr.")
+  format: str = option(
+      "vocab_json", "What to write: 'vocab_json' (vocab.json + merges.txt, RoBERTa's layout: "
+      "<s> <pad> </s> <unk> first, <mask> last) or 'tokenizer_json' (an HF tokenizer.json of "
+      "ModernBERT's pipeline: NFC, byte-level BPE, runs of 2-24 spaces as tokens, [UNK] [CLS] "
+      "[SEP] [PAD] [MASK] last, [CLS] A [SEP] B [SEP]; data_prep/pipeline_vocab.py).",
+      choices=("vocab_json", "tokenizer_json"))
   extend_from: str = option(
       "", "Grow this vocabulary directory (vocab.json + merges.txt) instead of training one: up "
       "to --add_tokens new merges learned on --input over the old pieces; every old token keeps "

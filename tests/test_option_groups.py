@@ -167,6 +167,7 @@ BUILD_SHARDS_FLAGS = {
 TRAIN_TOKENIZER_FLAGS = {
     "add_tokens": ("integer", 0),
     "extend_from": ("string", ""),
+    "format": ("enum", "vocab_json", ("vocab_json", "tokenizer_json")),
     "input": ("string", None),
     "min_frequency": ("integer", 2),
     "output_dir": ("string", None),

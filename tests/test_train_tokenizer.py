@@ -1,6 +1,7 @@
 """data_prep.train_tokenizer: RoBERTa id layout, determinism, formats, refusals, parity."""
 
 import gzip
+import importlib.util
 import json
 import os
 import uuid
@@ -10,6 +11,8 @@ import pytest
 from data_prep import corpus, train_tokenizer
 from data_prep.vocab_settings import VocabSettings
 from roberta_tf.common import files
+from roberta_tf.tokenization import vocabulary
+from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from tests.conftest import TESTDATA
 from tests.harness import call_module
@@ -121,3 +124,30 @@ def test_binary_on_urls(tmp_path):
                        "--output_dir=nofs://v")
   assert result.returncode == 1 and "--output_dir=nofs://v: no file system" in result.stderr
   assert not os.path.exists("ram:")
+
+
+def test_tokenizer_json_format(tmp_path):
+  """--format=tokenizer_json: ModernBERT's pipeline, which HF, transformers (where installed)
+  and our PipelineTokenizer read alike; --extend_from refuses it."""
+  tokenizers = pytest.importorskip("tokenizers")
+  counts = _train(tmp_path, vocab_size=400, format="tokenizer_json")
+  assert counts["vocab_size"] == 400 and counts["num_merges"] == 400 - 256 - 28
+  assert sorted(os.listdir(tmp_path)) == [
+      "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+  v = vocabulary.Vocabulary.of_dir(str(tmp_path))
+  assert v.special_ids == {"bos": 396, "pad": 398, "eos": 397, "unk": 395, "mask": 399}
+  assert v.template.pair([5], [6]) == [396, 5, 397, 6, 397]
+  tok = PipelineTokenizer.from_dir(str(tmp_path))
+  hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+  lines = corpus_lines(SMALL)[:500] + ["is  [MASK] here", "Cafe\u0301   x"]
+  assert tok(lines).to_list() == [e.ids for e in hf.encode_batch(lines, add_special_tokens=False)]
+  assert tok.token_to_id("  ") == 395 - 1
+  if importlib.util.find_spec("transformers"):
+    import transformers  # pylint: disable=import-outside-toplevel
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert auto(lines[:50], lines[50:100])["input_ids"] == tok.apply_template(
+        tok(lines[:50]), tok(lines[50:100])).to_list()
+  result = call_module("data_prep.train_tokenizer", f"--input={SMALL}", "--extend_from=x",
+                       "--add_tokens=3", f"--output_dir={tmp_path / 'g'}",
+                       "--format=tokenizer_json")
+  assert result.returncode != 0 and "--format=tokenizer_json" in result.stderr

@@ -153,7 +153,8 @@ class BytePairTokenizer(tf.Module):
 
   def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]],
                vocab_sha256: str | None = None, vocab_path: str = "vocab",
-               merges_path: str = "merges", name: str | None = "byte_pair_tokenizer"):
+               merges_path: str = "merges", name: str | None = "byte_pair_tokenizer",
+               roberta_specials: bool = True):
     """Builds the tables.
 
     Args:
@@ -162,12 +163,15 @@ class BytePairTokenizer(tf.Module):
       vocab_sha256: recorded as `vocab_sha256`.
       vocab_path, merges_path: names used in error messages.
       name: the tf.Module name.
+      roberta_specials: False: no special tokens (ids None, no string in the text matched;
+        `pipeline_tokenizer` splits a tokenizer.json's added tokens out before).
     Raises:
       TokenizerFileError: a special token or a byte is missing, or a merge names a token
         that is not in the vocabulary.
     """
     super().__init__(name=name)
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    specials, self._specials = (SPECIAL_TOKENS, _SPECIALS) if roberta_specials else ((), ())
+    missing = [t for t in specials if t not in vocab]
     if missing:
       raise TokenizerFileError(f"{vocab_path}: special token(s) {missing} missing "
                                "(a RoBERTa vocabulary has <s>, <pad>, </s>, <unk>, <mask>)")
@@ -177,7 +181,7 @@ class BytePairTokenizer(tf.Module):
     self.vocab_size = max(self._vocab.values()) + 1
     self.vocab_sha256 = vocab_sha256
     self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
-        self._vocab[t] for t in SPECIAL_TOKENS)
+        (self._vocab[t] for t in SPECIAL_TOKENS) if roberta_specials else (None,) * 5)
     byte_ids = _byte_symbol_ids(self._vocab, vocab_path)
     pair_rank, merged = _merge_table(self._vocab, merges, vocab_path, merges_path)
     self.all_occurrences = self._consistent(pair_rank, merged)
@@ -194,7 +198,7 @@ class BytePairTokenizer(tf.Module):
       self._right_min = tf.constant(right_min)
       self._class_table = tf.constant(pretokenize.codepoint_classes())
       self._pair_ranks = _pair_rank_table(pair_rank, self.vocab_size)
-      self._special_id_list = tf.constant([self._vocab[t] for t in SPECIAL_TOKENS], tf.int32)
+      self._special_id_list = tf.constant([self._vocab[t] for t in specials], tf.int32)
       id_bytes = token_bytes_table(self._vocab)
       self._id_bytes = tf.constant(id_bytes, tf.string)
       self._id_lengths = tf.constant([len(b) for b in id_bytes], tf.int64)
@@ -309,7 +313,7 @@ class BytePairTokenizer(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """tf.string [B] -> int32 tf.RaggedTensor [B, None]; see `__call__`."""
-    words = pretokenize.split_words(texts, self._class_table, _SPECIALS)
+    words = pretokenize.split_words(texts, self._class_table, self._specials)
     strings = tf.strings.substr(words.buffer, words.starts, words.lengths)
     # Every word's ids are a slice of [cache ids | miss ids | special ids]: (begin, size).
     row = self._cache_index.lookup(strings)
