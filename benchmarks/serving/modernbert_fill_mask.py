@@ -25,7 +25,8 @@ import statistics
 import sys
 import time
 
-from benchmarks.common import commands
+from benchmarks.common import commands, window_records
+from benchmarks.common.our_modernbert import build_our_model
 from benchmarks.common.side_workers import Worker, serve_requests
 
 FIXTURE = os.path.join(commands.REPO, "tests", "testdata", "modernbert_tiny")
@@ -88,7 +89,6 @@ def _padded(ids: list[list[int]], pad_id: int):
 def build_ours(spec: dict):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  from benchmarks.training.modernbert_vs_hf import build_our_model  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
   model = build_our_model(spec["model_config"], "float32")
 
@@ -187,7 +187,6 @@ def run(args, work: str, extra: dict) -> list:
 
 
 def _time(workers: dict, args, num_texts: int, extra: dict) -> dict:
-  from benchmarks.training.modernbert_vs_hf import load_average, write_record  # pylint: disable=import-outside-toplevel
   b = args.serving_batch
   batches = [list(range(i, i + b)) for i in range(0, num_texts - b + 1, b)]
   seconds = {(side, kind): [] for side in SIDES for kind in ("batch", "single")}
@@ -201,12 +200,11 @@ def _time(workers: dict, args, num_texts: int, extra: dict) -> dict:
                 for i in range(8)]
       seconds[(side, "batch")].append(batch_s)
       seconds[(side, "single")].append(statistics.median(single))
-      write_record(args.json_out, {"kind": "serving_window", "preset": args.preset,
-                                   "vocab_size": args.vocab_size, "round": r, "side": side,
-                                   "batch_size": b, "batch_seconds": batch_s,
-                                   "texts_per_sec": b / batch_s,
-                                   "batch1_latency_ms": 1000 * statistics.median(single),
-                                   "load_average": load_average(), **extra})
+      window_records.append(args.json_out, {
+          "kind": "serving_window", "preset": args.preset, "vocab_size": args.vocab_size,
+          "round": r, "side": side, "batch_size": b, "batch_seconds": batch_s,
+          "texts_per_sec": b / batch_s, "batch1_latency_ms": 1000 * statistics.median(single),
+          "load_average": window_records.load_average(), **extra})
   return {side: {"texts_per_sec": b / statistics.median(seconds[(side, "batch")]),
                  "latency_ms": 1000 * statistics.median(seconds[(side, "single")])}
           for side in SIDES}

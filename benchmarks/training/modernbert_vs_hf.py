@@ -27,7 +27,8 @@ Each side runs in its own process (side_workers.py); after --warmup_steps untime
 --rounds rounds. tokens/s = median of a side's windows; ratio = median of the rounds' paired
 ratios (ours / that arm). Printed first: the CPU (/proc/cpuinfo: model, AVX-512/BF16/AMX flags)
 and the load average. --json_out gets one JSON line per finished window (round x side) as it
-finishes, then one summary line per (precision, attention).
+finishes, then one summary line per (precision, attention); "run" (its start, UTC) groups a
+run's lines.
 --serving adds the serving half (serving/modernbert_fill_mask.py): forward texts/s at
 --serving_batch and batch-1 latency, ours vs HF's fill-mask pipeline. Exit status 1 when ours
 is slower than an HF arm anywhere.
@@ -35,16 +36,17 @@ is slower than an HF arm anywhere.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 
 from absl import app, flags
 
-from benchmarks.common import commands
+from benchmarks.common import commands, window_records
+from benchmarks.common.our_modernbert import build_our_model
 from benchmarks.common.side_workers import Worker, WorkerError, serve
 
 # Module level stays TF- and torch-free: each worker imports only its own library.
@@ -54,14 +56,6 @@ LABELS = {"ours": "ours", "hf": "HF stock", "hf_sparse": "HF sparse_prediction"}
 HEAD_OF = {"hf": "stock", "hf_sparse": "sparse"}  # modernbert_hf_worker.HEADS
 ATTENTIONS = ("alternating", "global_only")
 FLAGS = flags.FLAGS
-
-
-def build_our_model(config: dict, precision: str):
-  """Our pretrainer for a ModernBertConfig dict: the one place this benchmark builds our model
-  (re-point it at the family registry when that exists)."""
-  from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig  # pylint: disable=import-outside-toplevel
-  from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer  # pylint: disable=import-outside-toplevel
-  return ModernBertPretrainer(ModernBertConfig.from_dict(config), dtype=precision)
 
 
 def model_config(args, attention: str, special_ids: dict) -> dict:
@@ -191,16 +185,6 @@ def summarize(rates: dict) -> dict:
   return out
 
 
-def write_record(path: str, record: dict) -> None:
-  if path:
-    with open(path, "a", encoding="utf-8") as f:
-      f.write(json.dumps(record) + "\n")
-
-
-def load_average() -> str:
-  return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def compare(args, data: str, batches: str, work: str, precision: str, attention: str,
             header: dict, extra: dict) -> dict:
   """One precision x attention pattern: the three workers, their windows, the summary row."""
@@ -219,9 +203,10 @@ def compare(args, data: str, batches: str, work: str, precision: str, attention:
          "vocab_size": args.vocab_size, "mask_prob": args.mask_prob, "window": args.window}
 
   def record(r, side, seconds, rate, loss):
-    write_record(args.json_out, {"kind": "window", **key, "round": r, "side": side,
-                                 "seconds": seconds, "tokens_per_sec": rate, "loss": loss,
-                                 "load_average": load_average(), **extra})
+    window_records.append(args.json_out, {
+        "kind": "window", **key, "round": r, "side": side, "seconds": seconds,
+        "tokens_per_sec": rate, "loss": loss, "load_average": window_records.load_average(),
+        **extra})
   workers = start_workers(args, specs, work, header)
   try:
     rates = time_windows(workers, args, record)
@@ -229,9 +214,9 @@ def compare(args, data: str, batches: str, work: str, precision: str, attention:
     for worker in workers.values():
       worker.close()
   row = {"kind": "summary", **key, "windows": rates, **summarize(rates),
-         "load_average": load_average(), **extra,
+         "load_average": window_records.load_average(), **extra,
          **{f"{s}_versions": header[s]["versions"] for s in SIDES}}
-  write_record(args.json_out, row)
+  window_records.append(args.json_out, row)
   return row
 
 
@@ -283,9 +268,10 @@ def main(argv):
       sys.exit(f"error: --{name}={value}: a comma list of {', '.join(allowed)}")
   from benchmarks.common.starting_checkpoint import git_head  # pylint: disable=import-outside-toplevel
   from benchmarks.training.throughput import cpu_model  # pylint: disable=import-outside-toplevel
-  extra = {"cpu": cpu_model(), "commit": git_head()}
+  extra = {"run": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
+           "commit": git_head()}
   print(f"CPU: {extra['cpu']}; commit {extra['commit']}; load average at start "
-        f"{load_average()}", flush=True)
+        f"{window_records.load_average()}", flush=True)
   print(f"ModernBERT {args.preset}, B={args.batch_size} S={args.max_seq_len} V={args.vocab_size} "
         f"mask_prob {args.mask_prob}, {args.num_batches} batches cycled; {args.threads} threads a "
         f"side; tokens/s = median of {args.rounds} rotating {args.window}-step windows after "
@@ -304,7 +290,7 @@ def main(argv):
     if args.serving:
       from benchmarks.serving import modernbert_fill_mask  # pylint: disable=import-outside-toplevel
       slower += modernbert_fill_mask.run(args, work, extra)
-    print(f"load average at end {load_average()}")
+    print(f"load average at end {window_records.load_average()}")
   finally:
     shutil.rmtree(work, ignore_errors=True)
   if slower:
