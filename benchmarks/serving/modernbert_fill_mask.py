@@ -202,8 +202,9 @@ def _time(workers: dict, args, num_texts: int, extra: dict) -> dict:
       seconds[(side, "single")].append(statistics.median(single))
       window_records.append(args.json_out, {
           "kind": "serving_window", "preset": args.preset, "vocab_size": args.vocab_size,
-          "round": r, "side": side, "batch_size": b, "batch_seconds": batch_s,
-          "texts_per_sec": b / batch_s, "batch1_latency_ms": 1000 * statistics.median(single),
+          "round": r, "side": side, "batch_size": b, "threads": args.threads,
+          "batch_seconds": batch_s, "texts_per_sec": b / batch_s,
+          "batch1_latency_ms": 1000 * statistics.median(single),
           "load_average": window_records.load_average(), **extra})
   return {side: {"texts_per_sec": b / statistics.median(seconds[(side, "batch")]),
                  "latency_ms": 1000 * statistics.median(seconds[(side, "single")])}

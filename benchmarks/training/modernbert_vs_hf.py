@@ -200,7 +200,8 @@ def compare(args, data: str, batches: str, work: str, precision: str, attention:
            "hf": hf_spec, "hf_sparse": hf_spec}
   key = {"preset": args.preset, "precision": precision, "attention": attention,
          "batch_size": args.batch_size, "max_seq_len": args.max_seq_len,
-         "vocab_size": args.vocab_size, "mask_prob": args.mask_prob, "window": args.window}
+         "vocab_size": args.vocab_size, "mask_prob": args.mask_prob, "window": args.window,
+         "threads": args.threads}
 
   def record(r, side, seconds, rate, loss):
     window_records.append(args.json_out, {
