@@ -271,7 +271,9 @@ def main(argv):
   from benchmarks.training.throughput import cpu_model  # pylint: disable=import-outside-toplevel
   extra = {"run": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
            "commit": git_head()}
-  print(f"CPU: {extra['cpu']}; commit {extra['commit']}; load average at start "
+  isa = extra["cpu"].rsplit(",", 1)[-1].split()
+  print(f"CPU: {extra['cpu']} (avx512_bf16: {'avx512_bf16' in isa}, AMX: {'amx_bf16' in isa}); "
+        f"commit {extra['commit']}; load average at start "
         f"{window_records.load_average()}", flush=True)
   print(f"ModernBERT {args.preset}, B={args.batch_size} S={args.max_seq_len} V={args.vocab_size} "
         f"mask_prob {args.mask_prob}, {args.num_batches} batches cycled; {args.threads} threads a "
