@@ -43,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from roberta_tf.tokenization import bpe_merge, long_words, pretokenize, vocab_files
+from roberta_tf.tokenization.tokenizer_json import Template
 from roberta_tf.tokenization.vocab_files import MASK, read_merges, read_vocab
 
 # vocab.json / merges.txt (names, reading, hashing, copying) belong to vocab_files.
@@ -182,6 +183,9 @@ class BytePairTokenizer(tf.Module):
     self.vocab_sha256 = vocab_sha256
     self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
         (self._vocab[t] for t in SPECIAL_TOKENS) if roberta_specials else (None,) * 5)
+    # RoBERTa's templates, <s> A </s> and <s> A </s></s> B </s> (PipelineTokenizer: its file's).
+    self.template = (Template((self.bos_id,), (self.eos_id,), (self.eos_id, self.eos_id))
+                     if roberta_specials else None)
     byte_ids = _byte_symbol_ids(self._vocab, vocab_path)
     pair_rank, merged = _merge_table(self._vocab, merges, vocab_path, merges_path)
     self.all_occurrences = self._consistent(pair_rank, merged)

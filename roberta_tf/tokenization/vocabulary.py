@@ -28,7 +28,7 @@ from roberta_tf.tokenization.vocab_files import VocabFileError
 BPE_FILES = "vocab.json+merges.txt"
 TOKENIZER_JSON = "tokenizer.json"
 # An HF folder's files that name the roles (cls_token, ...), read in this order.
-ROLE_FILES = ("special_tokens_map.json", "tokenizer_config.json")
+ROLE_FILES = vocab_files.ROLE_FILES
 _NAMES = {"pad": ("[PAD]", "<pad>", "<|padding|>"), "mask": ("[MASK]", "<mask>"),
           "unk": ("[UNK]", "<unk>")}
 ROLES = ("bos", "pad", "eos", "unk", "mask")
