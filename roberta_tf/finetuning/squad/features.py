@@ -5,10 +5,11 @@ Feature layout (one per window of the context): the vocabulary's pair template (
   <s> question </s></s> context[window_start : window_start + window_len] </s>
 and with a tokenizer.json's BERT-style template [CLS] question [SEP] context [SEP].
 The question keeps its first `max_query_len` tokens; a window holds up to
-W = max_seq_len - len(question) - (the template's pair specials: 4, or 3) context tokens and windows start every min(doc_stride, W)
-tokens until one reaches the end (BERT's run_squad). The label of a window is the answer's
-(start, end) token positions in the feature, or (0, 0) -- the `<s>` / `[CLS]` position, "no answer" --
-when the question is unanswerable (v2) or the answer is not wholly inside the window.
+W = max_seq_len - len(question) - (the template's pair specials: 4, or 3) context tokens and
+windows start every min(doc_stride, W) tokens until one reaches the end (BERT's run_squad). The
+label of a window is the answer's (start, end) token positions in the feature, or (0, 0) -- the
+`<s>` / `[CLS]` position, "no answer" -- when the question is unanswerable (v2) or the answer
+is not wholly inside the window.
 
 Token -> text: byte-level BPE tokens are byte strings, so a token's byte length comes from the
 vocabulary (`tokenizer.token_byte_lengths`) and their running sum gives each token's byte span

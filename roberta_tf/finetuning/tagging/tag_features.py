@@ -30,10 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.tokenization.tokenizer_json import Template
-
 from roberta_tf.finetuning import featurize
 from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.tokenizer_json import Template
 
 IGNORED = -1  # the label of a piece the loss ignores (HF's -100)
 
