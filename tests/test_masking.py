@@ -122,8 +122,9 @@ def test_mask_is_independent_of_batch_company_and_padding(rows, vocab):
 def word_ids(ids, vocab):
   """Numpy reference: the word index of every maskable token (-1 for special/pad)."""
   special = vocab.special_flags()[ids]
-  prev_special = np.pad(special, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
-  start = ~special & (vocab.word_start[ids] | prev_special)
+  breaks = special | (vocab.space[ids] if vocab.space is not None else False)  # after these
+  prev_break = np.pad(breaks, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
+  start = ~special & (vocab.word_start[ids] | prev_break)
   return np.where(special, -1, np.cumsum(start, 1)), start
 
 

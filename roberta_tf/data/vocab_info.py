@@ -4,9 +4,10 @@ Read straight from a vocabulary folder of either kind (GPT-2/RoBERTa `vocab.json
 or an HF `tokenizer.json`, tokenization/vocabulary.py), so the pipeline does not need the
 tokenizer itself. A piece starts a word when it begins with "Ġ" (U+0120), the byte-level BPE
 stand-in for the space before a word; whole-word masking also treats the piece right after a
-special token or after a whitespace-only piece as a word start (see masking.py): ModernBERT's
-vocabulary splits "a  b" into a, "  " (an added token of two spaces), b, and "a\n\nb" is
-a, "ĊĊ", b in both kinds, so `b` starts a word without a "Ġ".
+special token or after a whitespace-only piece as a word start (see masking.py), and a
+whitespace-only piece is a word of its own: ModernBERT's vocabulary splits "a  b" into a, "  "
+(an added token of two spaces), b, and "a\n\nb" is a, "ĊĊ", b in both kinds, so `b` starts a
+word without a "Ġ" and the whitespace does not join `a`'s word.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def is_space_piece(piece: str) -> bool:
   return bool(piece) and (piece.isspace() or all(c in _SPACE_PICTURES for c in piece))
 
 
+def _starts_word(piece: str) -> bool:
+  """A piece that begins a word: "Ġ" first, or whitespace only (a word of its own)."""
+  return piece.startswith(SPACE_MARKER) or is_space_piece(piece)
+
+
 def _flags(vocab: dict[str, int], size: int, test) -> np.ndarray:
   flags = np.zeros([size], bool)
   for piece, i in vocab.items():
@@ -49,7 +55,8 @@ class VocabInfo:
     vocab_size: number of ids (max id + 1).
     special_ids: {"bos", "pad", "eos", "unk", "mask"} → id ("unk" may be absent). None of them
       is ever selected for masking or drawn as a random replacement.
-    word_start: bool [vocab_size], True where the piece begins with "Ġ". None when unknown
+    word_start: bool [vocab_size], True where the piece begins with "Ġ" or is whitespace only
+      (`is_space_piece`). None when unknown
       (built from ids only); whole-word masking then refuses to run.
     space: bool [vocab_size], True where the piece is whitespace only (`is_space_piece`): the
       piece after it starts a word. None: no such pieces known.
@@ -101,7 +108,7 @@ class VocabInfo:
     size = len(vocab)
     return cls(vocab_size=size,
                special_ids={n: vocab[t] for n, t in SPECIAL_TOKENS.items()},
-               word_start=_flags(vocab, size, lambda p: p.startswith(SPACE_MARKER)),
+               word_start=_flags(vocab, size, _starts_word),
                vocab_id=vocab_id or vocab_files.VocabId.of_dir(files.dirname(path)),
                space=_flags(vocab, size, is_space_piece))
 
@@ -112,7 +119,7 @@ class VocabInfo:
     found = vocabulary.Vocabulary.of_dir(vocab_dir)
     vocab = tokenizer_json.read(tokenizer_json.path_in(vocab_dir)).vocab
     return cls(vocab_size=found.size, special_ids=dict(found.special_ids),
-               word_start=_flags(vocab, found.size, lambda p: p.startswith(SPACE_MARKER)),
+               word_start=_flags(vocab, found.size, _starts_word),
                vocab_id=vocab_id or vocab_files.VocabId.of_dir(vocab_dir),
                space=_flags(vocab, found.size, is_space_piece))
 
