@@ -35,7 +35,7 @@ from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
-from roberta_tf.tokenization import pipeline_tokenizer, vocab_files, vocabulary
+from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
@@ -129,7 +129,7 @@ def _tokenizer(model_dir: str, vocab_dir: str, config: models.RobertaConfig
   """The tokenizer of `vocab_dir` (the model dir's or --vocab_dir; vocab.json + merges.txt or a
   tokenizer.json), once it is known to be of the model's vocabulary (by content where the
   model dir knows its own; else by size and special ids)."""
-  if not vocabulary.is_vocab_dir(vocab_dir):
+  if not vocab_files.vocabulary_files(vocab_dir):  # neither kind (half of one: the loader says)
     raise ExportError(f"no {vocab_files.VOCAB_FILE} + {vocab_files.MERGES_FILE} or "
                       f"{vocab_files.TOKENIZER_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
                       "directory data_prep.train_tokenizer wrote)")
