@@ -127,7 +127,7 @@ class VocabInfo:
   def from_dir(cls, vocab_dir: str, vocab_id: vocab_files.VocabId | None = None) -> VocabInfo:
     """Reads a vocabulary folder of either kind (the directory the tokenizer is built from):
     vocab.json (+ merges.txt), else tokenizer.json."""
-    if vocabulary.Vocabulary.of_dir(vocab_dir).kind == vocabulary.TOKENIZER_JSON:
+    if vocab_files.vocabulary_files(vocab_dir)[:1] == [vocab_files.TOKENIZER_FILE]:
       return cls.from_tokenizer_json(vocab_dir, vocab_id)
     return cls.from_vocab_json(files.join(vocab_dir, VOCAB_FILE), vocab_id)
 
