@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import shard_builder
+from data_prep import sentence_encoders, shard_builder
 from data_prep.shard_settings import ShardSettings
 from roberta_tf import fill_mask
 from roberta_tf.data import dataset_info
@@ -26,7 +26,7 @@ from roberta_tf.models import hf_tokenizer_files
 from roberta_tf.serving import mlm_export
 from roberta_tf.serving.saved_model_writer import EXTRA_DIR
 from roberta_tf.tokenization import vocabulary
-from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer, load_tokenizer
+from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from tests.conftest import HF_TINY, TESTDATA
 
 MB = os.path.join(TESTDATA, "modernbert_tiny")
@@ -56,9 +56,16 @@ def test_build_shards_packs_with_the_vocabularys_specials(tmp_path, hf, tok):
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
   out = tmp_path / "shards"
+  def encode(sentences):  # the TF encoder's calls, on the tokenizer built once for the file
+    ids = tok.tokenize(tf.constant(sentences))
+    return ids.flat_values.numpy(), ids.row_splits.numpy()
   info = shard_builder.build_shards(ShardSettings(
       input=str(corpus), vocab_dir=MB, output_dir=str(out), max_seq_len=64, num_shards=1,
-      validation_fraction=0.0, shuffle_blocks=False, progress=False))
+      validation_fraction=0.0, shuffle_blocks=False, progress=False), encode=encode)
+  sentences = [s for d in docs for s in d] + TEXTS
+  hf_encode = sentence_encoders.make_encoder("hf", sentence_encoders.load_vocab(MB))
+  for got, want in zip(encode(sentences), hf_encode(sentences), strict=True):
+    np.testing.assert_array_equal(got, want)  # the shard encoders agree on tokenizer.json too
   assert info["special_ids"] == {"bos": CLS, "pad": PAD, "eos": SEP, "unk": 1019, "mask": MASK}
   assert dataset_info.template_of(dataset_info.read(str(out))) == tok.template
   assert info["vocab"]["files"]["tokenizer.json"] and "sha256" not in info["vocab"]
@@ -132,7 +139,8 @@ def test_export_tokenizer_of_a_tokenizer_json_folder(tmp_path, hf):
   want = [hf.encode(t).ids for t in TEXTS]
   width = max(map(len, want))
   assert out["input_ids"].numpy().tolist() == [w + [PAD] * (width - len(w)) for w in want]
-  assert load_tokenizer(MB).template == tokenizer.template
+  assert isinstance(tokenizer, PipelineTokenizer)
+  assert tokenizer.template == vocabulary.Vocabulary.of_dir(MB).template
 
 
 def test_fill_mask_names_the_vocabularys_mask(tmp_path):
