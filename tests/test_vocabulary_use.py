@@ -131,14 +131,19 @@ def test_squad_features_with_the_bert_style_template(tok):
 
 def test_export_tokenizer_of_a_tokenizer_json_folder(tmp_path, hf):
   from roberta_tf import models
-  config = models.RobertaConfig(vocab_size=1024, pad_id=PAD, bos_id=CLS, eos_id=SEP,
+  config = models.RobertaConfig(vocab_size=1024, hidden_size=16, num_layers=1, num_heads=2,
+                                intermediate_size=32, pad_id=PAD, bos_id=CLS, eos_id=SEP,
                                 max_positions=PAD + 34)  # RoBERTa positions: past pad_id
   tokenizer = mlm_export._tokenizer(MB, MB, config)  # pylint: disable=protected-access
-  module = mlm_export.ServingModule(None, tokenizer, max_seq_len=32)
+  module = mlm_export.ServingModule(models.RobertaPretrainer(config), tokenizer, max_seq_len=32)
   out = module.tokenize(tf.constant(TEXTS))
   want = [hf.encode(t).ids for t in TEXTS]
   width = max(map(len, want))
   assert out["input_ids"].numpy().tolist() == [w + [PAD] * (width - len(w)) for w in want]
+  # fill_mask finds the vocabulary's [MASK] (after a space: it lstrips), one per text
+  filled = module.fill_mask(tf.constant(TEXTS[2:3]))
+  assert filled["num_masks"].numpy().tolist() == [1]
+  assert filled["mask_positions"].numpy()[0, 0] == want[2].index(MASK)
   assert isinstance(tokenizer, PipelineTokenizer)
   assert tokenizer.template == vocabulary.Vocabulary.of_dir(MB).template
 
