@@ -212,8 +212,8 @@ class InspectSettings:
   whole_word: bool = option(False, "Whole-word masking.")
   json: bool = option(False, "Print the report as JSON.")
   vocab_dir: str | None = option(
-      None, "Directory with vocab.json (+ merges.txt) to decode with; default: the one recorded "
-      "in dataset_info.json.", path=True)
+      None, "Directory with vocab.json (+ merges.txt) or tokenizer.json to decode with; "
+      "default: the one recorded in dataset_info.json.", path=True)
 
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
