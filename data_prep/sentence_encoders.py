@@ -46,7 +46,8 @@ import numpy as np
 from roberta_tf.common import error_text
 from roberta_tf.common import files as files_lib
 from roberta_tf.data import vocab_info
-from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization import vocab_files, vocabulary
+from roberta_tf.tokenization.tokenizer_json import Template
 from roberta_tf.tokenization.vocab_files import MERGES_FILE, SPECIAL_TOKENS, VOCAB_FILE
 
 Encoded = tuple[np.ndarray, np.ndarray]  # (values int32 [N], row_splits int64 [B + 1])
@@ -59,26 +60,42 @@ VocabError = vocab_files.VocabFileError
 
 @dataclasses.dataclass(frozen=True)
 class Vocab:
-  """What shard building needs to know about a vocabulary directory (and its files' bytes)."""
+  """What shard building needs to know about a vocabulary directory (and its files' bytes).
+
+  Attributes:
+    vocab_dir: the folder (--vocab_dir), either kind (tokenization/vocabulary.py).
+    kind: vocabulary.BPE_FILES (vocab.json + merges.txt) or vocabulary.TOKENIZER_JSON.
+    size: ids (max id + 1).
+    special_ids: {"bos", "pad", "eos", "unk", "mask"} -> id ("unk" may be absent from a
+      tokenizer.json); bos / eos open and close every block.
+    template: the vocabulary's single and pair templates (tokenizer_json.Template).
+    data: {file name: bytes} of the files that define the ids, as read (and hashed), in the
+      kind's order: vocab.json, merges.txt; or tokenizer.json.
+    role_files: {file name: bytes} of an HF folder's files that name its special tokens
+      (special_tokens_map.json, tokenizer_config.json): copied beside the shards, not hashed.
+  """
   vocab_dir: str
-  vocab_path: str
-  merges_path: str
+  kind: str
   size: int
   special_ids: dict[str, int]
-  sha256: str
-  merges_sha256: str
-  vocab_json: bytes = dataclasses.field(default=b"", repr=False)
-  merges_txt: bytes = dataclasses.field(default=b"", repr=False)
+  template: Template
+  data: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+  role_files: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+
+  @property
+  def vocab_path(self) -> str:
+    """The first defining file (vocab.json, or tokenizer.json)."""
+    return files_lib.join(self.vocab_dir, next(iter(self.data)))
 
   @property
   def vocab_id(self) -> vocab_files.VocabId:
     """The vocabulary's identity (what dataset_info.json records and every reader checks)."""
-    return vocab_files.VocabId.of({VOCAB_FILE: self.sha256, MERGES_FILE: self.merges_sha256},
+    return vocab_files.VocabId.of({n: hashlib.sha256(b).hexdigest() for n, b in self.data.items()},
                                   self.size)
 
   def file_bytes(self) -> dict[str, bytes]:
-    """{vocab.json: bytes, merges.txt: bytes}: the files as read (and hashed)."""
-    return {VOCAB_FILE: self.vocab_json, MERGES_FILE: self.merges_txt}
+    """{file name: bytes}: the files as read (the defining ones hashed), role files last."""
+    return {**self.data, **self.role_files}
 
 
 def _read_bytes(path: str) -> bytes:
@@ -91,48 +108,73 @@ def _read_bytes(path: str) -> bytes:
 
 
 def load_vocab(vocab_dir: str) -> Vocab:
-  """Checks ``vocab_dir`` (a local path or URL) holds a GPT-2/RoBERTa vocab.json + merges.txt
-  and reads them; raises VocabError (files.UnknownSchemeError for an unknown URL scheme)."""
+  """Checks ``vocab_dir`` (a local path or URL) holds a vocabulary, a GPT-2/RoBERTa vocab.json +
+  merges.txt or an HF tokenizer.json (an HF model folder included), and reads it; raises
+  VocabError (files.UnknownSchemeError for an unknown URL scheme)."""
   files_lib.check(vocab_dir, "--vocab_dir")
   if not files_lib.isdir(vocab_dir):
     raise VocabError(f"--vocab_dir {vocab_dir!r} is not a directory")
-  vocab_path, merges_path = (files_lib.join(vocab_dir, VOCAB_FILE),
-                             files_lib.join(vocab_dir, MERGES_FILE))
-  for name, path in ((VOCAB_FILE, vocab_path), (MERGES_FILE, merges_path)):
-    if not files_lib.isfile(path):
-      raise VocabError(f"vocab dir {vocab_dir!r} has no {name} (expected {VOCAB_FILE} and "
-                       f"{MERGES_FILE}, as written by data_prep's BPE trainer)")
-  vocab_json, merges_txt = _read_bytes(vocab_path), _read_bytes(merges_path)
-  vocab = Vocab(vocab_dir=vocab_dir, vocab_path=vocab_path, merges_path=merges_path, size=0,
-                special_ids={}, sha256=hashlib.sha256(vocab_json).hexdigest(),
-                merges_sha256=hashlib.sha256(merges_txt).hexdigest(), vocab_json=vocab_json,
-                merges_txt=merges_txt)
-  with local_vocab_dir(vocab) as local:
-    info = vocab_info.VocabInfo.from_vocab_json(os.path.join(local, VOCAB_FILE))
-  return dataclasses.replace(vocab, size=info.vocab_size, special_ids=info.special_ids)
+  if vocab_files.present(vocab_dir) == list(vocab_files.FILES):
+    kind, names = vocabulary.BPE_FILES, vocab_files.FILES
+  elif files_lib.isfile(files_lib.join(vocab_dir, vocabulary.TOKENIZER_JSON)):
+    kind, names = vocabulary.TOKENIZER_JSON, (vocabulary.TOKENIZER_JSON,)
+  else:
+    missing = [n for n in vocab_files.FILES if n not in vocab_files.present(vocab_dir)]
+    raise VocabError(f"vocab dir {vocab_dir!r} has no {' or '.join(missing)} (expected "
+                     f"{VOCAB_FILE} and {MERGES_FILE}, as written by data_prep's BPE trainer, "
+                     "or an HF tokenizer.json)")
+  # The role files of an HF folder (tokenizer_config.json, ...) name its specials: read too.
+  extra = [n for n in vocabulary.ROLE_FILES if kind == vocabulary.TOKENIZER_JSON
+           and files_lib.isfile(files_lib.join(vocab_dir, n))]
+  data = {n: _read_bytes(files_lib.join(vocab_dir, n)) for n in names}
+  roles = {n: _read_bytes(files_lib.join(vocab_dir, n)) for n in extra}
+  with _scratch(vocab_dir, {**data, **roles}) as local:
+    if kind == vocabulary.BPE_FILES:  # the dense ids and specials the pipeline needs
+      info = vocab_info.VocabInfo.from_vocab_json(os.path.join(local, VOCAB_FILE))
+      size, special_ids = info.vocab_size, info.special_ids
+      template = vocabulary.roberta_template(special_ids["bos"], special_ids["eos"])
+    else:
+      found = vocabulary.Vocabulary.of_dir(local)
+      size, special_ids, template = found.size, found.special_ids, found.template
+  return Vocab(vocab_dir=vocab_dir, kind=kind, size=size, special_ids=special_ids,
+               template=template, data=data, role_files=roles)
 
 
 @contextlib.contextmanager
-def local_vocab_dir(vocab: Vocab) -> Iterator[str]:
-  """A local scratch directory holding ``vocab``'s two files (the bytes ``load_vocab`` read),
-  for libraries that load from files; removed afterwards. A VocabError raised inside names
-  ``vocab.vocab_dir``, not the scratch directory."""
+def _scratch(vocab_dir: str, data: dict[str, bytes]) -> Iterator[str]:
+  """A local scratch directory holding `data`'s files; a VocabError raised inside names
+  `vocab_dir`, not the scratch directory."""
   with tempfile.TemporaryDirectory(prefix="roberta_tf-vocab-") as tmp:  # local-only: scratch
-    for name, data in vocab.file_bytes().items():
+    for name, content in data.items():
       with open(os.path.join(tmp, name), "wb") as f:  # local-only: the scratch copy
-        f.write(data)
+        f.write(content)
     try:
       yield tmp
     except VocabError as e:
-      raise VocabError(str(e).replace(tmp, files_lib.normalize(vocab.vocab_dir))) from e
+      raise VocabError(str(e).replace(tmp, files_lib.normalize(vocab_dir))) from e
+
+
+def local_vocab_dir(vocab: Vocab):
+  """A local scratch directory holding ``vocab``'s files (the bytes ``load_vocab`` read), for
+  libraries that load from files (a context manager); removed afterwards. A VocabError raised
+  inside names ``vocab.vocab_dir``, not the scratch directory."""
+  return _scratch(vocab.vocab_dir, vocab.file_bytes())
 
 
 class HfEncoder:
-  """Hugging Face ``tokenizers`` byte-level BPE, configured like ``RobertaTokenizerFast``."""
+  """Hugging Face ``tokenizers`` byte-level BPE, configured like ``RobertaTokenizerFast``
+  (a tokenizer.json vocabulary: that file, as HF loads it)."""
 
   def __init__(self, vocab: Vocab):
     import tokenizers  # pylint: disable=import-outside-toplevel
     from tokenizers import models, pre_tokenizers  # pylint: disable=import-outside-toplevel
+    if vocab.kind == vocabulary.TOKENIZER_JSON:
+      try:
+        self._tok = tokenizers.Tokenizer.from_str(
+            vocab.data[vocabulary.TOKENIZER_JSON].decode("utf-8"))
+      except Exception as e:  # tokenizers raises plain Exception on a malformed file
+        raise VocabError(f"{vocab.vocab_dir}: tokenizers cannot load tokenizer.json: {e}") from e
+      return
     try:
       with local_vocab_dir(vocab) as local:
         tok = tokenizers.Tokenizer(models.BPE.from_file(os.path.join(local, VOCAB_FILE),
@@ -156,15 +198,18 @@ class HfEncoder:
 
 
 class TfEncoder:
-  """The project's TF-native tokenizer (``roberta_tf.tokenization.tokenizer.BytePairTokenizer``)."""
+  """The project's TF-native tokenizer (``roberta_tf.tokenization.tokenizer.BytePairTokenizer``,
+  or ``pipeline_tokenizer.PipelineTokenizer`` for a tokenizer.json)."""
 
   def __init__(self, vocab: Vocab):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from roberta_tf.tokenization import tokenizer  # pylint: disable=import-outside-toplevel
+    from roberta_tf.tokenization import (  # pylint: disable=import-outside-toplevel
+        pipeline_tokenizer,
+    )
     self._tf = tf
     with local_vocab_dir(vocab) as local:  # read whole: the scratch copy may go
-      self._tok = tokenizer.BytePairTokenizer.from_dir(local)  # raises VocabError
+      self._tok = pipeline_tokenizer.load_tokenizer(local)  # raises VocabError
     # Trace the tokenizer's graph now (seconds, once), not inside the first batch. Its
     # `tokenize` is a tf.function over tf.string [None]: one graph for every batch size, whose
     # ops run in C++ without the GIL.

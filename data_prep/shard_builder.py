@@ -49,6 +49,7 @@ from data_prep.shard_settings import TRAIN, VALIDATION, BuildError, ShardSetting
 from roberta_tf.common import atomic_write
 from roberta_tf.common import files as files_lib
 from roberta_tf.data import dataset_info
+from roberta_tf.tokenization import vocabulary
 
 _SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord(\.tmp)?$")
 _TEMP_SHARD_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.tfrecord\.tmp$")
@@ -232,10 +233,15 @@ def _dataset_info(settings, vocab, shard_stats, doc_counts, stats, *, files) -> 
               for split, ss in shard_stats.items() if any(not s.num_sequences for s in ss)]
   if validation_fraction > 0 and not doc_counts[VALIDATION]:
     warnings.append("the corpus has one document: no validation split was written")
+  names = list(vocab.data)
+  template = {}
+  if vocab.kind != vocabulary.BPE_FILES:  # RoBERTa's files: its template, as always (absent)
+    template = {"template": dataset_info.template_record(vocab.template)}
   return {
       "format_version": dataset_info.FORMAT_VERSION,
       "vocab": vocab.vocab_id.record(),
       "special_ids": vocab.special_ids,
+      **template,
       "max_seq_len": settings.max_seq_len,
       "packing": settings.packing,
       "compression": settings.compression,
@@ -249,8 +255,8 @@ def _dataset_info(settings, vocab, shard_stats, doc_counts, stats, *, files) -> 
           "input": settings.input,
           "files": files,
           "vocab_dir": settings.vocab_dir,
-          "vocab_file": files_lib.basename(vocab.vocab_path),
-          "merges_file": files_lib.basename(vocab.merges_path),
+          # vocab.json and merges.txt, or tokenizer.json alone
+          "vocab_file": names[0], **({"merges_file": names[1]} if names[1:] else {}),
           "text_field": settings.text_field,
           "seed": settings.seed,
           "validation_fraction": validation_fraction,

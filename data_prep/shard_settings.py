@@ -37,9 +37,9 @@ class ShardSettings:
       help="Corpus: .txt/.jsonl(.gz)/.parquet files, globs, directories (comma list; local "
       "paths or URLs), or 'stdlib' (the running Python's documentation).", path=True)
   vocab_dir: str = option(
-      help="Directory (local or a URL) with vocab.json and merges.txt; must be the vocabulary "
-      "the model is trained with (dataset_info.json records its sha256; a copy goes beside the "
-      "shards).", path=True)
+      help="Directory (local or a URL) with vocab.json and merges.txt, or an HF tokenizer.json "
+      "(an HF model folder); must be the vocabulary the model is trained with "
+      "(dataset_info.json records its sha256; a copy goes beside the shards).", path=True)
   output_dir: str = option(
       help="Where the shards and dataset_info.json go (local or a URL; dataset_info.json, "
       "written last, marks it complete).", path=True)

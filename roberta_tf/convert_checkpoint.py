@@ -103,11 +103,23 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   return prefix
 
 
+def _reads_tokenizer_json(directory: str) -> bool:
+  """Whether `directory`'s vocabulary is a tokenizer.json this project runs (copied on import)."""
+  from roberta_tf.tokenization import vocabulary  # pylint: disable=import-outside-toplevel
+  if vocab_files.present(directory):
+    return False
+  try:
+    return vocabulary.Vocabulary.of_dir(directory).kind == vocabulary.TOKENIZER_JSON
+  except vocab_files.VocabFileError:
+    return False
+
+
 def missing_vocab_warning(hf_dir: str, out_model_dir: str) -> str | None:
-  """The warning for an import whose HF dir lacked vocab.json/merges.txt, or None."""
+  """The warning for an import whose HF dir lacked vocab.json/merges.txt (and a tokenizer.json
+  this project reads), or None."""
   missing = [name for name in vocab_files.FILES
              if not files.isfile(files.join(out_model_dir, name))]
-  if not missing:
+  if not missing or _reads_tokenizer_json(out_model_dir):
     return None
   has_fast = files.isfile(files.join(hf_dir, "tokenizer.json"))
   return (f"warning: {hf_dir} has no {' or '.join(missing)}"
@@ -148,7 +160,9 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
     # A tagger's words are encoded each after a space (tag_features.py): add_prefix_space.
     written += hf_tokenizer_files.write(out_hf_dir, vocab_files.paths(out_hf_dir)[0],
                                         max_seq_len, add_prefix_space=tagger)
-  return written
+  elif vocab_files.TOKENIZER_FILE in written:  # a tokenizer.json vocabulary: it, as HF's
+    written += hf_tokenizer_files.write_pipeline(out_hf_dir, max_seq_len)
+  return list(dict.fromkeys(written))
 
 
 def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False,

@@ -28,7 +28,8 @@ class ExportSettings:
   checkpoint: str | None = option(
       None, "Checkpoint prefix to export instead of the latest.", path=True)
   vocab_dir: str | None = option(
-      None, "vocab.json/merges.txt directory if not in --model_dir.", path=True)
+      None, "vocab.json/merges.txt (or tokenizer.json) directory if not in --model_dir.",
+      path=True)
   top_k: int = option(5, "Predictions per <mask> returned by fill_mask.")
   max_seq_len: int | None = option(None, "Truncation length (default: the model's maximum).")
   precision: str = option(

@@ -1,4 +1,5 @@
-"""Prints a SavedModel's top predictions for each <mask> in each text.
+"""Prints a SavedModel's top predictions for each <mask> in each text ([MASK] for a model of a
+tokenizer.json vocabulary: the mask token is the vocabulary's, `mask_token`).
 
   python -m roberta_tf.fill_mask --saved_model=DIR "The capital of France is <mask>."
   python -m roberta_tf.fill_mask --saved_model=DIR --held_out=SHARD_DIR --vocab_dir=VOCAB_DIR
@@ -50,7 +51,7 @@ class FillMaskSettings:
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)
 options.define_flags(FillMaskSettings, FLAGS)
 
-MASK = "<mask>"
+MASK = "<mask>"  # RoBERTa's; exports of other vocabularies name theirs (`mask_token`)
 # Places where the SavedModel's tokenizer (GPT-2's pre-tokenizer, a left-to-right regex without
 # look-behind) always ends a token: where a whitespace run follows a non-space. Token counts of
 # pieces cut there add up to the whole text's.
@@ -140,35 +141,51 @@ def fitted(examples, reads: int) -> tuple[list, int]:
   return out, cut
 
 
-def format_predictions(texts, out, notes=None) -> str:
+def mask_token(saved_model: str) -> str:
+  """The mask token of the vocabulary an export recorded in assets.extra/ (`<mask>`, `[MASK]`);
+  MASK for an export that records none (an older one)."""
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.serving.saved_model_writer import EXTRA_DIR
+  from roberta_tf.tokenization import tokenizer_json, vocabulary
+  recorded = files.join(saved_model, EXTRA_DIR)
+  if not vocabulary.is_vocab_dir(recorded):
+    return MASK
+  found = vocabulary.Vocabulary.of_dir(recorded)
+  if found.kind != vocabulary.TOKENIZER_JSON:
+    return MASK
+  tokens = {i: t for t, i in tokenizer_json.read(tokenizer_json.path_in(recorded)).vocab.items()}
+  return tokens[found.mask_id]
+
+
+def format_predictions(texts, out, notes=None, mask: str = MASK) -> str:
   """Human-readable lines for fill_mask's outputs (numpy arrays). `notes[i]`: lines to add
-  under text i (truncation, replaced bytes)."""
+  under text i (truncation, replaced bytes); `mask`: the vocabulary's mask token."""
   lines = []
   for i, text in enumerate(texts):
     lines.append(text)
     lines.extend(f"  ({note})" for note in (notes or {}).get(i, []))
-    if out["num_masks"][i] == 0 and MASK not in text:
-      lines.append(f"  (no {MASK} in this text)")
+    if out["num_masks"][i] == 0 and mask not in text:
+      lines.append(f"  (no {mask} in this text)")
     for m in range(int(out["num_masks"][i])):
       preds = ", ".join(
           f"{out['top_tokens'][i, m, j].decode('utf-8', 'replace')!r} "
           f"{out['top_probs'][i, m, j]:.3f}" for j in range(out["top_ids"].shape[-1]))
-      lines.append(f"  {MASK} #{m + 1}: {preds}")
+      lines.append(f"  {mask} #{m + 1}: {preds}")
   return "\n".join(lines)
 
 
-def truncation_notes(texts, num_masks, counts, limit) -> dict[int, list[str]]:
+def truncation_notes(texts, num_masks, counts, limit, mask: str = MASK) -> dict[int, list[str]]:
   """Notes for the texts the SavedModel truncated (`counts` from `token_counts`): how much was
-  cut, and which <mask>s."""
+  cut, and which masks (`mask`: the vocabulary's mask token)."""
   notes = {}
   for i, (text, masks, (n, lower_bound)) in enumerate(zip(texts, num_masks, counts, strict=True)):
     if n < limit or (n == limit and not lower_bound):
       continue
     note = (f"truncated: {'at least ' if lower_bound else ''}{n} tokens, the model reads the "
             f"first {limit}")
-    cut = text.count(MASK) - int(masks)
+    cut = text.count(mask) - int(masks)
     if cut > 0:
-      note += (f"; {cut} of its {text.count(MASK)} {MASK}s came after that and "
+      note += (f"; {cut} of its {text.count(mask)} {mask}s came after that and "
                f"{'were' if cut > 1 else 'was'} not predicted")
     notes[i] = [note]
   return notes
@@ -181,7 +198,7 @@ def _load(saved_model: str):
                                  "the directory roberta_tf.export wrote")
 
 
-def _fill(loaded, args) -> str:
+def _fill(loaded, args, mask: str = MASK) -> str:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   texts, notes = [], {}
   for i, arg in enumerate(args):
@@ -193,9 +210,9 @@ def _fill(loaded, args) -> str:
   out = {k: v.numpy() for k, v in loaded.signatures["fill_mask"](text=tf.constant(texts)).items()}
   if "tokenize" in loaded.signatures:
     counts, limit = token_counts(loaded.signatures["tokenize"], texts)
-    for i, lines in truncation_notes(texts, out["num_masks"], counts, limit).items():
+    for i, lines in truncation_notes(texts, out["num_masks"], counts, limit, mask).items():
       notes.setdefault(i, []).extend(lines)
-  return format_predictions(texts, out, notes)
+  return format_predictions(texts, out, notes, mask)
 
 
 def check_vocabularies(loaded, saved_model: str, data_dir: str, vocab_dir: str) -> str:
@@ -279,7 +296,7 @@ def main(argv):
     raise app.UsageError("--held_out needs --vocab_dir (the vocab the shards were encoded with)")
   loaded = _load(s.saved_model)
   if args:
-    print(_fill(loaded, args))
+    print(_fill(loaded, args, mask_token(s.saved_model)))
   if s.held_out:
     print(_held_out(loaded, s.saved_model, s.held_out, s.vocab_dir, s.examples, s.rank_sample),
           flush=True)

@@ -25,8 +25,8 @@ from roberta_tf.common import cli, files, options
 from roberta_tf.common.options import POSITIVE, option
 from roberta_tf.data import dataset_info
 from roberta_tf.data.vocab_info import VocabInfo, find_vocab_dir
-from roberta_tf.tokenization import vocab_files
-from roberta_tf.tokenization.vocab_files import SPECIAL_TOKENS, VOCAB_FILE
+from roberta_tf.tokenization import tokenizer_json, vocab_files, vocabulary
+from roberta_tf.tokenization.vocab_files import VOCAB_FILE
 
 # The masking, the input pipeline and the tokenizer's tables import TensorFlow: imported where
 # they are used, so that importing this binary does not (common/cli.py's `run` quiets
@@ -36,21 +36,26 @@ if TYPE_CHECKING:
 
 
 class Decoder:
-  """ids → text; special ids are written as their token strings (`<mask>`, `</s>`, ...).
+  """ids → text; special ids are written as their token strings (`<mask>`, `</s>`, `[SEP]`...).
 
   Byte-level BPE decodes by concatenating each id's bytes (`tokenizer.token_bytes_table`, the
-  table `BytePairTokenizer.detokenize` uses), so the pieces of vocab.json suffice: no tokenizer
-  tables to build.
+  table `BytePairTokenizer.detokenize` uses), so the pieces of vocab.json (or of tokenizer.json:
+  its model's and added tokens) suffice: no tokenizer tables to build.
   """
 
-  def __init__(self, vocab_json: str, special_ids: dict[str, int]):
+  def __init__(self, vocab_dir: str, special_ids: dict[str, int]):
     # pylint: disable=import-outside-toplevel
     from roberta_tf.tokenization.tokenizer import token_bytes_table
-    vocab = vocab_files.read_vocab(vocab_json, dense=True)
+    kind = vocabulary.Vocabulary.of_dir(vocab_dir).kind
+    if kind == vocabulary.TOKENIZER_JSON:
+      self.name = tokenizer_json.path_in(vocab_dir)
+      vocab = tokenizer_json.read(self.name).vocab
+    else:
+      self.name = files.join(vocab_dir, VOCAB_FILE)
+      vocab = vocab_files.read_vocab(self.name, dense=True)
     self.pieces = {i: p for p, i in vocab.items()}
-    self.special = {i: SPECIAL_TOKENS[n] for n, i in special_ids.items()}
+    self.special = {i: self.pieces[i] for i in special_ids.values()}
     self._bytes = token_bytes_table(vocab)
-    self.name = vocab_json
 
   def _decode_run(self, ids: list[int]) -> str:
     return b"".join(self._bytes[i] for i in ids).decode("utf-8", "replace")
@@ -99,7 +104,7 @@ def inspect_data(data_dir: str, *, split: str = "train", num_batches: int = 10,
   ds = build_pretraining_dataset(data_dir, split, vocab, config, masking)
   special = vocab.special_flags()
   vocab_dir = vocab_dir or find_vocab_dir(data_dir, info)
-  decoder = Decoder(files.join(vocab_dir, VOCAB_FILE), vocab.special_ids) if vocab_dir else None
+  decoder = Decoder(vocab_dir, vocab.special_ids) if vocab_dir else None
 
   totals = dict(rows=0, real=0, slots=0, maskable=0, selected=0, mask=0, random=0, keep=0)
   max_used, examples = 0, []
@@ -178,7 +183,7 @@ def format_report(report: dict[str, Any]) -> str:
            f"{report['batches']} batches of {report['batch_size']} x {report['max_seq_len']}, "
            f"P={report['max_predictions_per_seq']}",
            f"  selection rate {st['selection_rate']:.4f} of maskable tokens; of the selected: "
-           f"<mask> {st['mask_fraction']:.4f}, random {st['random_fraction']:.4f}, "
+           f"mask {st['mask_fraction']:.4f}, random {st['random_fraction']:.4f}, "
            f"unchanged {st['keep_fraction']:.4f}",
            f"  tokens/sequence {st['tokens_per_sequence']:.1f}, padding "
            f"{st['padding_fraction']:.4f}, predictions/sequence "
@@ -207,8 +212,8 @@ class InspectSettings:
   whole_word: bool = option(False, "Whole-word masking.")
   json: bool = option(False, "Print the report as JSON.")
   vocab_dir: str | None = option(
-      None, "Directory with vocab.json (+ merges.txt) to decode with; default: the one recorded "
-      "in dataset_info.json.", path=True)
+      None, "Directory with vocab.json (+ merges.txt) or tokenizer.json to decode with; "
+      "default: the one recorded in dataset_info.json.", path=True)
 
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)

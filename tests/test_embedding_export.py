@@ -91,7 +91,7 @@ def in_process(exported):
 
   def embed(texts):
     ids = featurize.build_inputs(featurize.tokenize(tokenizer, texts), None, info.max_seq_len,
-                                 tokenizer.bos_id, tokenizer.eos_id)
+                                 tokenizer.template)
     vectors = np.concatenate([
         model(featurize.to_dense(ids[i:i + 128], tokenizer.pad_id), training=False)[
             "embeddings"].numpy() for i in range(0, len(texts), 128)])

@@ -11,6 +11,8 @@ import tensorflow as tf
 
 from roberta_tf.common import files
 from roberta_tf.finetuning import featurize, problem_data
+from roberta_tf.tokenization.tokenizer_json import Template
+from roberta_tf.tokenization.vocabulary import roberta_template
 from tests import finetune_fixtures as fx
 
 
@@ -135,15 +137,27 @@ def test_pair_truncation_matches_longest_first():
   assert got == [_longest_first(*c) for c in cases]
 
 
+ROBERTA = roberta_template(0, 2)
+
+
 def test_build_inputs_layout_and_truncation():
   ids_a = tf.ragged.constant([[10, 11, 12], [], [20, 21, 22, 23, 24, 25, 26]], tf.int32)
   ids_b = tf.ragged.constant([[30], [31, 32], [40, 41, 42, 43, 44, 45]], tf.int32)
-  pair = featurize.build_inputs(ids_a, ids_b, max_seq_len=10, bos_id=0, eos_id=2).to_list()
+  pair = featurize.build_inputs(ids_a, ids_b, max_seq_len=10, template=ROBERTA).to_list()
   assert pair[0] == [0, 10, 11, 12, 2, 2, 30, 2]
   assert pair[1] == [0, 2, 2, 31, 32, 2]
   assert pair[2] == [0, 20, 21, 22, 2, 2, 40, 41, 42, 2]  # budget 6: 3 + 3
-  single = featurize.build_inputs(ids_a, None, max_seq_len=5, bos_id=0, eos_id=2).to_list()
+  single = featurize.build_inputs(ids_a, None, max_seq_len=5, template=ROBERTA).to_list()
   assert single == [[0, 10, 11, 12, 2], [0, 2], [0, 20, 21, 22, 2]]
+  # BERT-style ([CLS]=5 A [SEP]=6 B [SEP]): one separator between the texts, so 7 ids of text
+  bert = Template((5,), (6,), (6,))
+  pair = featurize.build_inputs(ids_a, ids_b, max_seq_len=10, template=bert).to_list()
+  assert pair[0] == [5, 10, 11, 12, 6, 30, 6]
+  assert pair[2] == [5, 20, 21, 22, 23, 6, 40, 41, 42, 6]  # budget 7: 4 + 3
+  single = featurize.build_inputs(ids_a, None, max_seq_len=5, template=bert).to_list()
+  assert single == [[5, 10, 11, 12, 6], [5, 6], [5, 20, 21, 22, 6]]
+  with pytest.raises(ValueError, match="no pair template"):
+    featurize.build_inputs(ids_a, ids_b, max_seq_len=10, template=Template((5,), (6,), None))
   dense = featurize.to_dense(tf.ragged.constant([[0, 5, 2], [0, 2]]), pad_id=1)
   assert dense["input_ids"].numpy().tolist() == [[0, 5, 2], [0, 2, 1]]
   assert dense["padding_mask"].numpy().tolist() == [[1, 1, 1], [1, 1, 0]]

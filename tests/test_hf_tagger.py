@@ -21,6 +21,7 @@ from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.tagging import hf_tagger, tag_features, tag_scores
 from roberta_tf.models import hf_weights
+from roberta_tf.tokenization.vocabulary import roberta_template
 from tests import finetune_fixtures as fx
 from tests.harness import call_module
 
@@ -238,8 +239,8 @@ def test_an_hf_token_classifier_imports_and_scores_the_same_f1(hf_tiny_dir, tmp_
   assert info.labels == LABELS and info.tag_scheme == "IOB2"
   features = tag_features.featurize_sentences(
       tag_features.encode_words(finetuned_dir.load_tokenizer(out), words), None,
-      max_seq_len=info.max_seq_len, doc_stride=info.doc_stride, bos_id=config.bos_id,
-      eos_id=config.eos_id)
+      max_seq_len=info.max_seq_len, doc_stride=info.doc_stride,
+      template=roberta_template(config.bos_id, config.eos_id))
   ids, mask = _padded(features.input_ids, config.pad_id)
   logits = model({"input_ids": ids, "padding_mask": mask})["logits"].numpy()
   tag_ids, _ = tag_features.word_predictions(list(logits), features)

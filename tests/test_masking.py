@@ -17,7 +17,7 @@ from roberta_tf.data.masking import (
   sequence_seed,
   shard_key,
 )
-from roberta_tf.data.vocab_info import VocabError, VocabInfo
+from roberta_tf.data.vocab_info import VocabError, VocabInfo, is_space_piece
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import HF_TINY, TESTDATA
 
@@ -122,8 +122,9 @@ def test_mask_is_independent_of_batch_company_and_padding(rows, vocab):
 def word_ids(ids, vocab):
   """Numpy reference: the word index of every maskable token (-1 for special/pad)."""
   special = vocab.special_flags()[ids]
-  prev_special = np.pad(special, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
-  start = ~special & (vocab.word_start[ids] | prev_special)
+  breaks = special | (vocab.space[ids] if vocab.space is not None else False)  # after these
+  prev_break = np.pad(breaks, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
+  start = ~special & (vocab.word_start[ids] | prev_break)
   return np.where(special, -1, np.cumsum(start, 1)), start
 
 
@@ -191,7 +192,8 @@ def test_vocab_info_reads_vocab_json(vocab, tmp_path):
   assert vocab.vocab_size == 8000
   assert vocab.special_ids == {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 4}
   assert vocab.word_start[pieces["\u0120the"]] and not vocab.word_start[pieces["the"]]
-  assert vocab.word_start.sum() == sum(p.startswith("\u0120") for p in pieces)
+  assert vocab.word_start.sum() == sum(p.startswith("\u0120") or is_space_piece(p) for p in pieces)
+  assert vocab.space[pieces["\u010a\u010a"]] and not vocab.space[pieces["\u0120the"]]  # "\n\n"
   assert vocab.special_flags().sum() == 5
   assert vocab.vocab_id == vocab_files.VocabId.of_dir(HF_TINY)  # vocab.json and merges.txt
   assert vocab.vocab_id.sha256_of("vocab.json") == vocab_files.file_sha256(

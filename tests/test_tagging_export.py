@@ -89,7 +89,7 @@ def in_process(tagger):
   pieces = tag_features.encode_words(tokenizer, [s.words for s in sentences])
   features = tag_features.featurize_sentences(
       pieces, None, max_seq_len=info.max_seq_len, doc_stride=info.doc_stride,
-      bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
+      template=tokenizer.template)
   dense = featurize.to_dense(tf.ragged.constant(features.input_ids), tokenizer.pad_id)
   logits = model(dense, training=False)["logits"].numpy()
   return model, tokenizer, info, pieces, features, list(logits)

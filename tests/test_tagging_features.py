@@ -7,8 +7,10 @@ import pytest
 
 from roberta_tf.finetuning.finetuned_dir import load_tokenizer
 from roberta_tf.finetuning.tagging import tag_features as tf_lib
+from roberta_tf.tokenization.vocabulary import roberta_template
 
 BOS, EOS = 0, 2
+TEMPLATE = roberta_template(BOS, EOS)
 
 
 def _pieces(counts):
@@ -33,7 +35,7 @@ def test_each_word_is_encoded_after_a_space(hf_tiny_dir):
 
 def test_a_short_sentence_is_one_window_labelled_on_first_pieces():
   features = tf_lib.featurize_sentences([_pieces([1, 3, 2])], [[4, 5, 6]], max_seq_len=16,
-                                        doc_stride=4, bos_id=BOS, eos_id=EOS)
+                                        doc_stride=4, template=TEMPLATE)
   assert [x.tolist() for x in features.input_ids] == [[0, 10, 11, 12, 13, 14, 15, 2]]
   assert features.labels[0].tolist() == [-1, 4, 5, -1, -1, 6, -1, -1]
   assert features.word_window[0].tolist() == [0, 0, 0]
@@ -45,7 +47,7 @@ def test_label_all_pieces_continues_b_tags_as_i_tags():
   continuation = tf_lib.continuation_ids(labels)
   assert continuation.tolist() == [0, 2, 2, 3]  # no I-MISC: B-MISC continues as itself
   features = tf_lib.featurize_sentences([_pieces([2, 3, 2])], [[1, 0, 3]], max_seq_len=16,
-                                        doc_stride=4, bos_id=BOS, eos_id=EOS,
+                                        doc_stride=4, template=TEMPLATE,
                                         continuation=continuation)
   assert features.labels[0].tolist() == [-1, 1, 2, 0, 0, 0, 3, 3, -1]
 
@@ -57,7 +59,7 @@ def test_long_sentences_are_windowed_and_every_word_read_once(counts, max_seq_le
   pieces = _pieces(counts)
   tags = [list(range(len(counts)))]
   features = tf_lib.featurize_sentences([pieces], tags, max_seq_len=max_seq_len,
-                                        doc_stride=stride, bos_id=BOS, eos_id=EOS)
+                                        doc_stride=stride, template=TEMPLATE)
   width = max_seq_len - 2
   total = sum(counts)
   starts = tf_lib.window_starts(total, width, stride)
@@ -80,7 +82,7 @@ def test_long_sentences_are_windowed_and_every_word_read_once(counts, max_seq_le
 
 def test_word_predictions_read_the_first_piece_of_each_word():
   features = tf_lib.featurize_sentences([_pieces([1, 2]), _pieces([1] * 6)], None, max_seq_len=5,
-                                        doc_stride=2, bos_id=BOS, eos_id=EOS)
+                                        doc_stride=2, template=TEMPLATE)
   assert all((x == -1).all() for x in features.labels)  # unlabeled: nothing trained
   logits = [np.zeros((8, 3)) for _ in features.input_ids]
   for window, positions, tags in zip(features.word_window, features.word_position,

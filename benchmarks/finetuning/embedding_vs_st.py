@@ -116,7 +116,7 @@ def embed(model, tokenizer, texts: list[str], max_seq_len: int, batch_size: int 
 
   from roberta_tf.finetuning import featurize  # pylint: disable=import-outside-toplevel
   ids = featurize.build_inputs(featurize.tokenize(tokenizer, texts), None, max_seq_len,
-                               tokenizer.bos_id, tokenizer.eos_id)
+                               tokenizer.template)
   out = [model(featurize.to_dense(ids[i:i + batch_size], tokenizer.pad_id),
                training=False)["embeddings"].numpy() for i in range(0, len(texts), batch_size)]
   return np.concatenate(out).astype(np.float32)

@@ -10,6 +10,12 @@ It sits beside the shards and records what a reader must agree with:
                                       # no merges_sha256 in older shards; a tokenizer.json
                                       # vocabulary: {"files": {"tokenizer.json": ...}, "size"})
   "special_ids": {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "mask": 7999},
+                                      # (a tokenizer.json may have no "unk")
+  "template": {"prefix": [50281], "middle": [50282], "suffix": [50282]},
+                                      # the vocabulary's templates (`template_of`): written
+                                      # for a tokenizer.json vocabulary only; absent (RoBERTa's
+                                      # files, and every file written before it): <s> A </s>,
+                                      # <s> A </s></s> B </s> from special_ids' bos / eos
   "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
   "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
                                       # records add first_segment_length, next_sentence_label
@@ -35,7 +41,8 @@ from __future__ import annotations
 from typing import Any
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization import vocab_files, vocabulary
+from roberta_tf.tokenization.tokenizer_json import Template
 from roberta_tf.tokenization.vocab_files import VocabId
 
 FILENAME = "dataset_info.json"
@@ -53,6 +60,24 @@ class DatasetInfoError(ValueError):
 def is_globally_shuffled(info: dict[str, Any]) -> bool:
   """Whether every shard is a uniform random sample of its split in random order."""
   return info.get("shuffle", {}).get("scheme") == GLOBAL_SHUFFLE
+
+
+def template_record(template: Template) -> dict[str, Any]:
+  """A template as dataset_info.json's "template" records it."""
+  return {"prefix": list(template.prefix), "middle": None if template.middle is None
+          else list(template.middle), "suffix": list(template.suffix)}
+
+
+def template_of(info: dict[str, Any]) -> Template:
+  """The single and pair templates the shards were built with: "template" when recorded, else
+  RoBERTa's from the special ids (`<s> A </s>`, `<s> A </s></s> B </s>`)."""
+  record = info.get("template")
+  if record is None:
+    return vocabulary.roberta_template(int(info["special_ids"]["bos"]),
+                                       int(info["special_ids"]["eos"]))
+  middle = record.get("middle")
+  return Template(tuple(record["prefix"]), tuple(record["suffix"]),
+                  None if middle is None else tuple(middle))
 
 
 def write(output_dir: str, info: dict[str, Any]) -> str:

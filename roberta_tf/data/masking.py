@@ -194,6 +194,9 @@ class Masker:
     self._special = tf.constant(special)
     self._replacements = tf.constant(np.flatnonzero(~special).astype(np.int32))
     self._word_start = tf.constant(vocab.word_start) if config.whole_word else None
+    # A piece after a whitespace-only piece starts a word too ("a\n\nb" -> a, ĊĊ, b).
+    space = vocab.space if vocab.space is not None else np.zeros([vocab.vocab_size], bool)
+    self._breaks = tf.constant(special | space) if config.whole_word else None
 
   def __call__(self, input_ids: tf.Tensor, seeds: tf.Tensor) -> dict[str, tf.Tensor]:
     """Masks a batch.
@@ -240,9 +243,10 @@ class Masker:
     key = tf.bitcast(_shr(bits[:, :, 0], 33), tf.int64) * s + positions
 
     if cfg.whole_word:
-      after_special = tf.pad(special, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
+      breaks = tf.gather(self._breaks, ids)  # specials and whitespace-only pieces
+      after_break = tf.pad(breaks, [[0, 0], [1, 0]], constant_values=True)[:, :-1]
       is_start = tf.logical_and(
-          candidate, tf.logical_or(tf.gather(self._word_start, ids), after_special))
+          candidate, tf.logical_or(tf.gather(self._word_start, ids), after_break))
       word_id = tf.cumsum(tf.cast(is_start, tf.int32), axis=1)
       units = is_start
     else:

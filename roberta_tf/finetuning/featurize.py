@@ -1,8 +1,9 @@
 """TF-op featurization shared by the training data and the exported SavedModel.
 
-A sequence task's input is RoBERTa's (fairseq's) layout:
-  single text:  <s> A </s>
-  text pair:    <s> A </s></s> B </s>
+A sequence task's input is its vocabulary's template (tokenizer_json.Template, the tokenizer's
+`template`: tokenization/vocabulary.py), never constants:
+  RoBERTa's files:     <s> A </s>          <s> A </s></s> B </s>
+  a tokenizer.json:    [CLS] A [SEP]       [CLS] A [SEP] B [SEP]   (its post-processor's)
 Pairs are truncated longest-first (HF's `truncation="longest_first"`: one token at a time from
 the longer side, from B on a tie), which in closed form keeps
   len(A') = min(len(A), max(budget - len(B), ceil(budget / 2)))
@@ -16,8 +17,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-PAIR_SPECIALS = 4    # <s> A </s></s> B </s>
-SINGLE_SPECIALS = 2  # <s> A </s>
+from roberta_tf.tokenization.tokenizer_json import Template
 
 
 def tokenize(tokenizer, texts: Sequence[str], chunk: int = 512) -> tf.RaggedTensor:
@@ -47,28 +47,36 @@ def truncate_pair(len_a: tf.Tensor, len_b: tf.Tensor, budget) -> tuple[tf.Tensor
   return keep_a, keep_b
 
 
+def fill(ids: Sequence[int], rows) -> tf.Tensor:
+  """int32 [rows, len(ids)]: `ids` in every row (a template's part)."""
+  return tf.tile(tf.constant(list(ids), tf.int32, shape=[1, len(ids)]), tf.stack([rows, 1]))
+
+
 def build_inputs(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_len: int,
-                 bos_id: int, eos_id: int) -> tf.RaggedTensor:
+                 template: Template) -> tf.RaggedTensor:
   """Token ids of the texts -> model input ids with the special tokens, at most max_seq_len.
 
   Args:
     ids_a: int32 ragged [B, None], the first texts' ids (no special tokens).
     ids_b: int32 ragged [B, None] of the second texts, or None for single texts.
     max_seq_len: the longest output row, special tokens included.
+    template: the vocabulary's templates (the tokenizer's `template`).
   Returns:
-    int32 ragged [B, None]: `<s> A </s>` or `<s> A </s></s> B </s>`, truncated to fit.
+    int32 ragged [B, None]: `prefix A suffix` or `prefix A middle B suffix` (RoBERTa:
+    `<s> A </s>`, `<s> A </s></s> B </s>`), truncated to fit.
   """
   batch = ids_a.nrows()
-  bos = tf.fill([batch, 1], tf.constant(bos_id, tf.int32))
-  eos = tf.fill([batch, 1], tf.constant(eos_id, tf.int32))
+  prefix, suffix = fill(template.prefix, batch), fill(template.suffix, batch)
   if ids_b is None:
-    ids_a = take_prefix(ids_a, tf.fill([batch], tf.constant(max_seq_len - SINGLE_SPECIALS,
-                                                               tf.int64)))
-    return tf.concat([bos, ids_a, eos], axis=1)
+    ids_a = take_prefix(ids_a, tf.fill([batch], tf.constant(
+        max_seq_len - template.single_specials, tf.int64)))
+    return tf.concat([prefix, ids_a, suffix], axis=1)
+  if template.middle is None:
+    raise ValueError("the vocabulary has no pair template: this task needs text pairs")
   keep_a, keep_b = truncate_pair(ids_a.row_lengths(), ids_b.row_lengths(),
-                                 max_seq_len - PAIR_SPECIALS)
-  return tf.concat([bos, take_prefix(ids_a, keep_a), eos, eos, take_prefix(ids_b, keep_b), eos],
-                   axis=1)
+                                 max_seq_len - template.pair_specials)
+  return tf.concat([prefix, take_prefix(ids_a, keep_a), fill(template.middle, batch),
+                    take_prefix(ids_b, keep_b), suffix], axis=1)
 
 
 def to_dense(ids: tf.RaggedTensor, pad_id: int) -> dict[str, tf.Tensor]:

@@ -124,7 +124,8 @@ class FinetuneConfig(GroupedConfig):
       "scored on it (eval_results.json's \"test\") and its tags written "
       "(test_predictions.conll).", path=True)
   vocab_dir: str = option(
-      "", "vocab.json + merges.txt (default: --init_from's); required for random init.",
+      "", "vocab.json + merges.txt or a tokenizer.json (default: --init_from's); required for "
+      "random init.",
       path=True)
   # GLUE presets (glue.py): they set task, train/eval files, fields, labels and the metric.
   glue_task: str = option(

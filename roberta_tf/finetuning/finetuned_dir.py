@@ -4,7 +4,7 @@
 model_dir/
   config.json          {"model": RobertaConfig, "task": ProblemInfo, "finetune": FinetuneConfig}
   checkpoint, ckpt-N.* tf.train.Checkpoint(model=FinetuneModel) of the best run's best epoch
-  vocab.json merges.txt
+  vocab.json merges.txt (or tokenizer.json + its HF role files: the vocabulary's files)
   eval_results.json    the kept run's dev metrics; the median and spread over seeds per
                        configuration and overall; every run's history (sweep_runner.py);
                        written last, so its presence marks a complete sweep
@@ -33,8 +33,11 @@ from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
+from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+
+Tokenizer = BytePairTokenizer | PipelineTokenizer
 
 RESULTS_FILE = "eval_results.json"
 TOKENIZER_FILES = vocab_files.FILES
@@ -136,26 +139,33 @@ def load(model_dir: str, dtype="float32") -> tuple[heads.FinetuneModel, models.R
   return model, model_config, info
 
 
-_TOKENIZERS: dict[str, BytePairTokenizer] = {}  # sha256 of vocab.json + merges.txt -> tokenizer
+# sha256 of the vocabulary files (vocab_files.vocabulary_files) -> tokenizer
+_TOKENIZERS: dict[str, Tokenizer] = {}
 
 
-def load_tokenizer(vocab_dir: str) -> BytePairTokenizer:
-  """vocab_dir's tokenizer, shared within a process by every directory holding the same
-  vocab.json + merges.txt bytes: building one and tracing its first call take seconds, and a
-  sweep, an export after training or a test suite would otherwise pay that again and again."""
+def load_tokenizer(vocab_dir: str) -> Tokenizer:
+  """vocab_dir's tokenizer (either kind of folder: pipeline_tokenizer.load_tokenizer), shared
+  within a process by every directory holding the same vocabulary files' bytes: building one
+  and tracing its first call take seconds, and a sweep, an export after training or a test
+  suite would otherwise pay that again and again."""
+  names = vocab_files.vocabulary_files(vocab_dir)
   try:
-    key = "+".join(vocab_files.file_sha256(p) for p in vocab_files.paths(vocab_dir))
-  except OSError:  # let BytePairTokenizer name the missing file
-    return BytePairTokenizer.from_dir(vocab_dir)
+    key = "+".join(f"{n}:{vocab_files.file_sha256(files.join(vocab_dir, n))}" for n in names)
+  except OSError:  # let the tokenizer name the missing file
+    key = ""
+  if not key:
+    return pipeline_tokenizer.load_tokenizer(vocab_dir)
   if key not in _TOKENIZERS:
-    _TOKENIZERS[key] = BytePairTokenizer.from_dir(vocab_dir)
+    _TOKENIZERS[key] = pipeline_tokenizer.load_tokenizer(vocab_dir)
   return _TOKENIZERS[key]
 
 
 def copy_tokenizer(src_dir: str, dst_dir: str) -> None:
-  """Copies vocab.json + merges.txt (atomically); both must exist in `src_dir`."""
+  """Copies the vocabulary files (atomically): vocab.json + merges.txt, both of which must exist
+  when either does, or a tokenizer.json and its role files."""
   copied = vocab_files.copy_vocab_files(src_dir, dst_dir)
-  missing = [n for n in TOKENIZER_FILES if n not in copied]
+  missing = ([n for n in TOKENIZER_FILES if n not in copied]
+             if vocab_files.TOKENIZER_FILE not in copied else [])
   if missing:
     raise FileNotFoundError(f"{files.join(src_dir, missing[0])} not found")
 

@@ -166,8 +166,7 @@ class SequenceProblem(Problem):
     ids_a = featurize.tokenize(self._tokenizer, [e.text_a for e in examples])
     ids_b = (featurize.tokenize(self._tokenizer, [e.text_b for e in examples])
              if len(self.info.text_fields) == 2 else None)
-    return featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, self._tokenizer.bos_id,
-                                  self._tokenizer.eos_id)
+    return featurize.build_inputs(ids_a, ids_b, self.info.max_seq_len, self._tokenizer.template)
 
   def _features(self, examples, path):
     return self._ids(examples), self._labels(examples, path)
@@ -205,7 +204,8 @@ class SequenceProblem(Problem):
 
 
 class MultipleChoiceProblem(Problem):
-  """One `<s> passage </s></s> question+option </s>` sequence per option, softmax over options."""
+  """One `passage, question+option` pair per option (`<s> A </s></s> B </s>` with RoBERTa's
+  files: the vocabulary's pair template), softmax over options."""
 
   def __init__(self, info: ProblemInfo, tokenizer, train: Sequence[problem_data.ChoiceExample],
                dev: Sequence[problem_data.ChoiceExample], batching: str = bucketing.RANDOM):
@@ -224,7 +224,7 @@ class MultipleChoiceProblem(Problem):
     seconds = [problem_data.option_text(e.question, o) for e in examples for o in e.options]
     ids = featurize.build_inputs(featurize.tokenize(tokenizer, contexts),
                                  featurize.tokenize(tokenizer, seconds), self.info.max_seq_len,
-                                 tokenizer.bos_id, tokenizer.eos_id)
+                                 tokenizer.template)
     ids = tf.RaggedTensor.from_uniform_row_length(ids, self.info.num_choices)  # [N, C, None]
     return ids, np.asarray([e.label for e in examples], np.int32)
 

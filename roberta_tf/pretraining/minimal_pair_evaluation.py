@@ -20,8 +20,7 @@ from roberta_tf.common import files
 from roberta_tf.data import minimal_pairs
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models import pseudo_log_likelihood
-from roberta_tf.tokenization import vocab_files
-from roberta_tf.tokenization.tokenizer import BytePairTokenizer
+from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
 
 
 def score_texts(pretrainer, tokenizer, texts: list[str], max_seq_len: int, batch_size: int = 32,
@@ -65,10 +64,11 @@ def evaluate_minimal_pairs(model_dir: str, path: str, *, checkpoint: str | None 
   """
   pairs = minimal_pairs.read(path, per_paradigm=per_paradigm)
   config = models.read_config(model_dir)
-  if vocab_files.VOCAB_FILE not in vocab_files.present(model_dir):
-    raise ValueError(f"no {vocab_files.VOCAB_FILE} in --model_dir={model_dir!r}: minimal pairs "
+  if not vocab_files.vocabulary_files(model_dir):  # neither kind (half of one: the loader says)
+    raise ValueError(f"no {vocab_files.VOCAB_FILE} + {vocab_files.MERGES_FILE} or "
+                     f"{vocab_files.TOKENIZER_FILE} in --model_dir={model_dir!r}: minimal pairs "
                      "are tokenized with the model dir's vocabulary")
-  tokenizer = BytePairTokenizer.from_dir(model_dir)
+  tokenizer = pipeline_tokenizer.load_tokenizer(model_dir)
   if tokenizer.vocab_size != config.vocab_size:
     raise ValueError(f"the vocabulary in {model_dir!r} has {tokenizer.vocab_size} ids, the "
                      f"model {config.vocab_size}")

@@ -54,14 +54,14 @@ class FinetunedModule(tf.Module):
     self.info = info
     self.labels = tf.constant(list(info.labels) or [""], tf.string)
     self.byte_lengths = tf.constant(token_byte_lengths(tokenizer.get_vocabulary()))
-    self._bos, self._eos, self._pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
+    self._template, self._pad = tokenizer.template, tokenizer.pad_id  # the vocabulary's
     self.tag_tables = (tag_tf.LabelTables(info.labels)
                        if info.task_type == problem_types.TOKEN_CLASSIFICATION else None)
 
   def _sequence_outputs(self, text_a, text_b):
     ids = featurize.build_inputs(self.tokenizer(text_a),
                                 None if text_b is None else self.tokenizer(text_b),
-                                self.info.max_seq_len, self._bos, self._eos)
+                                self.info.max_seq_len, self._template)
     logits = self.model(featurize.to_dense(ids, self._pad), training=False)["logits"]
     if self.info.task_type == problem_types.REGRESSION:
       return {"value": logits}
@@ -93,7 +93,7 @@ class FinetunedModule(tf.Module):
     second = tf.where(parts.row_lengths() > 1, filled,
                       tf.strings.join([flat_question, flat_options], " "))
     ids = featurize.build_inputs(self.tokenizer(flat_context), self.tokenizer(second),
-                                self.info.max_seq_len, self._bos, self._eos)
+                                self.info.max_seq_len, self._template)
     dense = featurize.to_dense(ids, self._pad)
     dense = {k: tf.reshape(v, [shape[0], count, -1]) for k, v in dense.items()}
     logits = self.model(dense, training=False)["logits"]
@@ -109,8 +109,8 @@ class FinetunedModule(tf.Module):
                                null_score_threshold=info.null_score_threshold)
 
   def _embed(self, text):
-    ids = featurize.build_inputs(self.tokenizer(text), None, self.info.max_seq_len, self._bos,
-                                 self._eos)
+    ids = featurize.build_inputs(self.tokenizer(text), None, self.info.max_seq_len,
+                                 self._template)
     embeddings = self.model(featurize.to_dense(ids, self._pad), training=False)["embeddings"]
     return {"embeddings": embeddings, "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 

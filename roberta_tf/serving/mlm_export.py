@@ -2,8 +2,9 @@
 
 Signatures (B texts; S = the batch's longest tokenized text, at most max_seq_len; V the vocab):
 
-- ``tokenize(text: string [B])`` → ``input_ids`` int32 [B,S] (``<s> … </s>``, right-padded
-  with <pad>), ``padding_mask`` int32 [B,S].
+- ``tokenize(text: string [B])`` → ``input_ids`` int32 [B,S] (the vocabulary's single
+  template: ``<s> … </s>``, or ``[CLS] … [SEP]`` for a tokenizer.json; right-padded with its
+  pad id), ``padding_mask`` int32 [B,S].
 - ``encode(text: string [B])`` → ``sequence_output`` float32 [B,S,H], ``pooled_output``
   float32 [B,H] (the ``<s>`` vector), ``padding_mask`` int32 [B,S].
 - ``mlm_logits(input_ids: int32 [B,S], padding_mask: int32 [B,S])`` → ``logits`` float32 [B,S,V].
@@ -16,12 +17,12 @@ Signatures (B texts; S = the batch's longest tokenized text, at most max_seq_len
   decoded token, e.g. " Paris"), ``num_masks`` int32 [B]. Texts without ``<mask>`` have
   num_masks 0 and only empty slots.
 
-Truncation: a text longer than max_seq_len - 2 tokens keeps its first max_seq_len - 2 tokens,
-then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
+Truncation: a text longer than max_seq_len - 2 tokens (the template's specials) keeps its first
+max_seq_len - 2 tokens, then ``</s>`` (a ``<mask>`` cut off this way is not predicted).
 
-Beside the graph, ``assets.extra/vocab.json`` and ``merges.txt``: the vocabulary the tokenizer
-was built from, so the export's vocabulary is known by its content (`fill_mask --held_out`
-refuses shards of another).
+Beside the graph, ``assets.extra/vocab.json`` and ``merges.txt`` (or ``tokenizer.json`` and its
+HF role files): the vocabulary the tokenizer was built from, so the export's vocabulary is known
+by its content (`fill_mask --held_out` refuses shards of another).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from roberta_tf.models import pseudo_log_likelihood
 from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
-from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
+from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -47,7 +49,8 @@ class ServingModule(tf.Module):
 
   Args:
     pretrainer: a RobertaPretrainer (float32 or bfloat16 policy: serving_precision.py).
-    tokenizer: the BytePairTokenizer (a tf.Module: its tables are saved with the model).
+    tokenizer: a BytePairTokenizer or PipelineTokenizer (a tf.Module: its tables are saved
+      with the model; `model_inputs` puts a text in the vocabulary's single template).
     max_seq_len: the longest tokenized input, ``<s>`` and ``</s>`` included.
     top_k: predictions per ``<mask>`` in ``fill_mask``.
   """
@@ -122,12 +125,13 @@ class ExportError(ValueError):
 
 
 def _tokenizer(model_dir: str, vocab_dir: str, config: models.RobertaConfig
-               ) -> BytePairTokenizer:
-  """The tokenizer of `vocab_dir` (the model dir's or --vocab_dir), once it is known to be of
-  the model's vocabulary (by content where the model dir knows its own; else by size and
-  special ids)."""
-  if vocab_files.VOCAB_FILE not in vocab_files.present(vocab_dir):
-    raise ExportError(f"no {vocab_files.VOCAB_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
+               ) -> BytePairTokenizer | PipelineTokenizer:
+  """The tokenizer of `vocab_dir` (the model dir's or --vocab_dir; vocab.json + merges.txt or a
+  tokenizer.json), once it is known to be of the model's vocabulary (by content where the
+  model dir knows its own; else by size and special ids)."""
+  if not vocab_files.vocabulary_files(vocab_dir):  # neither kind (half of one: the loader says)
+    raise ExportError(f"no {vocab_files.VOCAB_FILE} + {vocab_files.MERGES_FILE} or "
+                      f"{vocab_files.TOKENIZER_FILE} in {vocab_dir!r}: pass --vocab_dir (the "
                       "directory data_prep.train_tokenizer wrote)")
   if vocab_dir != model_dir:  # the model's own vocabulary (files or training record) decides
     ModelDir(model_dir).check_vocabulary(
@@ -135,7 +139,7 @@ def _tokenizer(model_dir: str, vocab_dir: str, config: models.RobertaConfig
         hint="export with the vocabulary the model was trained on (without --vocab_dir when "
         "the model dir holds it)")
   try:
-    tokenizer = BytePairTokenizer.from_dir(vocab_dir)
+    tokenizer = pipeline_tokenizer.load_tokenizer(vocab_dir)
   except vocab_files.VocabFileError as e:
     raise ExportError(f"cannot load the tokenizer in {vocab_dir!r}: {e}") from e
   if tokenizer.vocab_size != config.vocab_size:

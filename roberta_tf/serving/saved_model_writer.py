@@ -27,15 +27,15 @@ from roberta_tf.tokenization import vocab_files
 
 _KEPT = (tf.saved_model.experimental.TrackableResource, tf.saved_model.Asset)
 # Files beside the graph that no loader reads (the SavedModel convention): every export keeps
-# there the vocab.json + merges.txt its tokenizer was built from, so its vocabulary is known by
-# content (fill_mask --held_out checks it against the shards').
+# there the vocab.json + merges.txt (or tokenizer.json) its tokenizer was built from, so its
+# vocabulary is known by content (fill_mask --held_out checks it against the shards').
 EXTRA_DIR = "assets.extra"
 
 
 def vocabulary_files(vocab_dir: str) -> dict[str, str]:
   """{path in the export: source} of `vocab_dir`'s vocabulary files, for `save_atomically`."""
   return {f"{EXTRA_DIR}/{name}": files.join(vocab_dir, name)
-          for name in vocab_files.present(vocab_dir)}
+          for name in vocab_files.vocabulary_files(vocab_dir)}
 
 
 def _captured_variables(functions) -> list[tf.Variable]:

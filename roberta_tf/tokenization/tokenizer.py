@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.tokenization import bpe_merge, long_words, pretokenize, vocab_files
+from roberta_tf.tokenization import bpe_merge, long_words, pretokenize, vocab_files, vocabulary
 from roberta_tf.tokenization.vocab_files import MASK, read_merges, read_vocab
 
 # vocab.json / merges.txt (names, reading, hashing, copying) belong to vocab_files.
@@ -182,6 +182,8 @@ class BytePairTokenizer(tf.Module):
     self.vocab_sha256 = vocab_sha256
     self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id = (
         (self._vocab[t] for t in SPECIAL_TOKENS) if roberta_specials else (None,) * 5)
+    self.template = (vocabulary.roberta_template(self.bos_id, self.eos_id)  # RoBERTa's pair
+                     if roberta_specials else None)  # template: <s> A </s></s> B </s>
     byte_ids = _byte_symbol_ids(self._vocab, vocab_path)
     pair_rank, merged = _merge_table(self._vocab, merges, vocab_path, merges_path)
     self.all_occurrences = self._consistent(pair_rank, merged)
@@ -305,9 +307,8 @@ class BytePairTokenizer(tf.Module):
     """tf.string [B] -> (input_ids, padding_mask) int32 [B, S]: each text's first
     max_seq_len - 2 tokens between <s> and </s>, right-padded with <pad> (S: the longest)."""
     ids = self.tokenize(texts)[:, : max_seq_len - 2]
-    batch = ids.nrows()
-    ids = tf.concat([tf.fill([batch, 1], self.bos_id), ids, tf.fill([batch, 1], self.eos_id)],
-                    axis=1)
+    ids = tf.concat([tf.fill([ids.nrows(), 1], self.bos_id), ids,
+                     tf.fill([ids.nrows(), 1], self.eos_id)], axis=1)
     return ids.to_tensor(default_value=self.pad_id), tf.ones_like(ids).to_tensor(default_value=0)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
@@ -356,8 +357,7 @@ class BytePairTokenizer(tf.Module):
                                          inverse, tf.size(unique, out_type=tf.int64))
     start = tf.gather(starts, first)
     positions = tf.ragged.range(start, start + tf.gather(lengths, first))
-    symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(data, positions.flat_values),
-                                                tf.int32))
+    symbols = tf.gather(self._byte_ids, tf.cast(tf.gather(data, positions.flat_values), tf.int32))
     merged = self._untracked.merge(symbols, positions.row_splits)
     return tf.gather(merged, inverse)
 

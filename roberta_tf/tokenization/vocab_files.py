@@ -35,6 +35,9 @@ TOKENIZER_FILE = "tokenizer.json"  # a Hugging Face tokenizer file
 # The files that define a vocabulary's tokenization, one tuple per kind: byte-level BPE's two
 # files, or a tokenizer.json alone (`VocabId.of_dir` takes the first kind present).
 DEFINING_FILES = (FILES, (TOKENIZER_FILE,))
+# An HF folder's files that name a tokenizer.json's special tokens (cls_token, ...): they go
+# where its tokenizer.json goes (tokenization/vocabulary.py reads them).
+ROLE_FILES = ("special_tokens_map.json", "tokenizer_config.json")
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 # The RoBERTa layout's special tokens by the names dataset_info.json's special_ids use.
@@ -245,15 +248,25 @@ def present(directory: str) -> list[str]:
   return [n for n in FILES if files.isfile(files.join(directory, n))]
 
 
+def vocabulary_files(directory: str) -> list[str]:
+  """The names of the vocabulary files in `directory`: vocab.json and merges.txt where present;
+  if neither is, tokenizer.json and the ROLE_FILES beside it; else []."""
+  names = present(directory)
+  if names or not files.isfile(files.join(directory, TOKENIZER_FILE)):
+    return names
+  return [TOKENIZER_FILE] + [n for n in ROLE_FILES if files.isfile(files.join(directory, n))]
+
+
 def copy_vocab_files(src_dir: str, dst_dir: str) -> list[str]:
-  """Copies vocab.json and merges.txt, where present, from `src_dir` into `dst_dir`.
+  """Copies the vocabulary files (`vocabulary_files`: vocab.json and merges.txt where present,
+  else a tokenizer.json and its role files) from `src_dir` into `dst_dir`.
 
   Each file is copied under a temporary name and renamed, so a reader never sees half a file.
   Copying a directory onto itself is a no-op. Either side may be a URL. Returns the names
   copied.
   """
   copied = []
-  for name in present(src_dir):
+  for name in vocabulary_files(src_dir):
     src, dst = files.join(src_dir, name), files.join(dst_dir, name)
     if not _same_path(src, dst):
       atomic_write.copy_file(src, dst)

@@ -28,7 +28,7 @@ from roberta_tf.tokenization.vocab_files import VocabFileError
 BPE_FILES = "vocab.json+merges.txt"
 TOKENIZER_JSON = "tokenizer.json"
 # An HF folder's files that name the roles (cls_token, ...), read in this order.
-_ROLE_FILES = ("special_tokens_map.json", "tokenizer_config.json")
+ROLE_FILES = vocab_files.ROLE_FILES
 _NAMES = {"pad": ("[PAD]", "<pad>", "<|padding|>"), "mask": ("[MASK]", "<mask>"),
           "unk": ("[UNK]", "<unk>")}
 ROLES = ("bos", "pad", "eos", "unk", "mask")
@@ -114,7 +114,7 @@ def _named_roles(directory: str) -> dict[str, str]:
   keys = {"cls_token": "bos", "sep_token": "eos", "pad_token": "pad", "mask_token": "mask",
           "unk_token": "unk"}
   roles: dict[str, str] = {}
-  for name in reversed(_ROLE_FILES):  # special_tokens_map.json last: it wins
+  for name in reversed(ROLE_FILES):  # special_tokens_map.json last: it wins
     path = files.join(directory, name)
     if not files.isfile(path):
       continue

@@ -81,8 +81,7 @@ class EmbeddingProblem(Problem):
 
   def _ids(self, texts) -> tf.RaggedTensor:
     return featurize.build_inputs(featurize.tokenize(self._tokenizer, texts), None,
-                                  self.info.max_seq_len, self._tokenizer.bos_id,
-                                  self._tokenizer.eos_id)
+                                  self.info.max_seq_len, self._tokenizer.template)
 
   def eval_dataset(self, batch_size: int) -> tf.data.Dataset:
     # Sorted by length would be faster; file order keeps evaluate's split simple.

@@ -1,12 +1,15 @@
 """SQuAD examples as model inputs: doc-stride windows, and where each token is in the text.
 
-Feature layout (one per window of the context):
+Feature layout (one per window of the context): the vocabulary's pair template (the tokenizer's
+`template`) around the question and a window of the context, with RoBERTa's files
   <s> question </s></s> context[window_start : window_start + window_len] </s>
+and with a tokenizer.json's BERT-style template [CLS] question [SEP] context [SEP].
 The question keeps its first `max_query_len` tokens; a window holds up to
-W = max_seq_len - len(question) - 4 context tokens and windows start every min(doc_stride, W)
-tokens until one reaches the end (BERT's run_squad). The label of a window is the answer's
-(start, end) token positions in the feature, or (0, 0) -- the `<s>` position, "no answer" --
-when the question is unanswerable (v2) or the answer is not wholly inside the window.
+W = max_seq_len - len(question) - (the template's pair specials: 4, or 3) context tokens and
+windows start every min(doc_stride, W) tokens until one reaches the end (BERT's run_squad). The
+label of a window is the answer's (start, end) token positions in the feature, or (0, 0) -- the
+`<s>` / `[CLS]` position, "no answer" -- when the question is unanswerable (v2) or the answer
+is not wholly inside the window.
 
 Token -> text: byte-level BPE tokens are byte strings, so a token's byte length comes from the
 vocabulary (`tokenizer.token_byte_lengths`) and their running sum gives each token's byte span
@@ -26,6 +29,7 @@ import numpy as np
 from roberta_tf.finetuning import featurize as featurize_lib
 from roberta_tf.finetuning.squad.read import SquadError, SquadExample
 from roberta_tf.tokenization import tokenizer as tokenizer_lib
+from roberta_tf.tokenization.tokenizer_json import Template
 
 STRIP = " \t\n\r\f\v"  # tf.strings.strip's (ASCII) whitespace: the SavedModel strips the same
 _COLUMNS = ("input_ids", "example_index", "window_start", "window_len", "context_offset",
@@ -147,9 +151,13 @@ def featurize(examples: Sequence[SquadExample], tokenizer, *, max_seq_len: int,
     (features, the tokenized context of each example, the number of answers that could not be
     located in their context's tokens -- their features are labelled "no answer").
   """
-  if max_query_len < 1 or max_seq_len - max_query_len - 4 < 1:
+  template = tokenizer.template
+  if template.middle is None:
+    raise SquadError("the vocabulary has no pair template: extractive QA needs one")
+  specials = template.pair_specials
+  if max_query_len < 1 or max_seq_len - max_query_len - specials < 1:
     raise SquadError(f"--max_seq_len={max_seq_len} leaves no room for context after a question "
-                     f"of --max_query_len={max_query_len} tokens and 4 special tokens")
+                     f"of --max_query_len={max_query_len} tokens and {specials} special tokens")
   if doc_stride < 1:
     raise SquadError(f"--doc_stride must be >= 1, got {doc_stride}")
   if byte_lengths is None:
@@ -168,8 +176,7 @@ def featurize(examples: Sequence[SquadExample], tokenizer, *, max_seq_len: int,
       answer_tokens = _answer_tokens(context, *example.answers[0])
       unlocated += answer_tokens is None
     _add_windows(cols, index, question[:max_query_len], context, answer_tokens,
-                 max_seq_len=max_seq_len, doc_stride=doc_stride, bos=tokenizer.bos_id,
-                 eos=tokenizer.eos_id)
+                 max_seq_len=max_seq_len, doc_stride=doc_stride, template=template)
   features = SquadFeatures(
       input_ids=cols["input_ids"], max_context=cols["max_context"],
       **{k: np.asarray(cols[k], np.int32) for k in cols if k not in ("input_ids", "max_context")})
@@ -191,16 +198,17 @@ def _answer_tokens(context: TokenizedContext, text: str,
 
 def _add_windows(cols: dict[str, list], index: int, question: np.ndarray,
                  context: TokenizedContext, answer_tokens: tuple[int, int] | None, *,
-                 max_seq_len: int, doc_stride: int, bos: int, eos: int) -> None:
+                 max_seq_len: int, doc_stride: int, template: Template) -> None:
   """Appends example `index`'s features (one per window of its context) to `cols`."""
-  window = max_seq_len - len(question) - 4
+  window = max_seq_len - len(question) - template.pair_specials
   num_tokens = len(context.ids)
   starts = window_starts(num_tokens, window, doc_stride)
   lengths = [min(num_tokens - s, window) for s in starts]
-  offset = len(question) + 3
+  offset = len(template.prefix) + len(question) + len(template.middle)
   for w, (start, length) in enumerate(zip(starts, lengths, strict=True)):
-    ids = np.concatenate([[bos], question, [eos, eos], context.ids[start:start + length],
-                          [eos]]).astype(np.int32)
+    ids = np.concatenate([np.asarray(part, np.int32) for part in (
+        template.prefix, question, template.middle, context.ids[start:start + length],
+        template.suffix)])
     label = (0, 0)
     if answer_tokens and start <= answer_tokens[0] and answer_tokens[1] < start + length:
       label = (offset + answer_tokens[0] - start, offset + answer_tokens[1] - start)

@@ -15,13 +15,15 @@ import tensorflow as tf
 
 from roberta_tf.finetuning import featurize
 from roberta_tf.tokenization import pretokenize
+from roberta_tf.tokenization.tokenizer_json import Template
 
 _BIG = tf.int64.max
 
 
 def windows(question_ids: tf.RaggedTensor, context_ids: tf.RaggedTensor, *, max_seq_len: int,
-            max_query_len: int, doc_stride: int, bos_id: int, eos_id: int):
-  """Doc-stride windows of a batch (B questions) as model inputs (N windows).
+            max_query_len: int, doc_stride: int, template: Template):
+  """Doc-stride windows of a batch (B questions) as model inputs (N windows): the pair template
+  around (question, the window's context), `<s> q </s></s> ctx </s>` with RoBERTa's files.
 
   Returns:
     (ids: int32 ragged [N, None] feature ids, example: int64 [N] each window's question,
@@ -31,7 +33,9 @@ def windows(question_ids: tf.RaggedTensor, context_ids: tf.RaggedTensor, *, max_
                                                         tf.constant(max_query_len, tf.int64)))
   q_len = question.row_lengths()
   c_len = context_ids.row_lengths()
-  window = max_seq_len - q_len - 4
+  if template.middle is None:
+    raise ValueError("the vocabulary has no pair template: extractive QA needs one")
+  window = max_seq_len - q_len - template.pair_specials
   stride = tf.minimum(tf.constant(doc_stride, tf.int64), window)
   count = 1 + (tf.maximum(c_len - window, 0) + stride - 1) // stride
   per_example = tf.ragged.range(count)
@@ -43,10 +47,11 @@ def windows(question_ids: tf.RaggedTensor, context_ids: tf.RaggedTensor, *, max_
   tokens = tf.RaggedTensor.from_row_splits(tf.gather(context_ids.flat_values, index.flat_values),
                                            index.row_splits)
   n = tf.size(example)
-  bos = tf.fill([n, 1], tf.constant(bos_id, tf.int32))
-  eos = tf.fill([n, 1], tf.constant(eos_id, tf.int32))
-  ids = tf.concat([bos, tf.gather(question, example), eos, eos, tokens, eos], axis=1)
-  return ids, example, start, length, tf.gather(q_len, example) + 3
+  ids = tf.concat([featurize.fill(template.prefix, n), tf.gather(question, example),
+                   featurize.fill(template.middle, n), tokens, featurize.fill(template.suffix, n)],
+                  axis=1)
+  return (ids, example, start, length,
+          tf.gather(q_len, example) + len(template.prefix) + len(template.middle))
 
 
 def max_context(example, start, length, offset, context_splits, seq_len):
@@ -141,7 +146,7 @@ def answer(model, tokenizer, byte_lengths, question, context, *, max_seq_len: in
   question_ids, context_ids = tokenizer(question), tokenizer(context)
   ids, example, start, length, offset = windows(
       question_ids, context_ids, max_seq_len=max_seq_len, max_query_len=max_query_len,
-      doc_stride=doc_stride, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
+      doc_stride=doc_stride, template=tokenizer.template)
   outputs = model(featurize.to_dense(ids, tokenizer.pad_id), training=False)
   num_examples = question_ids.nrows()
   classifier = outputs.get("answerable_logits")

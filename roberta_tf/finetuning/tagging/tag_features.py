@@ -12,7 +12,8 @@ goes on its FIRST piece; the other pieces are ignored by the loss (label -1), or
 `label_all_pieces` (HF's label_all_tokens) carry the word's tag, a B- tag as its I- twin when
 the label set has one (HF's run_ner: "B-PER" continues as "I-PER").
 
-Windows: a sentence of n pieces fits when n <= W = max_seq_len - 2 (`<s> ... </s>`); a longer
+Windows: a sentence of n pieces fits when n <= W = max_seq_len - 2 (the vocabulary's single
+template: `<s> ... </s>`, `[CLS] ... [SEP]`; W = max_seq_len - its specials); a longer
 one is cut into windows of W pieces starting every min(doc_stride, W) pieces until one reaches
 the end (SQuAD's doc-stride rule). Every window trains on the words whose first piece it holds.
 For prediction each word is read from ONE window: the one where its first piece has the most
@@ -31,6 +32,7 @@ import tensorflow as tf
 
 from roberta_tf.finetuning import featurize
 from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.tokenizer_json import Template
 
 IGNORED = -1  # the label of a piece the loss ignores (HF's -100)
 
@@ -105,10 +107,10 @@ class TaggingFeatures:
   word_position: list[np.ndarray]
 
 
-def _owner(first: np.ndarray, starts: list[int], lengths: list[int]) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
+def _owner(first: np.ndarray, starts: list[int], lengths: list[int], prefix: int = 1
+           ) -> tuple[np.ndarray, np.ndarray]:
   """(window, position) of each word's first piece (absolute indices `first`) under the
-  max-context rule."""
+  max-context rule; `prefix`: the ids before a window's pieces (<s>: 1)."""
   best = np.full(len(first), -1, np.int64)
   window = np.zeros(len(first), np.int64)
   for k, (start, length) in enumerate(zip(starts, lengths, strict=True)):
@@ -116,19 +118,21 @@ def _owner(first: np.ndarray, starts: list[int], lengths: list[int]) -> tuple[np
     context = np.minimum(first - start, start + length - 1 - first)
     better = inside & (context > best)
     window[better], best[better] = k, context[better]
-  return window, first - np.asarray(starts)[window] + 1  # +1: <s>
+  return window, first - np.asarray(starts)[window] + prefix
 
 
 def featurize_sentences(pieces: Sequence[Sequence[np.ndarray]],
                         tags: Sequence[Sequence[int]] | None, *, max_seq_len: int,
-                        doc_stride: int, bos_id: int, eos_id: int,
+                        doc_stride: int, template: Template,
                         continuation: np.ndarray | None = None) -> TaggingFeatures:
-  """Windows of sentences (pieces from encode_words; tags: ids per word, or None).
+  """Windows of sentences (pieces from encode_words; tags: ids per word, or None), each in
+  `template`'s single form (the tokenizer's `template`: <s> window </s>).
 
   continuation: continuation_ids(labels) to label every piece (label_all_pieces); None: the
   first piece only.
   """
-  width = max_seq_len - 2
+  width = max_seq_len - template.single_specials
+  prefix, suffix = len(template.prefix), len(template.suffix)
   out = TaggingFeatures([], [], [], [])
   for s, words in enumerate(pieces):
     ids = np.concatenate(words).astype(np.int32)
@@ -142,14 +146,14 @@ def featurize_sentences(pieces: Sequence[Sequence[np.ndarray]],
       piece_labels[first] = word_tags
     starts = window_starts(len(ids), width, doc_stride)
     lengths = [min(width, len(ids) - start) for start in starts]
-    window, position = _owner(first, starts, lengths)
+    window, position = _owner(first, starts, lengths, prefix)
     out.word_window.append(window + len(out.input_ids))
     out.word_position.append(position)
     for start, length in zip(starts, lengths, strict=True):
-      out.input_ids.append(np.concatenate([[bos_id], ids[start:start + length], [eos_id]])
-                           .astype(np.int32))
-      out.labels.append(np.concatenate([[IGNORED], piece_labels[start:start + length],
-                                        [IGNORED]]).astype(np.int32))
+      out.input_ids.append(np.asarray(template.single(list(ids[start:start + length])),
+                                      np.int32))
+      out.labels.append(np.concatenate([[IGNORED] * prefix, piece_labels[start:start + length],
+                                        [IGNORED] * suffix]).astype(np.int32))
   return out
 
 

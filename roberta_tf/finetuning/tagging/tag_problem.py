@@ -57,7 +57,7 @@ class TokenClassificationProblem(Problem):
                     else None)
     features = tag_features.featurize_sentences(
         pieces, tag_read.tag_ids(sentences, info.labels), max_seq_len=info.max_seq_len,
-        doc_stride=info.doc_stride, bos_id=self._tokenizer.bos_id, eos_id=self._tokenizer.eos_id,
+        doc_stride=info.doc_stride, template=self._tokenizer.template,
         continuation=continuation)
     return TaggedSet(list(sentences), features)
 

@@ -50,6 +50,7 @@ import tensorflow as tf
 from roberta_tf.finetuning import featurize
 from roberta_tf.finetuning.tagging import tag_features
 from roberta_tf.tokenization import pretokenize
+from roberta_tf.tokenization.tokenizer_json import Template
 
 # Python's str.isspace() code points (str.split()'s separators; Python 3.11's, tests check).
 WHITESPACE = (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x85, 0xA0, 0x1680,
@@ -119,18 +120,19 @@ def split_words(text: tf.Tensor, max_chars: int):
   return words, word_row, start, end
 
 
-def windows(pieces: tf.RaggedTensor, *, max_seq_len: int, doc_stride: int, bos_id: int,
-            eos_id: int):
+def windows(pieces: tf.RaggedTensor, *, max_seq_len: int, doc_stride: int, template: Template):
   """Every text's windows (tag_features.window_starts; at least one, `<s></s>` for a text
   without pieces) as model inputs.
 
   Args:
     pieces: int32 ragged [B, None], each text's pieces.
+    template: the vocabulary's (the tokenizer's `template`); its single form goes around each
+      window.
   Returns:
     (ids: int32 ragged [N, None] `<s> window </s>`, example: int64 [N] each window's text,
      start, length: int64 [N] its first piece (in its text) and its number of pieces).
   """
-  width = max_seq_len - 2
+  width = max_seq_len - template.single_specials
   stride = min(doc_stride, width)
   count = pieces.row_lengths()
   windows_per_text = 1 + (tf.maximum(count - width, 0) + stride - 1) // stride
@@ -143,12 +145,13 @@ def windows(pieces: tf.RaggedTensor, *, max_seq_len: int, doc_stride: int, bos_i
   tokens = tf.RaggedTensor.from_row_splits(tf.gather(pieces.flat_values, index.flat_values),
                                            index.row_splits)
   n = tf.size(example)
-  ids = tf.concat([tf.fill([n, 1], tf.constant(bos_id, tf.int32)), tokens,
-                   tf.fill([n, 1], tf.constant(eos_id, tf.int32))], axis=1)
+  ids = tf.concat([featurize.fill(template.prefix, n), tokens, featurize.fill(template.suffix, n)],
+                  axis=1)
   return ids, example, start, length
 
 
-def piece_logits(logits: tf.Tensor, example, start, length, piece_splits) -> tf.Tensor:
+def piece_logits(logits: tf.Tensor, example, start, length, piece_splits, prefix: int = 1
+                 ) -> tf.Tensor:
   """float32 [T, K]: every piece's logits (T pieces of all texts, in order) read from the
   window where it has the most context, the first such window on a tie (tag_features'
   `_owner` rule, applied to every piece).
@@ -156,10 +159,11 @@ def piece_logits(logits: tf.Tensor, example, start, length, piece_splits) -> tf.
   Args:
     logits: float32 [N, S, K] of the windows (position 0 is `<s>`).
     example, start, length: from `windows`; piece_splits: int64 [B + 1] the texts' row splits.
+    prefix: the ids before a window's pieces (the template's prefix: 1).
   """
   seq_len = tf.shape(logits, out_type=tf.int64)[1]
   total = piece_splits[-1]
-  position = tf.range(seq_len)[None, :] - 1                                  # piece in window
+  position = tf.range(seq_len)[None, :] - prefix                             # piece in window
   inside = (position >= 0) & (position < length[:, None])
   context = tf.minimum(position, length[:, None] - 1 - position)
   key = (tf.gather(piece_splits[:-1], example) + start)[:, None] + position  # piece in batch
@@ -242,13 +246,13 @@ def tag(model, tokenizer, tables: LabelTables, text, *, max_seq_len: int, doc_st
   pieces = tf.RaggedTensor.from_row_splits(word_ids.flat_values,
                                            tf.gather(word_ids.row_splits, word_splits))
   ids, example, window_start, length = windows(
-      pieces, max_seq_len=max_seq_len, doc_stride=doc_stride, bos_id=tokenizer.bos_id,
-      eos_id=tokenizer.eos_id)
+      pieces, max_seq_len=max_seq_len, doc_stride=doc_stride, template=tokenizer.template)
   # One extra `<s></s>` row: the model never sees an empty batch (a request of zero texts).
-  spare = tf.constant([[tokenizer.bos_id, tokenizer.eos_id]], tf.int32)
+  spare = tf.constant([tokenizer.template.single([])], tf.int32)
   ids = tf.concat([ids, tf.RaggedTensor.from_tensor(spare)], axis=0)
   logits = model(featurize.to_dense(ids, tokenizer.pad_id), training=False)["logits"][:-1]
-  per_piece = piece_logits(logits, example, window_start, length, pieces.row_splits)
+  per_piece = piece_logits(logits, example, window_start, length, pieces.row_splits,
+                           len(tokenizer.template.prefix))
   first = tf.gather(per_piece, word_ids.row_splits[:-1])                    # [N, K]
   tag_id = tf.argmax(first, axis=-1)
   score = tf.reduce_max(tf.nn.softmax(first, axis=-1), axis=-1)
