@@ -1,13 +1,24 @@
 """`attend`: ModernBERT's scaled dot-product attention, global or within a window.
 
-The one attention function of the family: training, evaluation and serving all call it, so a
-faster implementation (a blocked O(L x window) local attention) replaces this function alone.
+The one attention function of the family: training, evaluation and serving all call it. It never
+builds an L x L score matrix when L is long:
+
+- local layers (radius r): blocked attention. The sequence is cut into query blocks of b tokens
+  (b a multiple of r); block n attends to the keys [n b - r, n b + b + r), b + 2r of them, with
+  the band |i - j| <= r masked inside: O(L (b + 2r)) time and memory.
+- global layers: query-chunked attention. Chunks of `GLOBAL_CHUNK` queries attend to every key
+  in turn (a while loop, one chunk alive at a time): O(L^2) time, O(chunk x L) memory.
+
+`attend_reference` is the full-matrix definition both are tested against (tests/
+test_windowed_attention.py). Padding L to whole blocks / chunks happens inside; outputs are
+sliced back to L.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 # Added where a key is not allowed: exp() of it underflows to exactly 0 in float32, so allowed
@@ -16,12 +27,21 @@ import tensorflow as tf
 # in HF (whose values there depend on the backend): only real positions are compared.
 _MASKED = -1e9
 
+# Query block of local layers: about this many tokens, rounded to a multiple of the radius. At
+# base size (r = 64, 12 heads, L = 8,192, fp32, 2 Zen 4 cores) blocks of 64 ran a local layer's
+# attention in 0.08-0.13 s, 128 and 256 in 0.3-0.37 s (docs/long_inputs.md).
+LOCAL_BLOCK = 64
+# Queries per chunk of a global layer. Its scores are [B, A, GLOBAL_CHUNK, L] float32: 200 MB
+# for base at L = 8,192. Measured there: full matrix 1.64 s and +3.1 GB RSS; chunks of 128 / 256
+# / 512 / 1,024: 2.2 / 1.8 / 1.2 / 1.1 s, +0 / +50 / +150 / +350 MB over chunks of 128.
+GLOBAL_CHUNK = 512
+
 
 def attend(q, k, v, padding_mask, radius=None, dropout=None, training=None):
   """softmax(q k^T / sqrt(D) + mask) v over the allowed keys.
 
   Args:
-    q, k, v: [B, A, L, D] in the compute dtype (q and k already rotated).
+    q, k, v: [B, A, L, D] in the compute dtype (q and k already rotated); L may be dynamic.
     padding_mask: int [B, L], 1 real, 0 pad. Pads are masked as keys only: pad queries still
       produce (meaningless) outputs.
     radius: None for global attention (every real key); an int r for local attention: query i
@@ -31,17 +51,91 @@ def attend(q, k, v, padding_mask, radius=None, dropout=None, training=None):
 
   Returns:
     [B, A, L, D] in v's dtype. Scores, mask and softmax are float32; the probabilities are
-    cast to v's dtype before the product with v (HF M:165-173).
+    cast to v's dtype before the product with v (HF M:165-173). Equal to `attend_reference`
+    (float32 rounding apart) at every query with an allowed key.
   """
+  if radius is None:
+    return _global_chunked(q, k, v, padding_mask, dropout, training)
+  return _local_blocked(q, k, v, padding_mask, int(radius), dropout, training)
+
+
+def attend_reference(q, k, v, padding_mask, radius=None, dropout=None, training=None):
+  """`attend` by the full [B, A, L, L] score matrix, masked (the definition; O(L^2) memory)."""
+  positions = tf.range(tf.shape(q)[2])
+  near = None if radius is None else (
+      tf.abs(positions[:, None] - positions[None, :]) <= radius)[None, None]
+  return _softmax_product(q, k, v, _key_allowed(padding_mask)[:, None, None, :], near,
+                          dropout, training)
+
+
+def _key_allowed(padding_mask):
+  return tf.cast(padding_mask, tf.bool)
+
+
+def _softmax_product(q, k, v, allowed, near, dropout, training):
+  """softmax(q k^T scale, masked where not allowed (and near)) v, float32 softmax."""
   scale = 1.0 / math.sqrt(q.shape[-1])
   scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32) * scale
-  allowed = tf.cast(padding_mask, tf.bool)[:, None, None, :]  # [B, 1, 1, L]
-  if radius is not None:
-    positions = tf.range(tf.shape(q)[2])
-    band = tf.abs(positions[:, None] - positions[None, :]) <= radius  # [L, L]
-    allowed = tf.logical_and(allowed, band[None, None])
+  if near is not None:
+    allowed = tf.logical_and(allowed, near)
   scores = scores + tf.where(allowed, 0.0, _MASKED)
   probs = tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype)
   if dropout is not None:
     probs = dropout(probs, training=training)
   return tf.matmul(probs, v)
+
+
+def _block_sizes(radius):
+  """(b, u): query block b, a multiple of the key sub-block u (u = r, or 1 when r = 0)."""
+  unit = max(radius, 1)
+  return unit * max(1, round(LOCAL_BLOCK / unit)), unit
+
+
+def _local_blocked(q, k, v, padding_mask, radius, dropout, training):
+  """Local attention by query blocks of b over their b + 2r neighbouring keys."""
+  block, unit = _block_sizes(radius)
+  per_block, reach = block // unit, radius // unit  # sub-blocks of u per query block / per r
+  span = (per_block + 2 * reach) * unit
+  heads, depth = q.shape[1], q.shape[-1]
+  batch, length = tf.shape(q)[0], tf.shape(q)[2]
+  blocks = (length + block - 1) // block
+  tail = blocks * block - length
+
+  def neighbourhoods(x, axis, sub_shape):
+    """x with L at `axis` -> N, span there: block n's keys [n b - r, n b + b + r)."""
+    pads = [[0, 0]] * axis + [[radius, tail + radius]] + [[0, 0]] * (len(x.shape) - axis - 1)
+    subs = tf.reshape(tf.pad(x, pads), sub_shape)  # [..., N * per_block + 2 reach, u, *rest]
+    views = [subs[(slice(None),) * axis + (slice(i, i + blocks * per_block, per_block),)]
+             for i in range(per_block + 2 * reach)]  # each [..., N, u, *rest]
+    return tf.concat(views, axis=axis + 1)
+
+  sub_count = blocks * per_block + 2 * reach
+  k_near = neighbourhoods(k, 2, [batch, heads, sub_count, unit, depth])  # [B, A, N, span, D]
+  v_near = neighbourhoods(v, 2, [batch, heads, sub_count, unit, depth])
+  # [B, N, span]: which keys of each neighbourhood are real tokens.
+  keys_real = neighbourhoods(_key_allowed(padding_mask), 1, [batch, sub_count, unit])
+  q_blocks = tf.reshape(tf.pad(q, [[0, 0], [0, 0], [0, tail], [0, 0]]),
+                        [batch, heads, blocks, block, depth])
+  # Query s of a block sits at key offset s + r of its span: allowed offsets t - s in [0, 2r].
+  offset = np.arange(span)[None, :] - np.arange(block)[:, None]
+  band = tf.constant((offset >= 0) & (offset <= 2 * radius))  # [b, span]
+  out = _softmax_product(q_blocks, k_near, v_near, keys_real[:, None, :, None, :],
+                         band, dropout, training)  # [B, A, N, b, D]
+  return tf.reshape(out, [batch, heads, blocks * block, depth])[:, :, :length]
+
+
+def _global_chunked(q, k, v, padding_mask, dropout, training):
+  """Global attention, GLOBAL_CHUNK queries at a time (one chunk's scores alive at once)."""
+  heads, depth = q.shape[1], q.shape[-1]
+  batch, length = tf.shape(q)[0], tf.shape(q)[2]
+  chunk = tf.minimum(GLOBAL_CHUNK, length)
+  chunks = (length + chunk - 1) // chunk
+  q_chunks = tf.transpose(tf.reshape(
+      tf.pad(q, [[0, 0], [0, 0], [0, chunks * chunk - length], [0, 0]]),
+      [batch, heads, chunks, chunk, depth]), [2, 0, 1, 3, 4])  # [N, B, A, c, D]
+  allowed = _key_allowed(padding_mask)[:, None, None, :]
+  out = tf.map_fn(
+      lambda q_chunk: _softmax_product(q_chunk, k, v, allowed, None, dropout, training),
+      q_chunks, parallel_iterations=1, fn_output_signature=v.dtype)  # [N, B, A, c, D]
+  out = tf.reshape(tf.transpose(out, [1, 2, 0, 3, 4]), [batch, heads, chunks * chunk, depth])
+  return out[:, :, :length]
