@@ -1,4 +1,8 @@
-r"""Converts between Hugging Face RoBERTa checkpoints and roberta_tf model directories.
+r"""Converts between Hugging Face checkpoints and roberta_tf model directories.
+
+Every model family (models/registry.py) goes both ways as its HF *ForMaskedLM folder: RoBERTa
+(RobertaForMaskedLM) and ModernBERT (ModernBertForMaskedLM, with its tokenizer.json,
+tokenizer_config.json and special_tokens_map.json copied in and back out).
 
 Import (HF RobertaForMaskedLM → model dir that train/evaluate/export/finetune accept):
 
@@ -84,30 +88,44 @@ options.define_flags(ConvertSettings, FLAGS, required=False)
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
-  """HF checkpoint dir → new model dir (a RobertaForTokenClassification's: a fine-tuned one);
-  returns the checkpoint prefix written."""
+  """HF checkpoint dir → new model dir of the family its `model_type` names
+  (models/registry.py; a RobertaForTokenClassification's: a fine-tuned one); returns the
+  checkpoint prefix written. The folder's vocab.json + merges.txt, or its family's tokenizer
+  files (ModernBERT: tokenizer.json, tokenizer_config.json, special_tokens_map.json), are
+  copied along."""
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_weights, model_dir
-  from roberta_tf.models.pretrainer import RobertaPretrainer
+  from roberta_tf.models import hf_weights, model_dir, registry
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
+  family = registry.family_of_hf(hf_config)
+  if family is not None and family.name != registry.DEFAULT_FAMILY:
+    pretrainer = family.hf_module().load_hf(hf_dir)
+    return model_dir.save(out_model_dir, pretrainer, overwrite=overwrite,
+                          files=_tokenizer_files(family, hf_dir))
   source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
   hf_tagger.check_importable(hf_config, tensors, hf_dir)
   if hf_tagger.is_token_classifier(hf_config, tensors):
     return hf_tagger.import_hf(hf_dir, out_model_dir, hf_config, tensors, overwrite=overwrite)
   config = hf_weights.config_from_hf(hf_config, files.join(hf_dir, hf_weights.CONFIG_FILE))
-  pretrainer = RobertaPretrainer(config)
+  pretrainer = registry.build_pretrainer(config)
   hf_weights.set_from_hf_tensors(pretrainer, tensors, source)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite)
   vocab_files.copy_vocab_files(hf_dir, out_model_dir)
   return prefix
 
 
+def _tokenizer_files(family, src_dir: str) -> dict[str, str]:
+  """{name: path} of `family`'s tokenizer files (and vocab.json / merges.txt) in `src_dir`."""
+  names = (*vocab_files.FILES, *family.tokenizer_files)
+  return {name: files.join(src_dir, name) for name in names
+          if files.isfile(files.join(src_dir, name))}
+
+
 def missing_vocab_warning(hf_dir: str, out_model_dir: str) -> str | None:
   """The warning for an import whose HF dir lacked vocab.json/merges.txt, or None."""
   missing = [name for name in vocab_files.FILES
              if not files.isfile(files.join(out_model_dir, name))]
-  if not missing:
+  if not missing or files.isfile(files.join(out_model_dir, vocab_files.TOKENIZER_FILE)):
     return None
   has_fast = files.isfile(files.join(hf_dir, "tokenizer.json"))
   return (f"warning: {hf_dir} has no {' or '.join(missing)}"
@@ -127,7 +145,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_tokenizer_files, hf_weights, model_dir
+  from roberta_tf.models import hf_tokenizer_files, hf_weights, model_dir, registry
   if st_export.is_embedding_dir(in_model_dir):
     raise hf_weights.HFCheckpointError(
         f"{in_model_dir} is a fine-tuned embedding model: --to_sentence_transformers=DIR writes "
@@ -140,8 +158,15 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
     max_seq_len = hf_tagger.save_hf(in_model_dir, out_hf_dir, checkpoint=checkpoint)
   else:
     pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
-    hf_weights.save_hf(out_hf_dir, pretrainer)
+    family = registry.family_of(pretrainer.config)
+    family.hf_module().save_hf(out_hf_dir, pretrainer)
     max_seq_len = pretrainer.config.max_seq_len
+    if family.name != registry.DEFAULT_FAMILY:
+      written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
+      for name, src in _tokenizer_files(family, in_model_dir).items():
+        files.copy(src, files.join(out_hf_dir, name), overwrite=True)
+        written.append(name)
+      return written
   written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
   written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
   if set(vocab_files.FILES) <= set(written):

@@ -92,7 +92,8 @@ def _logits(pretrainer, expected):
 
 def test_token_type_row_with_and_without_the_table(hf_tiny_dir, expected, fixture_tensors):
   """The HF row held as our own 1-row table (default) or folded into the positions
-  (--notype_embedding, fairseq's shape): same logits, and exact weights back either way."""
+  (--model_option=type_vocab_size=0, fairseq's shape): same logits, and exact weights back
+  either way."""
   row = fixture_tensors[hf_weights.TOKEN_TYPE_KEY]
   assert np.abs(row).max() > 0  # a real, non-zero shared row
   with_table = hf_weights.load_hf(hf_tiny_dir)
@@ -214,7 +215,8 @@ def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
 
 def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
   model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_seq_len=30, gated_ffn=True))
-  with pytest.raises(HFCheckpointError, match=r"gated_ffn \(--gated_ffn, a GEGLU"):
+  with pytest.raises(HFCheckpointError,
+                     match=r"gated_ffn \(--model_option=gated_ffn=true, a GEGLU"):
     hf_weights.save_hf(str(tmp_path / "hf"), model)
   assert not os.path.exists(tmp_path / "hf")
   from roberta_tf.models import keras_hub_weights  # pylint: disable=import-outside-toplevel

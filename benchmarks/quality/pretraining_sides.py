@@ -109,10 +109,10 @@ def build_arm(arm: str, model_config, seed: int):
 def build_ours(model_config, seed: int):
   import keras  # pylint: disable=import-outside-toplevel
 
-  from roberta_tf.models.pretrainer import RobertaPretrainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.registry import build_pretrainer  # pylint: disable=import-outside-toplevel
   keras.backend.clear_session()
   keras.utils.set_random_seed(seed)
-  return RobertaPretrainer(model_config, dtype="float32")
+  return build_pretrainer(model_config, dtype="float32")
 
 
 def hf_config(model_config):

@@ -40,11 +40,11 @@ def run_step(preset: str, batch_size: int, seq_len: int, dtype: str) -> dict:
   import psutil
   import tensorflow as tf
 
-  from roberta_tf.models import RobertaPretrainer
+  from roberta_tf.models import build_pretrainer
   from roberta_tf.models import preset as make_preset
 
   config = make_preset(preset)
-  model = RobertaPretrainer(config, dtype=dtype)
+  model = build_pretrainer(config, dtype=dtype)
   optimizer = keras.optimizers.SGD(learning_rate=1e-4)
   optimizer.build(model.trainable_variables)
   rss_model = psutil.Process().memory_info().rss

@@ -105,7 +105,7 @@ def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: st
   hf_weights.check_exportable(model_config)
   if checkpoint:
     model_dir_lib.check_checkpoint(checkpoint)
-  pretrainer = models.RobertaPretrainer(model_config)
+  pretrainer = models.build_pretrainer(model_config)
   model = model_on(pretrainer.encoder, model_config, info)
   restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
   return pretrainer, model, model_config, info

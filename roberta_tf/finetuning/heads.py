@@ -214,6 +214,6 @@ def pretrained_encoder(config: models.RobertaConfig, dtype=None,
   dropout (fine-tuning may change it)."""
   if not init_from:
     return models.build_encoder(config, dtype=dtype)
-  pretrainer = models.RobertaPretrainer(config, dtype=dtype)
+  pretrainer = models.build_pretrainer(config, dtype=dtype)
   model_dir_lib.restore(pretrainer, model_dir_lib.latest_checkpoint(init_from))
   return pretrainer.encoder

@@ -133,7 +133,8 @@ def _positions(backbone, encoder):
 
 def check_supported(config: RobertaConfig) -> None:
   """Raises KerasHubWeightsError naming the option keras-hub's RobertaBackbone cannot hold."""
-  for name, flag in (("pre_layer_norm", "--pre_layer_norm"), ("gated_ffn", "--gated_ffn")):
+  for name in ("pre_layer_norm", "gated_ffn"):
+    flag = f"--model_option={name}=true"
     if getattr(config, name):
       raise KerasHubWeightsError(f"{name} ({flag}): keras-hub's RobertaBackbone is post-LN with a "
                                  "plain feed-forward, so it cannot hold this model; use --to_hf "

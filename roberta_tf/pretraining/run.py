@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
-from roberta_tf.models import checkpoint_files, growth, position_growth
+from roberta_tf.models import checkpoint_files, growth, position_growth, registry
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.encoder import EMBEDDINGS_NAME
 from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice, vocab_checks
@@ -87,6 +87,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     info = dataset_info.read(cfg.train_data)
     # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
     model_config, growth_plan = model_config_and_growth(cfg, info)
+    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
     vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
     vocab_checks.check_eval_data(cfg, info, model_config)  # likewise
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)

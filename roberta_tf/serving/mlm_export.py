@@ -188,7 +188,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   tokenizer = _tokenizer(model_dir, vocab_dir, config)
   serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
-  build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype, serving=True)  # noqa: E731
+  build = lambda dtype: models.build_pretrainer(config, dtype=dtype, serving=True)  # noqa: E731
   precision = serving_precision_probe.resolve(precision, pretrainer, build, config)
   module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
                          max_seq_len=max_seq_len, top_k=top_k)

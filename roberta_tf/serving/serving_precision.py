@@ -50,7 +50,7 @@ def rebuilt(model: keras.Model, build: Callable[[str], keras.Model],
     model: the float32 model.
     build: dtype policy name -> the same architecture with its encoder in the serving layout
       (models.build_encoder's `serving`: Q, K and V one `query_key_value` Dense), built
-      (variables created), e.g. `lambda dtype: models.RobertaPretrainer(config, dtype=dtype,
+      (variables created), e.g. `lambda dtype: models.build_pretrainer(config, dtype=dtype,
       serving=True)`.
     precision: "float32" or "bfloat16".
   Returns:

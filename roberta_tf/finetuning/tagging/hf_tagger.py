@@ -113,7 +113,7 @@ def _tagger(model_config: models.RobertaConfig, info: ProblemInfo):
   """(pretrainer, FinetuneModel) sharing one encoder: hf_weights maps the pretrainer's encoder
   (its MLM head is not part of the fine-tuned model and is never written), the model is what
   the fine-tuned dir's checkpoint holds (built as finetuned_dir.new_model builds it)."""
-  pretrainer = models.RobertaPretrainer(model_config)
+  pretrainer = models.build_pretrainer(model_config)
   return pretrainer, finetuned_dir.model_on(pretrainer.encoder, model_config, info)
 
 

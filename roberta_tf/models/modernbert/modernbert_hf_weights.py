@@ -26,7 +26,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.models import hf_weights
+from roberta_tf.models import hf_weights, registry
 from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert.modernbert_encoder import (
   EMBEDDINGS_NAME,
@@ -157,7 +157,7 @@ def load_hf(hf_dir: str, dtype=None) -> ModernBertPretrainer:
     config = config_from_hf(hf_config, files.join(hf_dir, hf_weights.CONFIG_FILE))
   except ValueError as e:
     raise HFCheckpointError(str(e)) from e
-  pretrainer = ModernBertPretrainer(config, dtype=dtype)
+  pretrainer = registry.build_pretrainer(config, dtype=dtype)
   set_from_hf_tensors(pretrainer, tensors, files.join(hf_dir, hf_weights.WEIGHTS_FILE))
   return pretrainer
 
