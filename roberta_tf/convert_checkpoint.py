@@ -99,7 +99,7 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   family = registry.family_of_hf(hf_config)
   if family is not None and family.name != registry.DEFAULT_FAMILY:
-    pretrainer = family.hf_module().load_hf(hf_dir)
+    pretrainer = registry.load_hf(hf_dir, family=family)
     return model_dir.save(out_model_dir, pretrainer, overwrite=overwrite,
                           files=_tokenizer_files(family, hf_dir))
   source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
@@ -159,7 +159,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   else:
     pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
     family = registry.family_of(pretrainer.config)
-    family.hf_module().save_hf(out_hf_dir, pretrainer)
+    registry.hf_converter(family).save_hf(out_hf_dir, pretrainer)
     max_seq_len = pretrainer.config.max_seq_len
     if family.name != registry.DEFAULT_FAMILY:
       written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]

@@ -109,8 +109,8 @@ def test_non_gated_count_is_the_one_recorded_figures_used():
 @pytest.mark.timeout(300)
 def test_mfu_of_a_gated_run_is_the_hand_count_over_step_time(train_shards, tmp_path):
   """A 2-step tiny run with --model_option=gated_ffn=true and --peak_flops=1e9: the MFU it
-  logs is the hand count's step FLOPs x steps per second / the peak, steps per second being the run's own
-  examples_per_sec / batch size (the same window, logged beside it)."""
+  logs is the hand count's step FLOPs x steps per second / the peak, steps per second being
+  the run's own examples_per_sec / batch size (the same window, logged beside it)."""
   model_dir = str(tmp_path / "run")
   run = call_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
                     "--model_option=gated_ffn=true",

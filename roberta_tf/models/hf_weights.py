@@ -47,7 +47,6 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from roberta_tf.common import atomic_write, error_text, files
-from roberta_tf.models import registry
 from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
 from roberta_tf.models.pretrainer import RobertaPretrainer
@@ -142,8 +141,8 @@ def check_exportable(config: RobertaConfig) -> None:
                             "not exported")
   if config.gated_ffn:
     raise HFCheckpointError("gated_ffn (--model_option=gated_ffn=true, a GEGLU feed-forward): "
-                            "no Hugging Face RoBERTa class has a gated feed-forward, so it is not exported; "
-                            "serve the SavedModel (roberta_tf.export) instead")
+                            "no Hugging Face RoBERTa class has a gated feed-forward, so it is "
+                            "not exported; serve the SavedModel (roberta_tf.export) instead")
 
 
 def _prefix(config: RobertaConfig) -> str:
@@ -329,15 +328,6 @@ def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
     except Exception as e:  # safetensors raises its own error types
       raise HFCheckpointError(f"cannot read {path}: {e}") from e
   return hf_config, tensors
-
-
-def load_hf(hf_dir: str, dtype=None) -> RobertaPretrainer:
-  """A RobertaPretrainer with the weights of the HF RobertaForMaskedLM in `hf_dir`."""
-  hf_config, tensors = read_hf_dir(hf_dir)
-  config = config_from_hf(hf_config, files.join(hf_dir, CONFIG_FILE))
-  pretrainer = registry.build_pretrainer(config, dtype=dtype)
-  set_from_hf_tensors(pretrainer, tensors, files.join(hf_dir, WEIGHTS_FILE))
-  return pretrainer
 
 
 def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:

@@ -17,7 +17,6 @@ This module imports no TensorFlow: the builders and converters are imported when
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -38,10 +37,6 @@ class Family:
     name: the `family` value in config.json.
     config_class: the frozen dataclass of its architecture (from_dict / to_dict / replace).
     presets: preset names; `preset_fn(name, **overrides)` builds one.
-    pretrainer: "module:Class" of the keras.Model pretraining trains (Class(config, dtype=,
-      serving=)).
-    hf_weights: module with `load_hf(hf_dir, dtype)` / `save_hf(hf_dir, pretrainer)`: the
-      HF *ForMaskedLM folder both ways.
     hf_model_types: HF config.json `model_type`s this family imports.
     count_parameters: (config, include_head=True) -> int.
     mask_rate: the default fraction of tokens masked in pretraining (--mask_prob 0).
@@ -55,8 +50,6 @@ class Family:
   config_class: type
   presets: tuple[str, ...]
   preset_fn: Callable[..., Any]
-  pretrainer: str
-  hf_weights: str
   hf_model_types: tuple[str, ...]
   count_parameters: Callable[..., int]
   mask_rate: float
@@ -64,13 +57,6 @@ class Family:
   position_table: bool
   dropout_fields: tuple[str, ...]
   tokenizer_files: tuple[str, ...] = ()
-
-  def pretrainer_class(self) -> type:
-    module, name = self.pretrainer.split(":")
-    return getattr(importlib.import_module(module), name)
-
-  def hf_module(self):
-    return importlib.import_module(self.hf_weights)
 
   def field_names(self) -> list[str]:
     return sorted(f.name for f in dataclasses.fields(self.config_class))
@@ -80,8 +66,6 @@ FAMILIES: dict[str, Family] = {
     "roberta": Family(
         name="roberta", config_class=roberta_config.RobertaConfig,
         presets=roberta_config.PRESET_NAMES, preset_fn=roberta_config.preset,
-        pretrainer="roberta_tf.models.pretrainer:RobertaPretrainer",
-        hf_weights="roberta_tf.models.hf_weights",
         hf_model_types=("roberta", "roberta-prelayernorm"),
         count_parameters=roberta_config.count_parameters, mask_rate=0.15,
         eval_mask_rate=None, position_table=True,
@@ -89,8 +73,6 @@ FAMILIES: dict[str, Family] = {
     modernbert_config.FAMILY: Family(
         name=modernbert_config.FAMILY, config_class=modernbert_config.ModernBertConfig,
         presets=modernbert_config.PRESET_NAMES, preset_fn=modernbert_config.preset,
-        pretrainer="roberta_tf.models.modernbert.modernbert_pretrainer:ModernBertPretrainer",
-        hf_weights="roberta_tf.models.modernbert.modernbert_hf_weights",
         hf_model_types=("modernbert",),
         count_parameters=modernbert_config.count_parameters, mask_rate=0.3,
         eval_mask_rate=0.15, position_table=False,
@@ -222,7 +204,52 @@ def build_pretrainer(config, dtype=None, serving: bool = False):
     dtype: a dtype policy or its name (variables are float32 either way).
     serving: the exports' inference-only layout (RoBERTa's fused QKV; ModernBERT has one).
   """
-  return family_of(config).pretrainer_class()(config, dtype=dtype, serving=serving)
+  # Imported here: this module stays TensorFlow-free (train --help), and only the family
+  # built is imported.
+  # pylint: disable=import-outside-toplevel
+  if family_of(config).name == DEFAULT_FAMILY:
+    from roberta_tf.models.pretrainer import RobertaPretrainer
+    return RobertaPretrainer(config, dtype=dtype, serving=serving)
+  from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
+  return ModernBertPretrainer(config, dtype=dtype, serving=serving)
+
+
+def hf_converter(family: Family):
+  """`family`'s HF *ForMaskedLM module: config_from_hf(hf, source), set_from_hf_tensors(
+  pretrainer, tensors, source), save_hf(hf_dir, pretrainer)."""
+  # pylint: disable=import-outside-toplevel
+  if family.name == DEFAULT_FAMILY:
+    from roberta_tf.models import hf_weights
+    return hf_weights
+  from roberta_tf.models.modernbert import modernbert_hf_weights
+  return modernbert_hf_weights
+
+
+def load_hf(hf_dir: str, dtype=None, family: Family | None = None):
+  """The pretrainer with the weights of the HF *ForMaskedLM folder `hf_dir`, of the family
+  its config.json's model_type names (or `family`).
+
+  Raises:
+    hf_weights.HFCheckpointError: one line: unreadable folder, a model_type no family
+      imports, a bad config, a missing / unexpected key or a shape that does not fit.
+  """
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import hf_weights
+  from roberta_tf.models.modernbert import modernbert_hf_config
+  hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
+  family = family or family_of_hf(hf_config) or FAMILIES[DEFAULT_FAMILY]
+  source = files.join(hf_dir, hf_weights.CONFIG_FILE)
+  if family.name == DEFAULT_FAMILY:
+    config = hf_weights.config_from_hf(hf_config, source)
+  else:
+    try:
+      config = modernbert_hf_config.config_from_hf(hf_config, source)
+    except ValueError as e:
+      raise hf_weights.HFCheckpointError(str(e)) from e
+  pretrainer = build_pretrainer(config, dtype=dtype)
+  hf_converter(family).set_from_hf_tensors(pretrainer, tensors,
+                                           files.join(hf_dir, hf_weights.WEIGHTS_FILE))
+  return pretrainer
 
 
 def count_parameters(config, include_head: bool = True) -> int:
