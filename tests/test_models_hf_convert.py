@@ -222,7 +222,8 @@ def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
   from roberta_tf.models import keras_hub_weights  # pylint: disable=import-outside-toplevel
   for recipe, name in (({"gated_ffn": True}, "gated_ffn"), ({"pre_layer_norm": True},
                                                              "pre_layer_norm")):
-    with pytest.raises(keras_hub_weights.KerasHubWeightsError, match=rf"^{name} \(--{name}\)"):
+    with pytest.raises(keras_hub_weights.KerasHubWeightsError,
+                       match=rf"^{name} \(--model_option={name}=true\)"):
       keras_hub_weights.build_backbone(tiny_config(vocab_size=300, max_seq_len=30, **recipe))
 
 
