@@ -95,7 +95,8 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   copied along."""
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_weights, model_dir, registry
+  from roberta_tf.models import model_dir, registry
+  from roberta_tf.models.roberta import hf_weights
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   family = registry.family_of_hf(hf_config)
   if family is not None and family.name != registry.DEFAULT_FAMILY:
@@ -145,7 +146,8 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_tokenizer_files, hf_weights, model_dir, registry
+  from roberta_tf.models import hf_tokenizer_files, model_dir, registry
+  from roberta_tf.models.roberta import hf_weights
   if st_export.is_embedding_dir(in_model_dir):
     raise hf_weights.HFCheckpointError(
         f"{in_model_dir} is a fine-tuned embedding model: --to_sentence_transformers=DIR writes "
@@ -180,7 +182,8 @@ def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False
                      checkpoint: str | None = None) -> None:
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import keras_hub_preset, model_dir
+  from roberta_tf.models import model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
   missing = [p for p in (vocab, merges) if not files.isfile(p)]
@@ -198,7 +201,8 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
   Returns (checkpoint prefix written, whether the preset had an MLM head).
   """
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import keras_hub_preset, model_dir
+  from roberta_tf.models import model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
   vocab = keras_hub_preset.vocab_paths(preset_dir)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=vocab)
@@ -243,7 +247,8 @@ def main(argv):
   from roberta_tf.finetuning import finetuned_dir
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_tokenizer_files, keras_hub_preset, model_dir
+  from roberta_tf.models import hf_tokenizer_files, model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   if s.to_sentence_transformers:
     out = s.to_sentence_transformers
     if _overlap(s.model_dir, out):  # --overwrite replaces the folder

@@ -24,7 +24,8 @@ from data_prep.vocab_settings import VocabSettings
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
-from roberta_tf.models import growth, position_growth, registry
+from roberta_tf.models import growth, registry
+from roberta_tf.models.roberta import position_growth
 from roberta_tf.pretraining import mlm_evaluation, model_dir_setup, vocab_checks
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization import vocab_files, vocab_growth

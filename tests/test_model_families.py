@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.models import flops, registry
-from roberta_tf.models.config import ConfigError
 from roberta_tf.models.modernbert import modernbert_config
+from roberta_tf.models.roberta.config import ConfigError
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
 from tests.conftest import TESTDATA

@@ -12,8 +12,9 @@ from safetensors.numpy import load_file, save_file
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.models import hf_weights, registry
-from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from tests.conftest import REPO
 from tests.harness import call_module, tiny_config
 
@@ -219,7 +220,7 @@ def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
                      match=r"gated_ffn \(--model_option=gated_ffn=true, a GEGLU"):
     hf_weights.save_hf(str(tmp_path / "hf"), model)
   assert not os.path.exists(tmp_path / "hf")
-  from roberta_tf.models import keras_hub_weights  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.roberta import keras_hub_weights  # pylint: disable=import-outside-toplevel
   for recipe, name in (({"gated_ffn": True}, "gated_ffn"), ({"pre_layer_norm": True},
                                                              "pre_layer_norm")):
     with pytest.raises(keras_hub_weights.KerasHubWeightsError,

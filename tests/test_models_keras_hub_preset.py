@@ -12,8 +12,9 @@ import pytest
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.models import keras_hub_preset, keras_hub_weights, registry
-from roberta_tf.models.keras_hub_preset import KerasHubPresetError
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import keras_hub_preset, keras_hub_weights
+from roberta_tf.models.roberta.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import REPO
 from tests.harness import call_module

@@ -14,7 +14,6 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from roberta_tf.models import registry
-from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert import (
   modernbert_config,
   modernbert_hf_config,
@@ -24,6 +23,7 @@ from roberta_tf.models.modernbert import (
 from roberta_tf.models.modernbert.modernbert_layers import ModernBertLayer
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
 from roberta_tf.models.modernbert.windowed_attention import attend
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from tests.conftest import REPO
 from tests.harness import module_env, run_script
 from tests.layer_testing import run_layer_test

@@ -25,7 +25,7 @@ from absl import app, flags
 from benchmarks.common import commands
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "base", "Model preset (roberta_tf.models.config).")
+flags.DEFINE_string("preset", "base", "Model preset (roberta_tf.models.roberta.config).")
 flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
 flags.DEFINE_integer("seq_len", 512, "Tokens per sequence (<= the preset's max_seq_len).")
 flags.DEFINE_string("dtype", "float32", "Dtype policy: float32, mixed_bfloat16, mixed_float16.")

@@ -31,8 +31,8 @@ from roberta_tf import models
 from roberta_tf.common import directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
-from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 

@@ -1,6 +1,6 @@
 """A trained model's weights in a larger model of the same architecture: a grown vocabulary
 (its plan: tokenization/vocab_growth.py; its rows: `grown_rows`, `grown_bias` here) and/or a
-longer position table (models/position_growth.py).
+longer position table (models/roberta/position_growth.py).
 
 `copy_grown(source, target, ...)` assigns every weight of `source` to the same weight of
 `target`; the token embedding (= the tied MLM decoder), the decoder's bias and the position
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from roberta_tf.models import position_growth, registry
-from roberta_tf.models.encoder import EMBEDDINGS_NAME
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import position_growth
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization.vocab_growth import VocabGrowth
 
 # Config fields that may differ between the source and the grown target.

@@ -36,7 +36,7 @@ import tensorflow as tf
 from roberta_tf.common import atomic_write
 from roberta_tf.common import files as fileio  # `files` is save()'s argument
 from roberta_tf.models import checkpoint_files, registry
-from roberta_tf.models.config import ConfigError
+from roberta_tf.models.roberta.config import ConfigError
 from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.vocab_files import VocabId
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from roberta_tf.common import files
-from roberta_tf.models import config as roberta_config
-from roberta_tf.models.config import ConfigError
 from roberta_tf.models.modernbert import modernbert_config
+from roberta_tf.models.roberta import config as roberta_config
+from roberta_tf.models.roberta.config import ConfigError
 
 DEFAULT_FAMILY = "roberta"
 
@@ -208,7 +208,7 @@ def build_pretrainer(config, dtype=None, serving: bool = False):
   # built is imported.
   # pylint: disable=import-outside-toplevel
   if family_of(config).name == DEFAULT_FAMILY:
-    from roberta_tf.models.pretrainer import RobertaPretrainer
+    from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
     return RobertaPretrainer(config, dtype=dtype, serving=serving)
   from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
   return ModernBertPretrainer(config, dtype=dtype, serving=serving)
@@ -219,7 +219,7 @@ def hf_converter(family: Family):
   pretrainer, tensors, source), save_hf(hf_dir, pretrainer)."""
   # pylint: disable=import-outside-toplevel
   if family.name == DEFAULT_FAMILY:
-    from roberta_tf.models import hf_weights
+    from roberta_tf.models.roberta import hf_weights
     return hf_weights
   from roberta_tf.models.modernbert import modernbert_hf_weights
   return modernbert_hf_weights
@@ -234,8 +234,8 @@ def load_hf(hf_dir: str, dtype=None, family: Family | None = None):
       imports, a bad config, a missing / unexpected key or a shape that does not fit.
   """
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import hf_weights
   from roberta_tf.models.modernbert import modernbert_hf_config
+  from roberta_tf.models.roberta import hf_weights
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   family = family or family_of_hf(hf_config) or FAMILIES[DEFAULT_FAMILY]
   source = files.join(hf_dir, hf_weights.CONFIG_FILE)

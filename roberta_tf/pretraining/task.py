@@ -81,7 +81,7 @@ def grown_for_shards(cfg: TrainConfig, info: dict, model_config: models.RobertaC
     --extend_from`): the vocab_size grows to the shards' (run.py then copies the weights with
     the new rows: models/growth.py). Any other vocabulary is refused (vocab_checks.py).
   - Shards of longer sequences than the model's position table holds: the table grows to
-    --max_seq_len + 2 rows (Longformer's row copies: models/position_growth.py). Shards that
+    --max_seq_len + 2 rows (Longformer's row copies: models/roberta/position_growth.py). Shards that
     fit the table leave it as it is, whatever --max_seq_len says.
 
   Raises:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from roberta_tf.data import dataset_info, vocab_info
 from roberta_tf.models import checkpoint_files
-from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.model_dir import ModelDir
+from roberta_tf.models.roberta.config import RobertaConfig
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.tokenization import vocab_growth
 from roberta_tf.tokenization.vocab_growth import VocabGrowth, VocabGrowthError

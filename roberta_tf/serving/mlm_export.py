@@ -31,8 +31,8 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.models import pseudo_log_likelihood
-from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.model_dir import ModelDir
+from roberta_tf.models.roberta.encoder import encoder_inputs
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization import vocab_files
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer

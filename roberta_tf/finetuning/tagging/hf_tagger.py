@@ -31,9 +31,9 @@ from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.tagging import tag_scores
-from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from roberta_tf.tokenization import vocab_files
 
 WEIGHT_KEY, BIAS_KEY = "classifier.weight", "classifier.bias"

@@ -17,7 +17,7 @@ from typing import Any
 
 from roberta_tf.common import atomic_write, files
 from roberta_tf.models import flops
-from roberta_tf.models.config import ConfigError
+from roberta_tf.models.roberta.config import ConfigError
 
 FAMILY = "modernbert"
 GLOBAL = "full_attention"  # HF's layer_types values

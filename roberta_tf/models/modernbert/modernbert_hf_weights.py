@@ -26,8 +26,6 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.models import hf_weights
-from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert.modernbert_encoder import (
   EMBEDDINGS_NAME,
   FINAL_NORM_NAME,
@@ -35,6 +33,8 @@ from roberta_tf.models.modernbert.modernbert_encoder import (
 )
 from roberta_tf.models.modernbert.modernbert_hf_config import config_to_hf
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 
 WORD_KEY = "model.embeddings.tok_embeddings.weight"
 DECODER_KEY = "decoder.weight"

@@ -36,9 +36,10 @@ import json
 import keras_hub
 
 from roberta_tf.common import atomic_write, error_text, files
-from roberta_tf.models import keras_hub_weights, registry
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import keras_hub_weights
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 
 BACKBONE_CLASS = "keras_hub>RobertaBackbone"
 MASKED_LM_CLASS = "keras_hub>RobertaMaskedLM"

@@ -47,9 +47,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from roberta_tf.common import atomic_write, error_text, files
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -32,9 +32,9 @@ import keras
 import keras_hub
 import numpy as np
 
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
-from roberta_tf.models.mlm_head import MaskedLMHead
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, layer_name
+from roberta_tf.models.roberta.mlm_head import MaskedLMHead
 
 
 class KerasHubWeightsError(ValueError):
