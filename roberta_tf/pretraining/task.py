@@ -110,6 +110,8 @@ class PretrainingTask:
 
   def __init__(self, cfg: TrainConfig, strategy: tf.distribute.Strategy,
                model_config: models.RobertaConfig):
+    # --mask_prob 0 is the family's rate (train_config.py's for_family).
+    cfg = cfg.for_family(registry.family_of(model_config))
     self.cfg, self.strategy, self.model_config = cfg, strategy, model_config
     self.per_replica = inputs.per_replica_batch(cfg, strategy)  # refuses an unsplittable batch
     # The learning-rate schedule build_optimizer made (run.py hands a BudgetSchedule's fraction

@@ -149,6 +149,8 @@ class TrainConfig(GroupedConfig):
     """The pipeline's MaskingConfig: training's (--mask_prob, resolved by `for_family`), or
     with `evaluation_rate` the held-out evaluation's (the family's eval_mask_rate; its
     prediction slots derived from that rate unless --max_predictions_per_seq fixes them)."""
+    if not self.mask_prob:
+      raise ValueError("--mask_prob 0 is the model family's rate: call for_family first")
     # Imported here: this module stays TensorFlow-free, so `train --help` is instant.
     from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
     return MaskingConfig(
