@@ -58,6 +58,7 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   accumulation steps. Each worker reads only its share of the run's input lanes when the
   number of workers divides them.
   """
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
   per_replica = per_replica_batch(cfg, strategy)
   info = dataset_info.read(cfg.train_data)
   lanes = input_lanes(cfg, info)
