@@ -115,6 +115,10 @@ class TrainConfig(GroupedConfig):
       0.0, "Peak FLOP/s of one replica, for MFU. 0: measured at start, a 2048^3 matmul in the "
       "precision trained in on the run's device (cached per machine; the log says the figure).")
 
+  def __post_init__(self):
+    # A record (config.json's "training", to_dict) holds the list; the config, the tuple.
+    self.model_option = tuple(self.model_option)
+
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each option's own checks
     (options.check_options: required, choices, range, path), then the settings that depend on
