@@ -9,7 +9,12 @@ model asks this registry rather than a family's classes:
   load_config_file(path)               a JSON config file (a preset's alternative)
   preset(family, name, **sizes)        a family's preset with overrides
   with_options(config, ["k=v", ...])   fields set from strings, checked by the family's config
+  with_dropout(config, rate)           every dropout rate of the family (--dropout)
+  free_fields(config)                  fields a checkpoint may differ in (dropout; ModernBERT's
+                                       max_seq_len: no weight is sized by it)
   build_pretrainer(config, dtype, serving)   THE constructor of pretrainers
+  load_hf(hf_dir) / hf_converter(family)      HF *ForMaskedLM folders in / the module out
+  count_parameters(config)             the pretrainer's weights, counted from the config
 
 This module imports no TensorFlow: the builders and converters are imported when called.
 """
