@@ -1,4 +1,8 @@
-r"""Converts between Hugging Face RoBERTa checkpoints and roberta_tf model directories.
+r"""Converts between Hugging Face checkpoints and roberta_tf model directories.
+
+Every model family (models/registry.py) goes both ways as its HF *ForMaskedLM folder: RoBERTa
+(RobertaForMaskedLM) and ModernBERT (ModernBertForMaskedLM, with its tokenizer.json,
+tokenizer_config.json and special_tokens_map.json copied in and back out).
 
 Import (HF RobertaForMaskedLM → model dir that train/evaluate/export/finetune accept):
 
@@ -84,23 +88,38 @@ options.define_flags(ConvertSettings, FLAGS, required=False)
 
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
-  """HF checkpoint dir → new model dir (a RobertaForTokenClassification's: a fine-tuned one);
-  returns the checkpoint prefix written."""
+  """HF checkpoint dir → new model dir of the family its `model_type` names
+  (models/registry.py; a RobertaForTokenClassification's: a fine-tuned one); returns the
+  checkpoint prefix written. The folder's vocab.json + merges.txt, or its family's tokenizer
+  files (ModernBERT: tokenizer.json, tokenizer_config.json, special_tokens_map.json), are
+  copied along."""
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_weights, model_dir
-  from roberta_tf.models.pretrainer import RobertaPretrainer
+  from roberta_tf.models import model_dir, registry
+  from roberta_tf.models.roberta import hf_weights
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
+  family = registry.family_of_hf(hf_config)
+  if family is not None and family.name != registry.DEFAULT_FAMILY:
+    pretrainer = registry.load_hf(hf_dir, family=family)
+    return model_dir.save(out_model_dir, pretrainer, overwrite=overwrite,
+                          files=_tokenizer_files(family, hf_dir))
   source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
   hf_tagger.check_importable(hf_config, tensors, hf_dir)
   if hf_tagger.is_token_classifier(hf_config, tensors):
     return hf_tagger.import_hf(hf_dir, out_model_dir, hf_config, tensors, overwrite=overwrite)
   config = hf_weights.config_from_hf(hf_config, files.join(hf_dir, hf_weights.CONFIG_FILE))
-  pretrainer = RobertaPretrainer(config)
+  pretrainer = registry.build_pretrainer(config)
   hf_weights.set_from_hf_tensors(pretrainer, tensors, source)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite)
   vocab_files.copy_vocab_files(hf_dir, out_model_dir)
   return prefix
+
+
+def _tokenizer_files(family, src_dir: str) -> dict[str, str]:
+  """{name: path} of `family`'s tokenizer files (and vocab.json / merges.txt) in `src_dir`."""
+  names = (*vocab_files.FILES, *family.tokenizer_files)
+  return {name: files.join(src_dir, name) for name in names
+          if files.isfile(files.join(src_dir, name))}
 
 
 def _reads_tokenizer_json(directory: str) -> bool:
@@ -139,7 +158,8 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   # pylint: disable=import-outside-toplevel
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_tokenizer_files, hf_weights, model_dir
+  from roberta_tf.models import hf_tokenizer_files, model_dir, registry
+  from roberta_tf.models.roberta import hf_weights
   if st_export.is_embedding_dir(in_model_dir):
     raise hf_weights.HFCheckpointError(
         f"{in_model_dir} is a fine-tuned embedding model: --to_sentence_transformers=DIR writes "
@@ -152,8 +172,15 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
     max_seq_len = hf_tagger.save_hf(in_model_dir, out_hf_dir, checkpoint=checkpoint)
   else:
     pretrainer = model_dir.load(in_model_dir, checkpoint=checkpoint)
-    hf_weights.save_hf(out_hf_dir, pretrainer)
+    family = registry.family_of(pretrainer.config)
+    registry.hf_converter(family).save_hf(out_hf_dir, pretrainer)
     max_seq_len = pretrainer.config.max_seq_len
+    if family.name != registry.DEFAULT_FAMILY:
+      written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
+      for name, src in _tokenizer_files(family, in_model_dir).items():
+        files.copy(src, files.join(out_hf_dir, name), overwrite=True)
+        written.append(name)
+      return written
   written = [hf_weights.CONFIG_FILE, hf_weights.WEIGHTS_FILE]
   written += vocab_files.copy_vocab_files(in_model_dir, out_hf_dir)
   if set(vocab_files.FILES) <= set(written):
@@ -169,7 +196,8 @@ def export_keras_hub(in_model_dir: str, preset_dir: str, overwrite: bool = False
                      checkpoint: str | None = None) -> None:
   """Model dir (newest checkpoint + vocab.json, merges.txt) → keras-hub preset directory."""
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import keras_hub_preset, model_dir
+  from roberta_tf.models import model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   model_dir.read_config(in_model_dir)  # Not a model dir at all: say that first.
   vocab, merges = vocab_files.paths(in_model_dir)
   missing = [p for p in (vocab, merges) if not files.isfile(p)]
@@ -187,7 +215,8 @@ def import_keras_hub(preset_dir: str, out_model_dir: str, overwrite: bool = Fals
   Returns (checkpoint prefix written, whether the preset had an MLM head).
   """
   # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import keras_hub_preset, model_dir
+  from roberta_tf.models import model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   pretrainer, head_loaded = keras_hub_preset.load_preset(preset_dir)
   vocab = keras_hub_preset.vocab_paths(preset_dir)
   prefix = model_dir.save(out_model_dir, pretrainer, overwrite=overwrite, files=vocab)
@@ -232,7 +261,8 @@ def main(argv):
   from roberta_tf.finetuning import finetuned_dir
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
-  from roberta_tf.models import hf_tokenizer_files, keras_hub_preset, model_dir
+  from roberta_tf.models import hf_tokenizer_files, model_dir
+  from roberta_tf.models.roberta import keras_hub_preset
   if s.to_sentence_transformers:
     out = s.to_sentence_transformers
     if _overlap(s.model_dir, out):  # --overwrite replaces the folder

@@ -24,7 +24,8 @@ from data_prep.vocab_settings import VocabSettings
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
-from roberta_tf.models import growth, hf_weights, position_growth
+from roberta_tf.models import growth, registry
+from roberta_tf.models.roberta import position_growth
 from roberta_tf.pretraining import mlm_evaluation, model_dir_setup, vocab_checks
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization import vocab_files, vocab_growth
@@ -42,7 +43,7 @@ ADD = 40
 @pytest.fixture(scope="module")
 def source():
   """The imported HF checkpoint (8000 ids, <mask> = 4, 66 positions), as a pretrainer."""
-  return hf_weights.load_hf(HF_TINY)
+  return registry.load_hf(HF_TINY)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from roberta_tf.models.embeddings import RobertaEmbeddings, roberta_position_ids
+from roberta_tf.models.roberta.embeddings import RobertaEmbeddings, roberta_position_ids
 from tests.layer_testing import run_layer_test
 
 V, H, PAD = 50, 16, 1

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.models import hf_weights
+from roberta_tf.models import registry
 from roberta_tf.serving import mlm_export
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
 from roberta_tf.tokenization.vocab_growth import VocabGrowthError
@@ -30,7 +30,7 @@ TEXTS = ["The capital of France is <mask>.", "no mask in this one",
 def exported(tmp_path_factory, hf_tiny_dir):
   root = tmp_path_factory.mktemp("export")
   model_dir = str(root / "model")
-  models.save(model_dir, hf_weights.load_hf(hf_tiny_dir))
+  models.save(model_dir, registry.load_hf(hf_tiny_dir))
   for name in ("vocab.json", "merges.txt"):
     shutil.copy(os.path.join(hf_tiny_dir, name), model_dir)
   export_dir = str(root / "saved_model")
@@ -183,7 +183,7 @@ def test_export_refuses_nonempty_dir_and_missing_vocab(exported, tmp_path):
 
 def test_mixed_precision_model_exports_and_serves_in_float32(tmp_path, hf_tiny_dir):
   """A model built (trained) under mixed_bfloat16 exports as float32: same weights, fp32 math."""
-  config = hf_weights.load_hf(hf_tiny_dir).config
+  config = registry.load_hf(hf_tiny_dir).config
   bf16 = models.RobertaPretrainer(config, dtype="mixed_bfloat16")
   assert bf16.dtype_policy.name == "mixed_bfloat16"
   model_dir = str(tmp_path / "bf16_model")
@@ -355,7 +355,7 @@ def test_auto_precision_is_measured_once_per_machine_and_model(tmp_path, monkeyp
   from roberta_tf.serving import serving_precision, serving_precision_probe
   from roberta_tf.training import precision_probe
   monkeypatch.setenv("ROBERTA_TF_CACHE_DIR", str(tmp_path))
-  model = hf_weights.load_hf(hf_tiny_dir)
+  model = registry.load_hf(hf_tiny_dir)
   build = lambda dtype: models.RobertaPretrainer(model.config, dtype=dtype)  # noqa: E731
   said = []
   picked = serving_precision_probe.resolve("auto", model, build, model.config,

@@ -49,7 +49,8 @@ def test_gated_feed_forward_against_the_hand_count():
 
 
 def test_no_bias_changes_no_matmul():
-  """Biases are adds, not multiply-adds: --nouse_bias (with --gated_ffn here) counts gated's."""
+  """Biases are adds, not multiply-adds: use_bias=false (with gated_ffn=true here) counts
+  gated's."""
   config = models.RobertaConfig(**SMALL, use_bias=False, gated_ffn=True)
   assert flops.train_step_flops(config.flop_terms(), **COUNT) == GATED
 
@@ -107,11 +108,12 @@ def test_non_gated_count_is_the_one_recorded_figures_used():
 @pytest.mark.slow  # see pyproject.toml's markers
 @pytest.mark.timeout(300)
 def test_mfu_of_a_gated_run_is_the_hand_count_over_step_time(train_shards, tmp_path):
-  """A 2-step tiny run with --gated_ffn and --peak_flops=1e9: the MFU it logs is the hand
-  count's step FLOPs x steps per second / the peak, steps per second being the run's own
-  examples_per_sec / batch size (the same window, logged beside it)."""
+  """A 2-step tiny run with --model_option=gated_ffn=true and --peak_flops=1e9: the MFU it
+  logs is the hand count's step FLOPs x steps per second / the peak, steps per second being
+  the run's own examples_per_sec / batch size (the same window, logged beside it)."""
   model_dir = str(tmp_path / "run")
-  run = call_module("roberta_tf.train", "--flagfile=flags/tiny.flags", "--gated_ffn",
+  run = call_module("roberta_tf.train", "--flagfile=flags/tiny.flags",
+                    "--model_option=gated_ffn=true",
                     f"--train_data={train_shards}", f"--model_dir={model_dir}",
                     "--max_seq_len=64", "--batch_size=4", "--max_predictions_per_seq=10",
                     "--train_steps=2", "--warmup_steps=1", "--log_every=2",

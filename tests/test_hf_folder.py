@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.models import hf_weights
+from roberta_tf.models import registry
 from roberta_tf.serving import mlm_export
 from tests.conftest import TESTDATA
 from tests.harness import call_module, module_env, run_script
@@ -50,7 +50,7 @@ print(json.dumps(out))
 def folders(tmp_path_factory, hf_tiny_dir):
   """(model dir, --to_hf folder, SavedModel) of the tiny fixture with a sharpened MLM head."""
   root = tmp_path_factory.mktemp("hf_folder")
-  pretrainer = hf_weights.load_hf(hf_tiny_dir)
+  pretrainer = registry.load_hf(hf_tiny_dir)
   # A random model's top-5 probabilities lie within ~1e-5 of each other, so TF and torch may
   # order near-ties differently. A larger LayerNorm scale before the tied decoder spreads them.
   gamma = pretrainer.mlm_head.intermediate_layer_norm.gamma

@@ -20,7 +20,8 @@ from safetensors.numpy import load_file, save_file
 from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.tagging import hf_tagger, tag_features, tag_scores
-from roberta_tf.models import hf_weights
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization.vocabulary import roberta_template
 from tests import finetune_fixtures as fx
 from tests.harness import call_module
@@ -43,7 +44,7 @@ def _write_finetuned(hf_tiny_dir, out, task_type=problem_types.TOKEN_CLASSIFICAT
   """A fine-tuned model dir as roberta_tf.finetune writes it: the HF fixture's encoder and a
   head with large random weights (so that tags vary from word to word)."""
   keras.utils.set_random_seed(0)
-  pretrainer = hf_weights.load_hf(hf_tiny_dir)
+  pretrainer = registry.load_hf(hf_tiny_dir)
   config = pretrainer.config
   labels = LABELS if task_type == problem_types.TOKEN_CLASSIFICATION else ("neg", "pos")
   info = ProblemInfo(task_type, max_seq_len=16, labels=labels, doc_stride=6,

@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 from roberta_tf.common.option_groups import OptimizerOptions
-from roberta_tf.models import hf_weights
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 from roberta_tf.pretraining.losses import mlm_sums
 from roberta_tf.training.optimizer import adamw
 from roberta_tf.training.schedule import WarmupLinearDecay

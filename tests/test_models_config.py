@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from roberta_tf.models.config import PRESET_NAMES, ConfigError, RobertaConfig, preset
+from roberta_tf.models.roberta.config import PRESET_NAMES, ConfigError, RobertaConfig, preset
 
 
 def test_defaults_are_roberta_base():

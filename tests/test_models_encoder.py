@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.models.embeddings import roberta_position_ids
-from roberta_tf.models.encoder import build_encoder
+from roberta_tf.models.roberta.embeddings import roberta_position_ids
+from roberta_tf.models.roberta.encoder import build_encoder
 from tests.harness import tiny_config
 
 # Smaller than the tests' model, 4 heads; dropout on (test_dropout_only_in_training).

@@ -12,8 +12,9 @@ from safetensors.numpy import load_file, save_file
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.models import hf_weights
-from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from tests.conftest import REPO
 from tests.harness import call_module, tiny_config
 
@@ -39,7 +40,7 @@ def _max_abs_on_real_tokens(pretrainer, expected):
 
 
 def test_import_matches_transformers_outputs(hf_tiny_dir, expected):
-  pretrainer = hf_weights.load_hf(hf_tiny_dir)
+  pretrainer = registry.load_hf(hf_tiny_dir)
   assert pretrainer.config.max_seq_len == 64 and pretrainer.config.vocab_size == 8000
   hidden_err, logits_err = _max_abs_on_real_tokens(pretrainer, expected)
   print(f"parity max abs: last_hidden_state {hidden_err:.3g}, logits {logits_err:.3g}")
@@ -79,7 +80,7 @@ def test_cli_round_trip(hf_tiny_dir, expected, fixture_tensors, tmp_path):
   assert {k: v for k, v in exported_config.items() if k != "transformers_version"} == {
       k: v for k, v in fixture_config.items() if k != "transformers_version"}
   # Re-import gives identical weights.
-  original, reimported = models.load(model_dir), hf_weights.load_hf(hf_out)
+  original, reimported = models.load(model_dir), registry.load_hf(hf_out)
   for a, b in zip(original.weights, reimported.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
@@ -92,10 +93,11 @@ def _logits(pretrainer, expected):
 
 def test_token_type_row_with_and_without_the_table(hf_tiny_dir, expected, fixture_tensors):
   """The HF row held as our own 1-row table (default) or folded into the positions
-  (--notype_embedding, fairseq's shape): same logits, and exact weights back either way."""
+  (--model_option=type_vocab_size=0, fairseq's shape): same logits, and exact weights back
+  either way."""
   row = fixture_tensors[hf_weights.TOKEN_TYPE_KEY]
   assert np.abs(row).max() > 0  # a real, non-zero shared row
-  with_table = hf_weights.load_hf(hf_tiny_dir)
+  with_table = registry.load_hf(hf_tiny_dir)
   assert with_table.config.type_vocab_size == 1
   table = with_table.encoder.get_layer("embeddings").token_type_embedding.embeddings
   np.testing.assert_array_equal(table.numpy(), row)
@@ -145,7 +147,7 @@ def test_missing_key_is_named(hf_tiny_dir, tmp_path):
       "roberta.encoder.layer.1.output.dense.bias"))
   with pytest.raises(HFCheckpointError, match=r"missing key 'roberta.encoder.layer.1.output."
                                               r"dense.bias'"):
-    hf_weights.load_hf(path)
+    registry.load_hf(path)
 
 
 def test_shape_mismatch_names_key_and_both_shapes(hf_tiny_dir, tmp_path):
@@ -155,20 +157,20 @@ def test_shape_mismatch_names_key_and_both_shapes(hf_tiny_dir, tmp_path):
   with pytest.raises(HFCheckpointError, match=r"'roberta.encoder.layer.0.intermediate.dense."
                                               r"weight' has shape \(96, 64\), the model "
                                               r"expects \(128, 64\)"):
-    hf_weights.load_hf(path)
+    registry.load_hf(path)
 
 
 def test_unexpected_key_is_named_and_pooler_is_skipped(hf_tiny_dir, tmp_path, expected):
   def edit(tensors):
     tensors["roberta.pooler.dense.weight"] = np.ones((64, 64), np.float32)
     tensors["lm_head.decoder.weight"] = tensors[hf_weights.WORD_KEY]
-  pretrainer = hf_weights.load_hf(_broken_copy(hf_tiny_dir, tmp_path / "a", edit))
+  pretrainer = registry.load_hf(_broken_copy(hf_tiny_dir, tmp_path / "a", edit))
   assert max(_max_abs_on_real_tokens(pretrainer, expected)) < 1e-4
   path = _broken_copy(hf_tiny_dir, tmp_path / "b",
                       lambda t: t.update({"roberta.encoder.layer.2.output.dense.bias": t[
                           "lm_head.bias"]}))
   with pytest.raises(HFCheckpointError, match="unexpected key 'roberta.encoder.layer.2"):
-    hf_weights.load_hf(path)
+    registry.load_hf(path)
 
 
 def test_config_checks(hf_tiny_dir):
@@ -205,7 +207,7 @@ def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
     assert f"{root}.encoder.layer.0.intermediate.LayerNorm.weight" in tensors
   if not recipe.get("use_bias", True):
     assert not np.any(tensors[f"{root}.encoder.layer.1.output.dense.bias"])
-  back = hf_weights.load_hf(str(tmp_path))
+  back = registry.load_hf(str(tmp_path))
   assert back.config.pre_layer_norm == pre
   ids = np.array([[0, 5, 6, 7, 2, 1], [0, 9, 2, 1, 1, 1]], np.int32)
   mask = (ids != 1).astype(np.int32)
@@ -214,13 +216,15 @@ def test_recipe_options_round_trip_through_hf_files(recipe, tmp_path):
 
 def test_a_gated_ffn_is_refused_naming_the_option(tmp_path):
   model = models.RobertaPretrainer(tiny_config(vocab_size=300, max_seq_len=30, gated_ffn=True))
-  with pytest.raises(HFCheckpointError, match=r"gated_ffn \(--gated_ffn, a GEGLU"):
+  with pytest.raises(HFCheckpointError,
+                     match=r"gated_ffn \(--model_option=gated_ffn=true, a GEGLU"):
     hf_weights.save_hf(str(tmp_path / "hf"), model)
   assert not os.path.exists(tmp_path / "hf")
-  from roberta_tf.models import keras_hub_weights  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.roberta import keras_hub_weights  # pylint: disable=import-outside-toplevel
   for recipe, name in (({"gated_ffn": True}, "gated_ffn"), ({"pre_layer_norm": True},
                                                              "pre_layer_norm")):
-    with pytest.raises(keras_hub_weights.KerasHubWeightsError, match=rf"^{name} \(--{name}\)"):
+    with pytest.raises(keras_hub_weights.KerasHubWeightsError,
+                       match=rf"^{name} \(--model_option={name}=true\)"):
       keras_hub_weights.build_backbone(tiny_config(vocab_size=300, max_seq_len=30, **recipe))
 
 
@@ -251,7 +255,7 @@ def test_hf_conversions_on_a_url_equal_the_local_ones(hf_tiny_dir, tmp_path):
       assert files.read_bytes(j("hf_out", name)) == files.read_bytes(local("hf_out", name)), name
     assert sorted(files.listdir(j("again"))) == sorted(os.listdir(local("model")))
     want = models.load(local("model"))
-    for got in (models.load(j("model")), models.load(j("again")), hf_weights.load_hf(
+    for got in (models.load(j("model")), models.load(j("again")), registry.load_hf(
         j("hf_out"))):
       for a, b in zip(want.weights, got.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)

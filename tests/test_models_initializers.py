@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.models.config import preset
 from roberta_tf.models.initializers import NormalWithZeroRow
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta.config import preset
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 
 CONFIG = preset("small", vocab_size=3000, max_seq_len=126)
 

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from roberta_tf.models import keras_hub_weights
-from roberta_tf.models.encoder import build_encoder
-from roberta_tf.models.keras_hub_weights import KerasHubWeightsError
+from roberta_tf.models.roberta import keras_hub_weights
+from roberta_tf.models.roberta.encoder import build_encoder
+from roberta_tf.models.roberta.keras_hub_weights import KerasHubWeightsError
 from tests.harness import tiny_config
 
 # Smaller than the tests' model, 4 heads; dropout 0.1 (keras-hub's one rate must come back

@@ -12,8 +12,9 @@ import pytest
 
 from roberta_tf import models
 from roberta_tf.common import files
-from roberta_tf.models import hf_weights, keras_hub_preset, keras_hub_weights
-from roberta_tf.models.keras_hub_preset import KerasHubPresetError
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import keras_hub_preset, keras_hub_weights
+from roberta_tf.models.roberta.keras_hub_preset import KerasHubPresetError
 from roberta_tf.tokenization import vocab_files
 from tests.conftest import REPO
 from tests.harness import call_module
@@ -42,7 +43,7 @@ def expected(hf_tiny_dir):
 def ours(hf_tiny_dir, tmp_path_factory):
   """(model dir, pretrainer): the HF fixture in our format, with its vocab files."""
   out = str(tmp_path_factory.mktemp("kh") / "model")
-  pretrainer = hf_weights.load_hf(hf_tiny_dir)
+  pretrainer = registry.load_hf(hf_tiny_dir)
   vocab, merges = vocab_files.paths(hf_tiny_dir)
   models.save(out, pretrainer, files={"vocab.json": vocab, "merges.txt": merges})
   return out, pretrainer

@@ -4,7 +4,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from roberta_tf.models.mlm_head import MaskedLMHead
+from roberta_tf.models.roberta.mlm_head import MaskedLMHead
 from tests.layer_testing import run_layer_test
 
 B, S, H, V = 2, 6, 16, 50

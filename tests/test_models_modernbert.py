@@ -13,15 +13,17 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models import registry
 from roberta_tf.models.modernbert import (
   modernbert_config,
+  modernbert_hf_config,
   modernbert_hf_tasks,
   modernbert_hf_weights,
 )
 from roberta_tf.models.modernbert.modernbert_layers import ModernBertLayer
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
 from roberta_tf.models.modernbert.windowed_attention import attend
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from tests.conftest import REPO
 from tests.harness import module_env, run_script
 from tests.layer_testing import run_layer_test
@@ -37,7 +39,7 @@ def expected():
 
 @pytest.fixture(scope="module")
 def imported():
-  return modernbert_hf_weights.load_hf(FIXTURE)
+  return registry.load_hf(FIXTURE)
 
 
 def _batch_outputs(pretrainer, expected):
@@ -86,7 +88,7 @@ def _without(hf, *keys):
 def test_both_config_dialects_read_alike():
   with open(os.path.join(FIXTURE, "config.json"), encoding="utf-8") as f:
     hf = json.load(f)
-  from_hf = modernbert_hf_weights.config_from_hf
+  from_hf = modernbert_hf_config.config_from_hf
   new = from_hf(_without(hf, "global_attn_every_n_layers"))
   legacy = from_hf({**_without(hf, "layer_types", "rope_parameters"),
                     "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})
@@ -134,7 +136,7 @@ _HUB_BASE = {
 
 
 def test_hub_legacy_config_is_the_base_preset():
-  config = modernbert_hf_weights.config_from_hf(_HUB_BASE)
+  config = modernbert_hf_config.config_from_hf(_HUB_BASE)
   assert config == modernbert_config.preset("base", classifier_pooling="mean")
   assert [i for i in range(22) if config.is_global(i)] == [0, 3, 6, 9, 12, 15, 18, 21]
   assert (config.rope_theta(0), config.rope_theta(1), config.window_radius) == (
@@ -176,7 +178,7 @@ def test_export_reimport_round_trip(imported, tmp_path):
   written = load_file(os.path.join(out, "model.safetensors"))
   assert sorted(written) == sorted(original)
   assert max(np.abs(written[k] - original[k]).max() for k in original) <= 1e-5
-  again = modernbert_hf_weights.load_hf(out)
+  again = registry.load_hf(out)
   assert again.config == imported.config
   diffs = [np.abs(a.numpy() - b.numpy()).max() for a, b in zip(again.weights, imported.weights)]
   print(f"round trip: {len(diffs)} weights, max |diff| {max(diffs):.3g}")

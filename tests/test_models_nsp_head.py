@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from roberta_tf.models.nsp_head import NextSentenceHead
+from roberta_tf.models.roberta.nsp_head import NextSentenceHead
 from tests.layer_testing import run_layer_test
 
 B, H = 3, 16

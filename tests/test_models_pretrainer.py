@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 from tests.harness import tiny_config
 from tests.layer_testing import run_layer_test
 

@@ -6,9 +6,9 @@ import os
 import pytest
 from safetensors.numpy import load_file
 
-from roberta_tf.models import hf_weights
-from roberta_tf.models.config import count_parameters, preset
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.config import count_parameters, preset
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 from tests.harness import tiny_config
 
 

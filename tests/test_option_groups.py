@@ -41,7 +41,6 @@ TRAIN_FLAGS = {
     "eval_data": ("string", ""),
     "eval_every": ("integer", 0),
     "eval_steps": ("integer", 0),
-    "gated_ffn": ("bool", False),
     "grad_accum_steps": ("integer", 1),
     "init_from": ("string", ""),
     "input_lanes": ("integer", 8),  # added since: the training stream's lanes
@@ -49,7 +48,8 @@ TRAIN_FLAGS = {
     "keep_checkpoints": ("integer", 3),
     "learning_rate": ("float", 0.0006),
     "log_every": ("integer", 100),
-    "mask_prob": ("float", 0.15),
+    "family": ("enum", "roberta", ("roberta", "modernbert")),  # added since: model families
+    "mask_prob": ("float", 0.0),  # 0 since: the family's rate (roberta 0.15, modernbert 0.3)
     "mask_token_prob": ("float", 0.8),
     "masking": ("enum", "dynamic", ("dynamic", "static")),
     "max_bad_steps": ("integer", 20),
@@ -60,7 +60,9 @@ TRAIN_FLAGS = {
     "overwrite": ("bool", False),
     "peak_flops": ("float", 0.0),  # 0 since: measured (the one-CPU peak_flops_* went)
     "peer_timeout": ("integer", 600),
-    "pre_layer_norm": ("bool", False),  # added since: budget-recipe options
+    # --pre_layer_norm, --use_bias, --gated_ffn (the budget-recipe options) and --type_embedding
+    # went: a family config's fields, set by --model_option=FIELD=VALUE.
+    "model_option": ("string", []),
     # auto added since: measured at start (training/precision_probe.py)
     "precision": ("enum", "float32", (*PRECISION[2], "auto")),
     "random_token_prob": ("float", 0.1),
@@ -72,8 +74,6 @@ TRAIN_FLAGS = {
     "train_data": ("string", None),
     "train_steps": ("integer", 1000),
     "train_minutes": ("float", 0.0),  # added since: the time budget
-    "type_embedding": ("bool", True),
-    "use_bias": ("bool", True),
     "warmup_steps": ("integer", 100),
     "weight_decay": ("float", 0.01),
     "whole_word_masking": ("bool", False),

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from roberta_tf.models.transformer_layer import TransformerLayer
+from roberta_tf.models.roberta.transformer_layer import TransformerLayer
 from tests.layer_testing import run_layer_test
 
 B, S, H, A, F = 2, 6, 32, 4, 64

@@ -58,7 +58,7 @@ def train_step_rate(batch, vocab, preset_name, max_seq_len, steps):
   from roberta_tf import models  # pylint: disable=import-outside-toplevel
   config = models.preset(preset_name, vocab_size=vocab.vocab_size,
                          max_positions=max_seq_len + 2)
-  model = models.RobertaPretrainer(config)
+  model = models.build_pretrainer(config)
   opt = keras.optimizers.AdamW(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-6,
                                weight_decay=0.01)
 

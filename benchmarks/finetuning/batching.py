@@ -63,7 +63,7 @@ def _model(work: str) -> tuple[str, str]:
     from roberta_tf.tokenization import vocab_files  # pylint: disable=import-outside-toplevel
     keras.utils.set_random_seed(0)
     config = models.preset(FLAGS.config, vocab_size=8000, max_seq_len=FLAGS.max_seq_len)
-    models.save(model_dir, models.RobertaPretrainer(config), overwrite=True)
+    models.save(model_dir, models.build_pretrainer(config), overwrite=True)
     vocab_files.copy_vocab_files(FLAGS.vocab_dir, model_dir)
   return model_dir, starting_checkpoint.to_hf(work, model_dir, name="hf")
 

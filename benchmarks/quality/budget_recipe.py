@@ -62,9 +62,11 @@ flags.DEFINE_bool("report_only", False, "Print the table from the records; train
 
 
 def flags_sha(flagfile: str) -> str:
-  """First 12 hex digits of the flagfile's sha256 (its comments included)."""
+  """First 12 hex digits of the flagfile's sha256 (its comments included), or those of the
+  recorded version it continues (SAME_AS, defined below)."""
   with open(os.path.join(REPO, flagfile), "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()[:12]
+    sha = hashlib.sha256(f.read()).hexdigest()[:12]
+  return SAME_AS.get(sha, sha)
 
 
 def _train_side_by_side(shards: str, seed: int, model_dirs: dict) -> dict:
@@ -138,6 +140,13 @@ def table(records: list[dict]) -> str:
   return "\n".join(lines) + (f"\n\nEach run {', '.join(f'{m:g}' for m in minutes)} min of "
                              "training, the two recipes side by side; median (min-max) over "
                              "seeds.\n")
+
+
+# Flagfile versions that train the same model as an earlier one (only a flag's spelling
+# changed): {sha now: the recorded sha it continues}. aa95ccb931bc: budget.flags' --pre_layer_norm
+# became --model_option=pre_layer_norm=true when architecture options moved into the model
+# family's config (issue 60); the model, data and schedule are the same.
+SAME_AS = {"aa95ccb931bc": "e99bbeacfe52"}
 
 
 def newest_series(records: list[dict]) -> tuple[list[dict], dict[str, tuple[str, str]]]:

@@ -109,10 +109,10 @@ def build_arm(arm: str, model_config, seed: int):
 def build_ours(model_config, seed: int):
   import keras  # pylint: disable=import-outside-toplevel
 
-  from roberta_tf.models.pretrainer import RobertaPretrainer  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.registry import build_pretrainer  # pylint: disable=import-outside-toplevel
   keras.backend.clear_session()
   keras.utils.set_random_seed(seed)
-  return RobertaPretrainer(model_config, dtype="float32")
+  return build_pretrainer(model_config, dtype="float32")
 
 
 def hf_config(model_config):
@@ -139,7 +139,7 @@ def hf_from_ours(ours, model_config):
   """An HF model holding our model's weights (its token-type row: ours', or 0 without one)."""
   import torch  # pylint: disable=import-outside-toplevel
 
-  from roberta_tf.models import hf_weights  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.roberta import hf_weights  # pylint: disable=import-outside-toplevel
   model = build_hf(model_config, 0)
   state = {k: torch.from_numpy(v) for k, v in hf_weights.to_hf_tensors(ours).items()}
   missing, unexpected = model.load_state_dict(state, strict=False)
@@ -151,7 +151,7 @@ def hf_from_ours(ours, model_config):
 
 def ours_from_hf(hf_model, model_config):
   """Our model (with the shared row) holding the HF model's weights, row included."""
-  from roberta_tf.models import hf_weights  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.roberta import hf_weights  # pylint: disable=import-outside-toplevel
   ours = build_ours(model_config.replace(type_vocab_size=1), 0)
   tensors = {k: v.detach().numpy().copy() for k, v in hf_model.state_dict().items()}
   hf_weights.set_from_hf_tensors(ours, tensors, "HF model")

@@ -93,10 +93,10 @@ flags.DEFINE_bool("report_only", False, "Print the table and plot from the recor
 # What decides a run's trajectory besides the dumped batches (whose own hashes each record also
 # holds): hashed into every record.
 CODE_FILES = ("benchmarks/quality/pretraining_sides.py", "roberta_tf/models/initializers.py",
-              "roberta_tf/models/config.py",
-              "roberta_tf/models/embeddings.py", "roberta_tf/models/transformer_layer.py",
-              "roberta_tf/models/encoder.py", "roberta_tf/models/mlm_head.py",
-              "roberta_tf/models/pretrainer.py", "roberta_tf/training/optimizer.py",
+              "roberta_tf/models/roberta/config.py", "roberta_tf/models/roberta/embeddings.py",
+              "roberta_tf/models/roberta/transformer_layer.py",
+              "roberta_tf/models/roberta/encoder.py", "roberta_tf/models/roberta/mlm_head.py",
+              "roberta_tf/models/roberta/pretrainer.py", "roberta_tf/training/optimizer.py",
               "roberta_tf/training/schedule.py", "roberta_tf/training/train_step.py",
               "roberta_tf/pretraining/losses.py", "roberta_tf/pretraining/objective.py")
 

@@ -59,7 +59,7 @@ def main(argv):
   work = tempfile.mkdtemp(prefix="roberta_serving_bench_")
   try:
     model_dir = os.path.join(work, "model")
-    pretrainer = models.RobertaPretrainer(config)
+    pretrainer = models.build_pretrainer(config)
     models.save(model_dir, pretrainer)
     copy_vocab_files(args.vocab_dir, model_dir)
     export_dir = os.path.join(work, "export")

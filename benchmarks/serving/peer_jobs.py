@@ -25,7 +25,7 @@ def base_model(vocab_dir: str, model_dir: str) -> None:
   with open(os.path.join(vocab_dir, "vocab.json"), encoding="utf-8") as f:
     vocab_size = len(json.load(f))
   config = models.preset("base", vocab_size=vocab_size, max_seq_len=512)
-  models.save(model_dir, models.RobertaPretrainer(config))
+  models.save(model_dir, models.build_pretrainer(config))
   copy_vocab_files(vocab_dir, model_dir)
   print(f"{model_dir}: base L{config.num_layers} H{config.hidden_size} V{config.vocab_size}")
 

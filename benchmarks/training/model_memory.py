@@ -25,7 +25,7 @@ from absl import app, flags
 from benchmarks.common import commands
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "base", "Model preset (roberta_tf.models.config).")
+flags.DEFINE_string("preset", "base", "Model preset (roberta_tf.models.roberta.config).")
 flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
 flags.DEFINE_integer("seq_len", 512, "Tokens per sequence (<= the preset's max_seq_len).")
 flags.DEFINE_string("dtype", "float32", "Dtype policy: float32, mixed_bfloat16, mixed_float16.")
@@ -40,11 +40,11 @@ def run_step(preset: str, batch_size: int, seq_len: int, dtype: str) -> dict:
   import psutil
   import tensorflow as tf
 
-  from roberta_tf.models import RobertaPretrainer
+  from roberta_tf.models import build_pretrainer
   from roberta_tf.models import preset as make_preset
 
   config = make_preset(preset)
-  model = RobertaPretrainer(config, dtype=dtype)
+  model = build_pretrainer(config, dtype=dtype)
   optimizer = keras.optimizers.SGD(learning_rate=1e-4)
   optimizer.build(model.trainable_variables)
   rss_model = psutil.Process().memory_info().rss

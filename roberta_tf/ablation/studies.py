@@ -99,16 +99,17 @@ PAPER_BATCH_SCALING = ((1, 1.0), (8, 7.0), (32, 10.0))
 # The recipe study's arms: (label, train flags, learning-rate multiplier[, batch multiplier]).
 RECIPE_ARMS = (
     ("faithful (post-LN, biases, GELU FFN, 15% masking)", (), 1.0),
-    ("pre-LN", ("--pre_layer_norm",), 1.0),
-    ("pre-LN, 2x peak LR", ("--pre_layer_norm",), 2.0),
-    ("no linear biases", ("--nouse_bias",), 1.0),
-    ("GEGLU feed-forward", ("--gated_ffn",), 1.0),
+    ("pre-LN", ("--model_option=pre_layer_norm=true",), 1.0),
+    ("pre-LN, 2x peak LR", ("--model_option=pre_layer_norm=true",), 2.0),
+    ("no linear biases", ("--model_option=use_bias=false",), 1.0),
+    ("GEGLU feed-forward", ("--model_option=gated_ffn=true",), 1.0),
     ("40% masking", ("--mask_prob=0.4",), 1.0),
     # Cramming's batch ramp starts small: at a budget of minutes, twice the updates of half
     # the size (the 4th item: the batch's multiplier).
     ("half the batch (2x the updates)", (), 1.0, 0.5),
-    ("all of them (budget)", ("--pre_layer_norm", "--nouse_bias", "--gated_ffn",
-                              "--mask_prob=0.4"), 2.0),
+    ("all of them (budget)", ("--model_option=pre_layer_norm=true",
+                              "--model_option=use_bias=false",
+                              "--model_option=gated_ffn=true", "--mask_prob=0.4"), 2.0),
 )
 
 

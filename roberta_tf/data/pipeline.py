@@ -262,7 +262,8 @@ def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batc
         special_ids={"pad": model_config.pad_id, "bos": model_config.bos_id,
                      "eos": model_config.eos_id},
         where=data_dir)
-    max_positions = model_config.max_positions
+    # No position table (ModernBERT: rotary): max_seq_len bounds nothing the shards must fit.
+    max_positions = getattr(model_config, "max_positions", None)
   vocab = vocab or VocabInfo.for_dataset(data_dir, info, vocab_dir)
   config = InputConfig(per_replica_batch_size=per_replica_batch_size, max_seq_len=max_seq_len,
                        seed=seed,

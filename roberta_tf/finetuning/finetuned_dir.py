@@ -31,8 +31,8 @@ from roberta_tf import models
 from roberta_tf.common import directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
-from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer
@@ -108,7 +108,7 @@ def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: st
   hf_weights.check_exportable(model_config)
   if checkpoint:
     model_dir_lib.check_checkpoint(checkpoint)
-  pretrainer = models.RobertaPretrainer(model_config)
+  pretrainer = models.build_pretrainer(model_config)
   model = model_on(pretrainer.encoder, model_config, info)
   restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
   return pretrainer, model, model_config, info

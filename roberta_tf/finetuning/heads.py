@@ -31,8 +31,8 @@ from roberta_tf.finetuning.problem_types import (
   TOKEN_CLASSIFICATION,
 )
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.initializers import normal
+from roberta_tf.models.roberta.encoder import encoder_inputs
 
 # Added to the logits of pad positions so that no span starts or ends there (float32-safe).
 _PAD_LOGIT = -1e9
@@ -214,6 +214,6 @@ def pretrained_encoder(config: models.RobertaConfig, dtype=None,
   dropout (fine-tuning may change it)."""
   if not init_from:
     return models.build_encoder(config, dtype=dtype)
-  pretrainer = models.RobertaPretrainer(config, dtype=dtype)
+  pretrainer = models.build_pretrainer(config, dtype=dtype)
   model_dir_lib.restore(pretrainer, model_dir_lib.latest_checkpoint(init_from))
   return pretrainer.encoder

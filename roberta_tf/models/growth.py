@@ -1,6 +1,6 @@
 """A trained model's weights in a larger model of the same architecture: a grown vocabulary
 (its plan: tokenization/vocab_growth.py; its rows: `grown_rows`, `grown_bias` here) and/or a
-longer position table (models/position_growth.py).
+longer position table (models/roberta/position_growth.py).
 
 `copy_grown(source, target, ...)` assigns every weight of `source` to the same weight of
 `target`; the token embedding (= the tied MLM decoder), the decoder's bias and the position
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from roberta_tf.models import position_growth
-from roberta_tf.models.encoder import EMBEDDINGS_NAME
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import position_growth
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 from roberta_tf.tokenization.vocab_growth import VocabGrowth
 
 # Config fields that may differ between the source and the grown target.
@@ -41,10 +42,10 @@ def differences(source_config, target_config) -> dict[str, tuple]:
   """{field: (source value, target value)} of the architecture fields that differ (dropout
   aside)."""
   a, b = source_config.to_dict(), target_config.to_dict()
-  ignore = ("dropout", "attention_dropout")
-  return {k: (getattr(source_config, k), getattr(target_config, k))
-          for k in sorted(set(a) | set(b))
-          if k not in ignore and getattr(source_config, k) != getattr(target_config, k)}
+  ignore = registry.free_fields(target_config) + ("family",)
+  pairs = {k: (getattr(source_config, k, None), getattr(target_config, k, None))
+           for k in sorted(set(a) | set(b)) if k not in ignore}
+  return {k: pair for k, pair in pairs.items() if pair[0] != pair[1]}
 
 
 def check_growable(source_config, target_config) -> dict[str, tuple]:
@@ -60,10 +61,18 @@ def check_growable(source_config, target_config) -> dict[str, tuple]:
 
 
 def _tables(model: RobertaPretrainer) -> dict[str, object]:
+  """The rows that grow: the token table (= tied decoder), the MLM decoder's bias and the
+  position table, where the family has them (ModernBERT: no position table; a bias only with
+  decoder_bias)."""
   embeddings = model.encoder.get_layer(EMBEDDINGS_NAME)
-  return {"token": embeddings.token_embedding.embeddings,
-          "position": embeddings.position_embedding.embeddings,
-          "bias": model.mlm_head.output_bias}
+  tables = {"token": embeddings.token_embedding.embeddings}
+  position = getattr(embeddings, "position_embedding", None)
+  if position is not None:
+    tables["position"] = position.embeddings
+  bias = getattr(model.mlm_head, "output_bias", getattr(model.mlm_head, "decoder_bias", None))
+  if bias is not None:
+    tables["bias"] = bias
+  return tables
 
 
 def copy_grown(source: RobertaPretrainer, target: RobertaPretrainer,

@@ -3,11 +3,12 @@
 
 ```
 model_dir/
-  config.json                      RobertaConfig.to_json(), or sections: {"model": ...,
-                                   "training": ..., "data": ...} (pretraining), {"model": ...,
-                                   "task": ..., "finetune": ...} (fine-tuning)
+  config.json                      a config's to_json() ("family": absent = roberta), or
+                                   sections: {"model": ..., "training": ..., "data": ...}
+                                   (pretraining), {"model": ..., "task": ..., "finetune":
+                                   ...} (fine-tuning)
   checkpoint                       the CheckpointManager index (latest_checkpoint reads it)
-  ckpt-N.index, ckpt-N.data-*      variables; the object key "model" is the RobertaPretrainer
+  ckpt-N.index, ckpt-N.data-*      variables; the object key "model" is the family's pretrainer
   vocab.json, merges.txt           the vocabulary the model reads (training copies the shards')
 ```
 `ModelDir` is the one owner of config.json and of the vocabulary files' place in a model dir:
@@ -34,9 +35,8 @@ import tensorflow as tf
 
 from roberta_tf.common import atomic_write
 from roberta_tf.common import files as fileio  # `files` is save()'s argument
-from roberta_tf.models import checkpoint_files
-from roberta_tf.models.config import ConfigError, RobertaConfig
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models import checkpoint_files, registry
+from roberta_tf.models.roberta.config import ConfigError
 from roberta_tf.tokenization import vocab_files, vocab_growth
 from roberta_tf.tokenization.vocab_files import VocabId
 
@@ -86,11 +86,12 @@ class ModelDir:
       return None
     return value if isinstance(value, dict) else None
 
-  def model_config(self, doc: dict | None = None) -> RobertaConfig:
-    """The RobertaConfig in config.json ("model", or the whole object; of `doc` when the
-    caller has read it already); ModelDirError if none."""
+  def model_config(self, doc: dict | None = None):
+    """The model config in config.json ("model", or the whole object; of `doc` when the
+    caller has read it already), of the family it names (models/registry.py; absent:
+    RobertaConfig); ModelDirError if none."""
     try:
-      return RobertaConfig.from_dict((doc or self.read())["model"])
+      return registry.config_from_dict((doc or self.read())["model"])
     except (ConfigError, TypeError) as e:
       raise ModelDirError(f"{self.config_path}: {e}") from e
 
@@ -135,8 +136,8 @@ class ModelDir:
                               grow=grow, hint=hint, warn=warn)
 
 
-def read_config(model_dir: str) -> RobertaConfig:
-  """The RobertaConfig in `model_dir/config.json` (ModelDir.model_config)."""
+def read_config(model_dir: str):
+  """The model config (any family's) in `model_dir/config.json` (ModelDir.model_config)."""
   return ModelDir(model_dir).model_config()
 
 
@@ -179,7 +180,7 @@ def check_checkpoint(prefix: str) -> None:
     raise ModelDirError(checkpoint_files.damaged_message(prefix, what))
 
 
-def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
+def restore(pretrainer, checkpoint_prefix: str) -> None:
   """Restores the "model" key of a checkpoint into `pretrainer`; every model variable must match.
 
   Raises:
@@ -203,7 +204,7 @@ def restore(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> None:
     raise failure
 
 
-def _restore_failure(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> ModelDirError | None:
+def _restore_failure(pretrainer, checkpoint_prefix: str) -> ModelDirError | None:
   """`restore`'s work: None when restored, else the error to raise (not chained to TF's, whose
   traceback would keep the failed restore's state alive past the quieted logger)."""
   try:
@@ -226,27 +227,28 @@ def _restore_failure(pretrainer: RobertaPretrainer, checkpoint_prefix: str) -> M
   return None
 
 
-def load(model_dir: str, dtype=None, checkpoint: str | None = None) -> RobertaPretrainer:
+def load(model_dir: str, dtype=None, checkpoint: str | None = None, serving: bool = False):
   """The pretrainer described by `model_dir`, with its weights.
 
   Args:
     model_dir: a directory written by `save`, the converter or training.
     dtype: dtype policy to build with (weights are float32 either way).
     checkpoint: a checkpoint prefix to read instead of the newest one in `model_dir`.
+    serving: build the exports' inference-only layout (registry.build_pretrainer).
 
   Returns:
-    A RobertaPretrainer built from config.json with the checkpoint's weights.
+    The family's pretrainer (registry.build_pretrainer) with the checkpoint's weights.
   """
   config = read_config(model_dir)
   if checkpoint:
     check_checkpoint(checkpoint)
   prefix = checkpoint or latest_checkpoint(model_dir)
-  pretrainer = RobertaPretrainer(config, dtype=dtype)
+  pretrainer = registry.build_pretrainer(config, dtype=dtype, serving=serving)
   restore(pretrainer, prefix)
   return pretrainer
 
 
-def save(model_dir: str, pretrainer: RobertaPretrainer, overwrite: bool = False,
+def save(model_dir: str, pretrainer, overwrite: bool = False,
          files: dict[str, str] | None = None) -> str:
   """Writes `pretrainer` as a new model directory (config.json + one checkpoint).
 

@@ -14,7 +14,7 @@ import math
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.models import flops
+from roberta_tf.models import flops, registry
 from roberta_tf.pretraining import mlm_evaluation
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing, precision_probe
@@ -46,7 +46,8 @@ def mfu_denominator(cfg: TrainConfig, strategy: tf.distribute.Strategy,
                     model_config: models.RobertaConfig, log=summaries_lib.log) -> float:
   """FLOPs of one update (models/flops.py, from what `model_config`'s layers compute) / the
   replicas' peak FLOP/s: MFU = updates x this / seconds."""
-  predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
+  predictions = cfg.for_family(registry.family_of(model_config)).masking_config(
+      ).resolved_max_predictions(cfg.data.max_seq_len)
   step_flops = flops.train_step_flops(
       model_config.flop_terms(), seq_len=cfg.data.max_seq_len, predictions_per_seq=predictions,
       sequences=cfg.data.batch_size)

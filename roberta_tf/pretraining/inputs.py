@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline, training_stream, unigram
-from roberta_tf.models import checkpoint_files
+from roberta_tf.models import checkpoint_files, registry
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import strategy as strategy_lib
@@ -58,6 +58,7 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   accumulation steps. Each worker reads only its share of the run's input lanes when the
   number of workers divides them.
   """
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
   per_replica = per_replica_batch(cfg, strategy)
   info = dataset_info.read(cfg.train_data)
   lanes = input_lanes(cfg, info)
@@ -79,9 +80,14 @@ def build_datasets(cfg: TrainConfig, strategy: tf.distribute.Strategy,
   train = strategy.distribute_datasets_from_function(train_fn)
   evaluation = None
   if cfg.eval_data:
+    # The family's evaluation rate (ModernBERT trains at 30%, evaluates at 15%; RoBERTa at
+    # the training rate).
+    eval_masking = cfg.masking_config(registry.family_of(model_config).eval_mask_rate)
+
     def eval_fn(ctx: tf.distribute.InputContext):
       return pipeline.build_dataset(cfg.eval_data, "validation", training=False,
-                                    shuffle_buffer=0, input_context=ctx, **common)
+                                    shuffle_buffer=0, input_context=ctx,
+                                    **{**common, "masking": eval_masking})
     evaluation = strategy.distribute_datasets_from_function(eval_fn)
   return train, evaluation
 

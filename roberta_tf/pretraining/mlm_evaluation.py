@@ -15,6 +15,7 @@ from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline, vocab_info
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.data import unigram as unigram_lib
+from roberta_tf.models import registry
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining.losses import mlm_sums, nsp_sums
 from roberta_tf.pretraining.objective import model_inputs
@@ -164,7 +165,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   if trained is not None:
     max_seq_len = max_seq_len or trained.data.max_seq_len
     seed = trained.runtime.seed if seed is None else seed
-    masking = masking or trained.masking_config()
+    masking = masking or trained.masking_config(
+        registry.family_of(models.read_config(model_dir)).eval_mask_rate)
   max_seq_len = max_seq_len or info["max_seq_len"]
   seed = seed or 0
   config = models.read_config(model_dir)

@@ -11,7 +11,7 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import files, framework_internals
 from roberta_tf.data import vocab_info
-from roberta_tf.models import checkpoint_files
+from roberta_tf.models import checkpoint_files, registry
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
@@ -80,16 +80,17 @@ def check_resumable(model_dir: str, model_config, shards_max_seq_len: int = 0) -
     old = model_dir_lib.read_config(model_dir)
   except ValueError:
     return  # no readable config.json yet: the restore itself will check the shapes
-  ignore = ("dropout", "attention_dropout")
+  ignore = registry.free_fields(model_config)
   # Every field, defaults included (to_dict leaves the ablation's fields out when unset).
-  new_d, old_d = dataclasses.asdict(model_config), dataclasses.asdict(old)
+  new_d = {"family": model_config.family, **dataclasses.asdict(model_config)}
+  old_d = {"family": old.family, **dataclasses.asdict(old)}
   diff = sorted(k for k in new_d if k not in ignore and new_d[k] != old_d.get(k))
   if (diff == ["max_positions"] and new_d["max_positions"] > old_d["max_positions"]
       and shards_max_seq_len > old.max_seq_len):
     return  # a longer phase: the table grows on resume (run.py, shorter_checkpoint_config)
   if diff:
     hint = ("--config/--init_from it was trained with" if diff != ["type_vocab_size"] else
-            "--type_embedding setting it was trained with (--notype_embedding for 0)")
+            "token-type table it was trained with (--model_option=type_vocab_size=N)")
     if diff == ["vocab_size"] and new_d["vocab_size"] > old_d["vocab_size"]:
       hint = (f"vocabulary it was trained with; to continue it on shards of a grown vocabulary, "
               f"start a new model dir from it: --init_from={model_dir} --model_dir=NEW")
@@ -104,7 +105,7 @@ def shorter_checkpoint_config(model_dir: str, model_config):
   the table), else None. Read from the checkpoint's shapes, so a resume stopped before its first
   grown save (config.json already rewritten) grows again."""
   prefix = checkpoint_files.newest_complete(model_dir)
-  if prefix is None:
+  if prefix is None or not registry.family_of(model_config).position_table:
     return None
   shape = _checkpoint_shape(prefix, "model",
                             ("position_embedding", framework_internals.EMBEDDING_TABLE))

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.common.option_groups import PRECISIONS
-from roberta_tf.models import checkpoint_files
+from roberta_tf.models import checkpoint_files, registry
 from roberta_tf.models.model_dir import ModelDir
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask, synthetic_batch
@@ -55,7 +55,8 @@ def resolve(cfg: TrainConfig, strategy: tf.distribute.Strategy,
     log(f"precision auto: {recorded} (the resumed run's, from its config.json)")
     return cfg.replace(precision=recorded)
   per_replica = inputs.per_replica_batch(cfg, strategy)
-  predictions = cfg.masking_config().resolved_max_predictions(cfg.data.max_seq_len)
+  predictions = cfg.for_family(registry.family_of(model_config)).masking_config(
+      ).resolved_max_predictions(cfg.data.max_seq_len)
   replicas = strategy.num_replicas_in_sync
   batch = synthetic_batch(per_replica * replicas, cfg.data.max_seq_len, predictions,
                           model_config.vocab_size, seed=cfg.runtime.seed)

@@ -25,9 +25,10 @@ import tensorflow as tf
 
 from roberta_tf.common import files
 from roberta_tf.data import dataset_info
-from roberta_tf.models import checkpoint_files, growth, position_growth
+from roberta_tf.models import checkpoint_files, growth, registry
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.encoder import EMBEDDINGS_NAME
+from roberta_tf.models.roberta import position_growth
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME
 from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice, vocab_checks
 from roberta_tf.pretraining.events import PretrainingEvents
 from roberta_tf.pretraining.task import PretrainingTask, model_config_and_growth
@@ -87,6 +88,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     info = dataset_info.read(cfg.train_data)
     # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
     model_config, growth_plan = model_config_and_growth(cfg, info)
+    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
     vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
     vocab_checks.check_eval_data(cfg, info, model_config)  # likewise
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)
@@ -139,7 +141,7 @@ def _init_from(cfg: TrainConfig, model, plan) -> None:
 def _resume_with_longer_positions(cfg: TrainConfig, strategy, train_step, source_config) -> str:
   """Resumes the model dir's newest complete checkpoint, written with a shorter position table
   (`source_config`), into `train_step`'s model of a longer one: the weights, the optimizer's
-  moments (the table's grown like the table: models/position_growth.py), the step, the data
+  moments (the table's grown like the table: models/roberta/position_growth.py), the step, the data
   position and the counters. Returns the checkpoint's prefix.
 
   Phase 2 of a shorter-then-longer schedule (docs/domain_adaptation.md): the step count and the

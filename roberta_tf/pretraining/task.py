@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.data import packings
+from roberta_tf.models import registry
 from roberta_tf.pretraining import inputs, vocab_checks
 from roberta_tf.pretraining.objective import MlmObjective
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -45,21 +46,26 @@ def model_config_and_growth(cfg: TrainConfig, info: dict
   pairs = uses_next_sentence(info)
   plan = None
   model_config = model_config_lib.resolve(
-      cfg.model, vocab_size=info["vocab"]["size"], max_positions=cfg.data.max_seq_len + 2,
+      cfg.model, family=cfg.family, model_options=cfg.model_option,
+      vocab_size=info["vocab"]["size"], max_seq_len=cfg.data.max_seq_len,
       pad_id=info["special_ids"]["pad"], bos_id=info["special_ids"]["bos"],
-      eos_id=info["special_ids"]["eos"], type_vocab_size=1 if cfg.type_embedding else 0,
-      pre_layer_norm=cfg.pre_layer_norm, use_bias=cfg.use_bias, gated_ffn=cfg.gated_ffn)
+      eos_id=info["special_ids"]["eos"])
+  nsp = getattr(model_config, "next_sentence_head", False)
+  if pairs and not registry.family_of(model_config).position_table:
+    raise ValueError(f"--train_data={cfg.train_data!r} is {info.get('packing')!r} shards (the "
+                     f"NSP ablation's): a {model_config.family} model has no token types or "
+                     "NSP head; use block-packed shards")
   if cfg.model.init_from:
-    if model_config.next_sentence_head != pairs:
+    if nsp != pairs:
       raise ValueError(
           f"--init_from={cfg.model.init_from!r} "
-          f"{'has' if model_config.next_sentence_head else 'has no'}"
+          f"{'has' if nsp else 'has no'}"
           f" NSP head, but --train_data={cfg.train_data!r} is {info.get('packing')!r} shards: "
           "the pair packings (NSP) and the block packings cannot continue each other's models")
     model_config, plan = grown_for_shards(cfg, info, model_config)
   elif pairs:
     model_config = model_config.replace(type_vocab_size=2, next_sentence_head=True)
-  if model_config.next_sentence_head and not pairs:
+  if getattr(model_config, "next_sentence_head", False) and not pairs:
     raise ValueError(f"--config={cfg.model.config!r} has next_sentence_head, but --train_data="
                      f"{cfg.train_data!r} is {info.get('packing')!r} shards with no "
                      "next-sentence labels: use segment_pair / sentence_pair shards")
@@ -75,7 +81,7 @@ def grown_for_shards(cfg: TrainConfig, info: dict, model_config: models.RobertaC
     --extend_from`): the vocab_size grows to the shards' (run.py then copies the weights with
     the new rows: models/growth.py). Any other vocabulary is refused (vocab_checks.py).
   - Shards of longer sequences than the model's position table holds: the table grows to
-    --max_seq_len + 2 rows (Longformer's row copies: models/position_growth.py). Shards that
+    --max_seq_len + 2 rows (Longformer's row copies: models/roberta/position_growth.py). Shards that
     fit the table leave it as it is, whatever --max_seq_len says.
 
   Raises:
@@ -85,6 +91,12 @@ def grown_for_shards(cfg: TrainConfig, info: dict, model_config: models.RobertaC
   plan = vocab_checks.init_from_plan(cfg, info, model_config.vocab_size)
   if plan is not None:
     model_config = model_config.replace(vocab_size=plan.new_size)
+  if not registry.family_of(model_config).position_table:
+    # No position table to grow (ModernBERT's rotary positions): max_seq_len only bounds the
+    # inputs and follows --max_seq_len; no weight changes (growth.differences ignores it).
+    if cfg.data.max_seq_len != model_config.max_seq_len:
+      model_config = model_config.replace(max_seq_len=cfg.data.max_seq_len)
+    return model_config, plan
   if info["max_seq_len"] > model_config.max_seq_len:
     if cfg.data.max_seq_len < info["max_seq_len"]:
       raise ValueError(f"--max_seq_len={cfg.data.max_seq_len} is below the shards' max_seq_len "
@@ -98,6 +110,8 @@ class PretrainingTask:
 
   def __init__(self, cfg: TrainConfig, strategy: tf.distribute.Strategy,
                model_config: models.RobertaConfig):
+    # --mask_prob 0 is the family's rate (train_config.py's for_family).
+    cfg = cfg.for_family(registry.family_of(model_config))
     self.cfg, self.strategy, self.model_config = cfg, strategy, model_config
     self.per_replica = inputs.per_replica_batch(cfg, strategy)  # refuses an unsplittable batch
     # The learning-rate schedule build_optimizer made (run.py hands a BudgetSchedule's fraction
@@ -105,7 +119,7 @@ class PretrainingTask:
     self.schedule: WarmupLinearDecay | BudgetSchedule | None = None
 
   def build_model(self):
-    return models.RobertaPretrainer(self.model_config, dtype=self.cfg.runtime.precision)
+    return models.build_pretrainer(self.model_config, dtype=self.cfg.runtime.precision)
 
   def build_optimizer(self, model):
     """AdamW (--adam_*, --weight_decay) over --warmup_steps then linear decay to 0 at
@@ -131,7 +145,7 @@ class PretrainingTask:
         sequences_per_round=self.per_replica * self.strategy.num_replicas_in_sync)
 
   def objective(self) -> MlmObjective:
-    return MlmObjective(next_sentence=self.model_config.next_sentence_head)
+    return MlmObjective(next_sentence=getattr(self.model_config, "next_sentence_head", False))
 
 
 def synthetic_batch(batch_size: int, seq_len: int, max_predictions: int, vocab_size: int,

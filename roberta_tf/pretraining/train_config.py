@@ -61,8 +61,9 @@ class TrainConfig(GroupedConfig):
       0, "Prediction slots per sequence; 0 derives it from --max_seq_len and --mask_prob with "
       "headroom.")
   mask_prob: float = option(
-      0.15, "Fraction of non-special tokens selected for prediction (RoBERTa: 0.15).",
-      check=Range(lambda v: 0 < v < 1, "in (0, 1)"))
+      0.0, "The mask rate: fraction of non-special tokens selected for prediction. 0: the "
+      "model family's (roberta 0.15, as RoBERTa; modernbert 0.3, as ModernBERT, whose held-out "
+      "evaluation masks 0.15).", check=Range(lambda v: 0 <= v < 1, "in [0, 1)"))
   mask_token_prob: float = option(
       0.8, "Of the selected tokens, the fraction replaced by <mask> (0.8).")
   random_token_prob: float = option(
@@ -94,28 +95,29 @@ class TrainConfig(GroupedConfig):
       "decay then follow the elapsed share of the budget (the warmup's share: --warmup_steps / "
       "--train_steps), and --train_steps no longer ends the run. 0: no budget.",
       check=NON_NEGATIVE)
-  type_embedding: bool = option(
-      True, "A preset model adds one learned vector to every token: a 1-row token-type table, "
-      "HF RobertaModel's shape, whose random init helps a small model off the unigram plateau "
-      "(docs/learning_parity.md). --notype_embedding: fairseq's exact shape, without it. A JSON "
-      "--config and --init_from keep their own.")
-  # Budget-recipe architecture options (docs/budget_recipe.md); the defaults are RoBERTa's.
-  # Like --type_embedding they shape a preset model; a JSON --config and --init_from keep
-  # their own.
-  pre_layer_norm: bool = option(
-      False, "Pre-LN layers (LayerNorm before attention and feed-forward, one after the last "
-      "layer; HF's roberta-prelayernorm) instead of RoBERTa's post-LN.")
-  use_bias: bool = option(
-      True, "Biases in the Transformer layers' Dense projections (--nouse_bias: Cramming's no "
-      "linear biases; exports write them as zeros).")
-  gated_ffn: bool = option(
-      False, "GEGLU feed-forward: gelu(x W_gate) * (x W_in) (no Hugging Face or keras-hub class "
-      "holds it: such a model exports as a SavedModel only).")
+  # The architecture of a new model: the family's preset (--config), shaped by its fields.
+  family: str = option(
+      "roberta", "Model family of a preset --config (models/registry.py): roberta, or "
+      "modernbert (rotary, alternating local/global attention, GeGLU; "
+      "models/modernbert/). A JSON --config's \"family\" and --init_from's own win.",
+      choices=("roberta", "modernbert"))
+  model_option: tuple[str, ...] = option(
+      (), "FIELD=VALUE set on the new model's config (a preset or JSON --config), checked by "
+      "its family's config class; once per field. RoBERTa's budget-recipe options: "
+      "pre_layer_norm=true (pre-LN layers, HF's roberta-prelayernorm), use_bias=false "
+      "(Cramming's no linear biases), gated_ffn=true (GEGLU feed-forward), type_vocab_size=0 "
+      "(fairseq's exact shape, without the preset's one learned token-type row: "
+      "docs/learning_parity.md). Not with --init_from (it keeps its architecture).",
+      repeated=True)
   runtime: TrainRuntime = nested(TrainRuntime)  # precision, distribution, seeds, determinism
   loop: LoopOptions = nested(LoopOptions)  # log, eval and checkpoint cadence; the bad-step stop
   peak_flops: float = option(
       0.0, "Peak FLOP/s of one replica, for MFU. 0: measured at start, a 2048^3 matmul in the "
       "precision trained in on the run's device (cached per machine; the log says the figure).")
+
+  def __post_init__(self):
+    # A record (config.json's "training", to_dict) holds the list; the config, the tuple.
+    self.model_option = tuple(self.model_option)
 
   def validate(self) -> None:
     """Raises ValueError naming the flag for inconsistent settings: each option's own checks
@@ -142,12 +144,21 @@ class TrainConfig(GroupedConfig):
       if not ok:
         raise ValueError(message)
 
-  def masking_config(self):
-    """The pipeline's MaskingConfig (training and its evals use the same)."""
+  def for_family(self, family) -> TrainConfig:
+    """This config with --mask_prob 0 resolved to `family`'s rate (models/registry.Family):
+    what config.json records and the masking reads."""
+    return self if self.mask_prob else self.replace(mask_prob=family.mask_rate)
+
+  def masking_config(self, evaluation_rate: float | None = None):
+    """The pipeline's MaskingConfig: training's (--mask_prob, resolved by `for_family`), or
+    with `evaluation_rate` the held-out evaluation's (the family's eval_mask_rate; its
+    prediction slots derived from that rate unless --max_predictions_per_seq fixes them)."""
+    if not self.mask_prob:
+      raise ValueError("--mask_prob 0 is the model family's rate: call for_family first")
     # Imported here: this module stays TensorFlow-free, so `train --help` is instant.
     from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
     return MaskingConfig(
-        mask_prob=self.mask_prob, mask_token_prob=self.mask_token_prob,
+        mask_prob=evaluation_rate or self.mask_prob, mask_token_prob=self.mask_token_prob,
         random_token_prob=self.random_token_prob, whole_word=self.whole_word_masking,
         static=self.masking == "static", dupe_factor=self.dupe_factor,
         max_predictions_per_seq=self.max_predictions_per_seq or None)

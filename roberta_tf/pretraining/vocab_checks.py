@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from roberta_tf.data import dataset_info, vocab_info
 from roberta_tf.models import checkpoint_files
-from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.model_dir import ModelDir
+from roberta_tf.models.roberta.config import RobertaConfig
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.tokenization import vocab_growth
 from roberta_tf.tokenization.vocab_growth import VocabGrowth, VocabGrowthError
@@ -86,6 +86,7 @@ def check_eval_data(cfg: TrainConfig, info: dict, model_config: RobertaConfig) -
                      other_dir=eval_dir, grow=False,
                      hint="evaluate on shards encoded with the vocabulary of --train_data "
                      "(data_prep.build_shards --vocab_dir=it)")
-  dataset_info.check_compatible(eval_info, max_positions=model_config.max_positions,
+  dataset_info.check_compatible(eval_info,
+                                max_positions=getattr(model_config, "max_positions", None),
                                 max_seq_len=cfg.data.max_seq_len, where=cfg.eval_data)
   dataset_info.split_files(cfg.eval_data, eval_info, "validation")

@@ -1,7 +1,7 @@
 """oneDNN's weight caching: set by the processes that only serve, refused by those that train.
 
 TF's oneDNN matmul (MatMul + BiasAdd fused into one call, as the exports' serving layout runs
-every Dense: models/transformer_layer.py) re-packs its weight matrix into oneDNN's blocked
+every Dense: models/roberta/transformer_layer.py) re-packs its weight matrix into oneDNN's blocked
 layout on every call unless it is told the weights never change; then it packs each once and
 keeps it. At batch 1 the re-packing is most of a matmul's time (docs/serving_performance.md:
 a base encoder on 16 tokens, bf16, 2 threads, 28 ms → 17 ms).

@@ -32,8 +32,8 @@ import tensorflow as tf
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.models import pseudo_log_likelihood
-from roberta_tf.models.encoder import encoder_inputs
 from roberta_tf.models.model_dir import ModelDir
+from roberta_tf.models.roberta.encoder import encoder_inputs
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
@@ -192,7 +192,7 @@ def export_saved_model(model_dir: str, export_dir: str, *, checkpoint: str | Non
   tokenizer = _tokenizer(model_dir, vocab_dir, config)
   serving_precision.check(precision)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
-  build = lambda dtype: models.RobertaPretrainer(config, dtype=dtype, serving=True)  # noqa: E731
+  build = lambda dtype: models.build_pretrainer(config, dtype=dtype, serving=True)  # noqa: E731
   precision = serving_precision_probe.resolve(precision, pretrainer, build, config)
   module = ServingModule(serving_precision.rebuilt(pretrainer, build, precision), tokenizer,
                          max_seq_len=max_seq_len, top_k=top_k)

@@ -1,8 +1,9 @@
 """The precision an export computes in: `export --precision=float32|bfloat16|auto`.
 
-Every precision serves the encoder in its inference-only layout (models/transformer_layer.py's
-`serving`: Q, K and V one matmul with the query's 1/√d folded into its weights, every Dense a
-2-D matmul + bias add that oneDNN runs as one call with its weights kept packed between calls).
+Every precision serves the encoder in its inference-only layout
+(models/roberta/transformer_layer.py's `serving`: Q, K and V one matmul with the query's 1/√d
+folded into its weights, every Dense a 2-D matmul + bias add that oneDNN runs as one call with
+its weights kept packed between calls).
 
 - ``float32``: every weight and op in float32 (the reference numerics).
 - ``bfloat16``: the model rebuilt under Keras' "bfloat16" policy and given the float32 weights
@@ -10,8 +11,8 @@ Every precision serves the encoder in its inference-only layout (models/transfor
   no cast of the weights per call, which at batch 1 would cost more than the matmuls), and so is
   the token table the tied decoder reads whole; what the model pins to float32 stays float32
   (the position table and the embedding sum, every LayerNorm, the attention softmax, the
-  residual stream, the logits: models/transformer_layer.py and embeddings.py). So the numerics
-  are mixed_bfloat16 training's, outputs float32. What it costs in accuracy is measured in
+  residual stream, the logits: models/roberta/transformer_layer.py and embeddings.py). So the
+  numerics are mixed_bfloat16 training's, outputs float32. What it costs in accuracy is measured in
   docs/bf16_accuracy.md.
 - ``auto``: whichever of the two serves this model faster on this machine, timed once on a
   synthetic batch of the export's shape and cached per machine (serving_precision_probe.py).
@@ -26,7 +27,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.transformer_layer import TransformerLayer
+from roberta_tf.models.roberta.transformer_layer import TransformerLayer
 
 PRECISIONS = ("float32", "bfloat16", "auto")
 COMPUTED = ("float32", "bfloat16")  # what `auto` resolves to
@@ -50,7 +51,7 @@ def rebuilt(model: keras.Model, build: Callable[[str], keras.Model],
     model: the float32 model.
     build: dtype policy name -> the same architecture with its encoder in the serving layout
       (models.build_encoder's `serving`: Q, K and V one `query_key_value` Dense), built
-      (variables created), e.g. `lambda dtype: models.RobertaPretrainer(config, dtype=dtype,
+      (variables created), e.g. `lambda dtype: models.build_pretrainer(config, dtype=dtype,
       serving=True)`.
     precision: "float32" or "bfloat16".
   Returns:

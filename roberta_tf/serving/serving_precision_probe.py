@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from roberta_tf.models.encoder import encoder_inputs
+from roberta_tf.models.roberta.encoder import encoder_inputs
 from roberta_tf.serving import serving_precision
 from roberta_tf.training import precision_probe
 

@@ -1,12 +1,15 @@
 """The architecture a run trains: one resolver for pretraining and fine-tuning.
 
-`resolve(cfg.model, **preset_sizes)` reads the MODEL option group (common/option_groups.py):
---init_from's config.json, else --config as a RobertaConfig JSON file, else --config as a preset
-sized by the task (`preset_sizes`: the vocabulary, the position table, ...); then --dropout
-(>= 0) on it. Each task then checks and adapts it to its data: pretraining to its shards (the
-pair packings' token types and NSP head, a grown vocabulary or position table:
-pretraining/task.py `model_config_for`), fine-tuning to its vocabulary and --max_seq_len
-(finetuning/sweep_runner.py `model_config_for`).
+`resolve(cfg.model, family=, model_options=, **preset_sizes)` reads the MODEL option group
+(common/option_groups.py): --init_from's config.json, else --config as a JSON config file (of
+the family its "family" names, absent: roberta), else --config as a preset of `family`
+(models/registry.py) sized by the task (`preset_sizes`: the vocabulary, max_seq_len, the
+special ids); `model_options` ("field=value", train's --model_option) set fields of a new
+model's config; then --dropout (>= 0) on every dropout rate of its family. Each task then
+checks and adapts it to its data: pretraining to its shards (the pair packings' token types
+and NSP head, a grown vocabulary or position table: pretraining/task.py `model_config_for`),
+fine-tuning to its vocabulary and --max_seq_len (finetuning/sweep_runner.py
+`model_config_for`).
 """
 
 from __future__ import annotations
@@ -14,17 +17,28 @@ from __future__ import annotations
 from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.common.option_groups import ModelOptions
+from roberta_tf.models import registry
 
 
-def resolve(options: ModelOptions, **preset_sizes) -> models.RobertaConfig:
-  """The model config `options` name (see the module docstring); `preset_sizes` are
-  models.preset's overrides, used only for a preset."""
+def resolve(options: ModelOptions, family: str = registry.DEFAULT_FAMILY,
+            model_options: tuple[str, ...] = (), **preset_sizes):
+  """The model config `options` name (see the module docstring); `preset_sizes` are the
+  family preset's overrides, used only for a preset.
+
+  Raises:
+    ValueError (models.ConfigError): one line: an unknown preset or --model_option field
+      (naming the family's fields), a bad value, or --model_option with --init_from.
+  """
   if options.init_from:
+    if model_options:
+      raise ValueError(f"--model_option={model_options[0]}: --init_from={options.init_from} "
+                       "keeps its own architecture; --model_option shapes a new model")
     config = models.read_config(options.init_from)
   elif files.isfile(options.config):
-    config = models.RobertaConfig.load(options.config)
+    config = registry.with_options(registry.load_config_file(options.config), model_options)
   else:
-    config = models.preset(options.config, **preset_sizes)
+    config = registry.preset(family, options.config, **preset_sizes,
+                             **registry.parse_options(registry.get(family), model_options))
   if options.dropout >= 0:
-    config = config.replace(dropout=options.dropout, attention_dropout=options.dropout)
+    config = registry.with_dropout(config, options.dropout)
   return config

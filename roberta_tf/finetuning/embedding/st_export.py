@@ -44,8 +44,9 @@ from roberta_tf import models
 from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
-from roberta_tf.models import hf_tokenizer_files, hf_weights
+from roberta_tf.models import hf_tokenizer_files
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization import vocab_files
 
 MODULES_FILE = "modules.json"

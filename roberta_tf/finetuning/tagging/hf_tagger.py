@@ -31,9 +31,9 @@ from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.tagging import tag_scores
-from roberta_tf.models import hf_weights
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models.hf_weights import HFCheckpointError
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 from roberta_tf.tokenization import vocab_files
 
 WEIGHT_KEY, BIAS_KEY = "classifier.weight", "classifier.bias"
@@ -113,7 +113,7 @@ def _tagger(model_config: models.RobertaConfig, info: ProblemInfo):
   """(pretrainer, FinetuneModel) sharing one encoder: hf_weights maps the pretrainer's encoder
   (its MLM head is not part of the fine-tuned model and is never written), the model is what
   the fine-tuned dir's checkpoint holds (built as finetuned_dir.new_model builds it)."""
-  pretrainer = models.RobertaPretrainer(model_config)
+  pretrainer = models.build_pretrainer(model_config)
   return pretrainer, finetuned_dir.model_on(pretrainer.encoder, model_config, info)
 
 

@@ -16,7 +16,8 @@ import math
 from typing import Any
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.models.config import ConfigError
+from roberta_tf.models import flops
+from roberta_tf.models.roberta.config import ConfigError
 
 FAMILY = "modernbert"
 GLOBAL = "full_attention"  # HF's layer_types values
@@ -146,6 +147,18 @@ class ModernBertConfig:
     if kind == "final_out":
       return self.hidden_size ** -0.5
     raise ValueError(f"unknown init kind {kind!r}")
+
+  def flop_terms(self) -> flops.ModelWork:
+    """What the pretrainer multiplies (models/flops.py): per layer the fused Wqkv 3 H x H and
+    Wo H x H, the GeGLU's Wi H x 2I and Wo I x H; global layers attend over all keys, local
+    ones over `local_attention` // 2 on either side; the MLM head's H x H dense and tied H x V
+    decoder per predicted slot. No biases, norms, rotary or the GeGLU product: not matmuls."""
+    h, i = self.hidden_size, self.intermediate_size
+    projections = 4 * h * h + 2 * i * h + i * h
+    layers = tuple(flops.LayerWork(projection_macs=projections, attention_width=h,
+                                   window=None if self.is_global(n) else self.local_attention)
+                   for n in range(self.num_layers))
+    return flops.ModelWork(layers=layers, head_macs=h * h + h * self.vocab_size)
 
   def replace(self, **overrides) -> ModernBertConfig:
     return ModernBertConfig.from_dict({**self.to_dict(), **overrides})

@@ -15,8 +15,6 @@ classifier_pooling, id2label and label2id (num_labels follows from them in trans
 from __future__ import annotations
 
 from roberta_tf.common import files
-from roberta_tf.models import hf_weights
-from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert import modernbert_hf_weights as mlm_weights
 from roberta_tf.models.modernbert.modernbert_hf_config import config_from_hf, config_to_hf
 from roberta_tf.models.modernbert.modernbert_task_heads import (
@@ -24,6 +22,8 @@ from roberta_tf.models.modernbert.modernbert_task_heads import (
   TOKEN_CLASSIFICATION,
   ModernBertTaskModel,
 )
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 
 ARCHITECTURES = {"ModernBertForSequenceClassification": SEQUENCE_CLASSIFICATION,
                  "ModernBertForTokenClassification": TOKEN_CLASSIFICATION}

@@ -26,15 +26,15 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from roberta_tf.common import atomic_write, files
-from roberta_tf.models import hf_weights
-from roberta_tf.models.hf_weights import HFCheckpointError
 from roberta_tf.models.modernbert.modernbert_encoder import (
   EMBEDDINGS_NAME,
   FINAL_NORM_NAME,
   layer_name,
 )
-from roberta_tf.models.modernbert.modernbert_hf_config import config_from_hf, config_to_hf
+from roberta_tf.models.modernbert.modernbert_hf_config import config_to_hf
 from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
+from roberta_tf.models.roberta import hf_weights
+from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 
 WORD_KEY = "model.embeddings.tok_embeddings.weight"
 DECODER_KEY = "decoder.weight"
@@ -148,18 +148,6 @@ def set_from_hf_tensors(pretrainer: ModernBertPretrainer, tensors: dict[str, np.
     raise HFCheckpointError(f"{source}: {DECODER_KEY} differs from {WORD_KEY}; this model "
                             "ties the decoder to the token embedding")
   assign(_weight_map(pretrainer), tensors, source, "ModernBertForMaskedLM")
-
-
-def load_hf(hf_dir: str, dtype=None) -> ModernBertPretrainer:
-  """A ModernBertPretrainer with the weights of the HF ModernBertForMaskedLM in `hf_dir`."""
-  hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
-  try:
-    config = config_from_hf(hf_config, files.join(hf_dir, hf_weights.CONFIG_FILE))
-  except ValueError as e:
-    raise HFCheckpointError(str(e)) from e
-  pretrainer = ModernBertPretrainer(config, dtype=dtype)
-  set_from_hf_tensors(pretrainer, tensors, files.join(hf_dir, hf_weights.WEIGHTS_FILE))
-  return pretrainer
 
 
 def write_hf_dir(hf_dir: str, tensors: dict[str, np.ndarray], hf_config: dict) -> None:

@@ -98,6 +98,11 @@ class RobertaConfig:
                           f"[0, {self.vocab_size})")
 
   @property
+  def family(self) -> str:
+    """models/registry.py's name of this family (config.json omits it: absent = roberta)."""
+    return "roberta"
+
+  @property
   def max_seq_len(self) -> int:
     """The longest input (in tokens, <s> and </s> included) the position table can hold."""
     return self.max_positions - self.pad_id - 1
@@ -145,6 +150,9 @@ class RobertaConfig:
     config.json files omit it exactly when it is 0, and older ones never wrote it.
     """
     values = {**_ABSENT, **values}
+    if values.get("family", "roberta") != "roberta":
+      raise ConfigError(f"config family {values['family']!r} is not 'roberta'")
+    values.pop("family", None)
     if "max_seq_len" in values:
       max_seq_len = values.pop("max_seq_len")
       pad_id = values.get("pad_id", cls.pad_id)

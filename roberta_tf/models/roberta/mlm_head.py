@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.initializers import normal
+from roberta_tf.models.roberta.config import RobertaConfig
 
 MLM_HEAD_NAME = "mlm_head"
 

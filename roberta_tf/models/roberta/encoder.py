@@ -5,9 +5,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.embeddings import RobertaEmbeddings
-from roberta_tf.models.transformer_layer import TransformerLayer
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.embeddings import RobertaEmbeddings
+from roberta_tf.models.roberta.transformer_layer import TransformerLayer
 
 ENCODER_NAME = "roberta_encoder"
 EMBEDDINGS_NAME = "embeddings"

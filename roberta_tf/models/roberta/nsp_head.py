@@ -10,8 +10,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.config import RobertaConfig
 from roberta_tf.models.initializers import normal
+from roberta_tf.models.roberta.config import RobertaConfig
 
 NSP_HEAD_NAME = "next_sentence_head"
 

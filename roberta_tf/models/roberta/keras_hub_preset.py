@@ -36,9 +36,10 @@ import json
 import keras_hub
 
 from roberta_tf.common import atomic_write, error_text, files
-from roberta_tf.models import keras_hub_weights
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models import registry
+from roberta_tf.models.roberta import keras_hub_weights
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 
 BACKBONE_CLASS = "keras_hub>RobertaBackbone"
 MASKED_LM_CLASS = "keras_hub>RobertaMaskedLM"
@@ -197,7 +198,7 @@ def load_preset(preset_dir: str, dtype=None) -> tuple[RobertaPretrainer, bool]:
     if has_tokenizer:
       tokenizer = keras_hub.models.RobertaTokenizer.from_preset(local)
       _check_special_ids(tokenizer, config, files.join(preset_dir, TOKENIZER_ASSETS))
-  pretrainer = RobertaPretrainer(config, dtype=dtype)
+  pretrainer = registry.build_pretrainer(config, dtype=dtype)
   keras_hub_weights.copy_from_backbone(backbone, pretrainer.encoder)
   if head_loaded:
     keras_hub_weights.copy_head_from_masked_lm(masked_lm, pretrainer.mlm_head)

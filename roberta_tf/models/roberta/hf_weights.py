@@ -47,9 +47,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from roberta_tf.common import atomic_write, error_text, files
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
-from roberta_tf.models.pretrainer import RobertaPretrainer
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, FINAL_LAYER_NORM_NAME, layer_name
+from roberta_tf.models.roberta.pretrainer import RobertaPretrainer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -140,9 +140,9 @@ def check_exportable(config: RobertaConfig) -> None:
                             "input-format ablation's); RobertaForMaskedLM has neither, so it is "
                             "not exported")
   if config.gated_ffn:
-    raise HFCheckpointError("gated_ffn (--gated_ffn, a GEGLU feed-forward): no Hugging Face "
-                            "RoBERTa class has a gated feed-forward, so it is not exported; "
-                            "serve the SavedModel (roberta_tf.export) instead")
+    raise HFCheckpointError("gated_ffn (--model_option=gated_ffn=true, a GEGLU feed-forward): "
+                            "no Hugging Face RoBERTa class has a gated feed-forward, so it is "
+                            "not exported; serve the SavedModel (roberta_tf.export) instead")
 
 
 def _prefix(config: RobertaConfig) -> str:
@@ -328,15 +328,6 @@ def read_hf_dir(hf_dir: str) -> tuple[dict, dict[str, np.ndarray]]:
     except Exception as e:  # safetensors raises its own error types
       raise HFCheckpointError(f"cannot read {path}: {e}") from e
   return hf_config, tensors
-
-
-def load_hf(hf_dir: str, dtype=None) -> RobertaPretrainer:
-  """A RobertaPretrainer with the weights of the HF RobertaForMaskedLM in `hf_dir`."""
-  hf_config, tensors = read_hf_dir(hf_dir)
-  config = config_from_hf(hf_config, files.join(hf_dir, CONFIG_FILE))
-  pretrainer = RobertaPretrainer(config, dtype=dtype)
-  set_from_hf_tensors(pretrainer, tensors, files.join(hf_dir, WEIGHTS_FILE))
-  return pretrainer
 
 
 def save_hf(hf_dir: str, pretrainer: RobertaPretrainer) -> None:

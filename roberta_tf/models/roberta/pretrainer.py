@@ -5,10 +5,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, build_encoder, encoder_inputs
-from roberta_tf.models.mlm_head import build_mlm_head
-from roberta_tf.models.nsp_head import build_nsp_head
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, build_encoder, encoder_inputs
+from roberta_tf.models.roberta.mlm_head import build_mlm_head
+from roberta_tf.models.roberta.nsp_head import build_nsp_head
 
 
 @keras.saving.register_keras_serializable(package="roberta_tf")

@@ -32,9 +32,9 @@ import keras
 import keras_hub
 import numpy as np
 
-from roberta_tf.models.config import RobertaConfig
-from roberta_tf.models.encoder import EMBEDDINGS_NAME, layer_name
-from roberta_tf.models.mlm_head import MaskedLMHead
+from roberta_tf.models.roberta.config import RobertaConfig
+from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, layer_name
+from roberta_tf.models.roberta.mlm_head import MaskedLMHead
 
 
 class KerasHubWeightsError(ValueError):
@@ -133,7 +133,8 @@ def _positions(backbone, encoder):
 
 def check_supported(config: RobertaConfig) -> None:
   """Raises KerasHubWeightsError naming the option keras-hub's RobertaBackbone cannot hold."""
-  for name, flag in (("pre_layer_norm", "--pre_layer_norm"), ("gated_ffn", "--gated_ffn")):
+  for name in ("pre_layer_norm", "gated_ffn"):
+    flag = f"--model_option={name}=true"
     if getattr(config, name):
       raise KerasHubWeightsError(f"{name} ({flag}): keras-hub's RobertaBackbone is post-LN with a "
                                  "plain feed-forward, so it cannot hold this model; use --to_hf "
