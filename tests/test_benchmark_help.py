@@ -5,7 +5,7 @@ docstring, then its flags -- every flag its own file defines included.
 All of them in ONE fresh process (a process per script would pay the interpreter and TensorFlow
 start-up ~30 times): each script runs as `python -m` runs it (runpy, run_name "__main__",
 sys.argv[0] its file), and between two scripts the benchmarks' modules leave sys.modules and
-their flags leave absl's global FLAGS, so each starts as in a process of its own (the project's
+every flag they added leaves absl's global FLAGS, so each starts as in a process of its own (the project's
 modules, TensorFlow among them, stay imported). The other entry points (serving/peer_jobs.py,
 serving/peer_sides.py) are workers another benchmark starts with arguments of its own, not
 absl binaries.
@@ -21,10 +21,12 @@ from tests.conftest import SOURCE_TREE
 # Run in the child: {module: [exit code, --help's output]} as JSON on the last stdout line.
 _CHILD = r"""
 import contextlib, io, json, runpy, sys
-from absl import flags
+from absl import app, flags
 
 FLAGS = flags.FLAGS
-results = {}
+app.define_help_flags()  # what app.run defines once per process: absl's, kept
+BASE = set(FLAGS)  # absl's own flags, before any script
+results, kept = {}, []
 for module, path in json.loads(sys.argv[1]):
   out = io.StringIO()
   sys.argv = [path, "--help"]
@@ -35,13 +37,16 @@ for module, path in json.loads(sys.argv[1]):
   except SystemExit as e:
     code = e.code
   results[module] = [code, out.getvalue()]
-  for owner, defined in list(FLAGS.flags_by_module_dict().items()):
-    if owner.startswith("benchmarks.") or owner == path:
-      for flag in list(defined):
-        if flag.name in FLAGS:
-          delattr(FLAGS, flag.name)
+  # Every flag the script added leaves, whoever absl took for its owner (the script's path,
+  # a benchmarks.* module, or runpy's frame when absl's caller lookup lands there).
+  for name in [n for n in list(FLAGS) if n not in BASE]:
+    if name in FLAGS:
+      delattr(FLAGS, name)
+  # Kept alive, not freed: absl disclaims a helper module by id(module) (flags.disclaim_key_flags),
+  # and a freed module's id reused by the next script's __main__ made absl credit that script's
+  # flags to runpy, so --help left them out (now and then).
   for name in [m for m in sys.modules if m == "benchmarks" or m.startswith("benchmarks.")]:
-    del sys.modules[name]
+    kept.append(sys.modules.pop(name))
 print(json.dumps(results))
 """
 

@@ -21,7 +21,6 @@ from roberta_tf.finetuning import finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.tagging import hf_tagger, tag_features, tag_scores
 from roberta_tf.models import registry
-from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization.vocabulary import roberta_template
 from tests import finetune_fixtures as fx
 from tests.harness import call_module
