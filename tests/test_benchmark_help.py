@@ -6,9 +6,9 @@ All of them in ONE fresh process (a process per script would pay the interpreter
 start-up ~30 times): each script runs as `python -m` runs it (runpy, run_name "__main__",
 sys.argv[0] its file), and between two scripts the benchmarks' modules leave sys.modules and
 every flag they added leaves absl's global FLAGS, so each starts as in a process of its own
-(the project's modules, TensorFlow among them, stay imported). The other entry points (serving/peer_jobs.py,
-serving/peer_sides.py) are workers another benchmark starts with arguments of its own, not
-absl binaries.
+(the project's modules, TensorFlow among them, stay imported). The other entry points
+(serving/peer_jobs.py, serving/peer_sides.py) are workers another benchmark starts with
+arguments of its own, not absl binaries.
 """
 
 import json
