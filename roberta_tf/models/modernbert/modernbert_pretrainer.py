@@ -7,6 +7,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from roberta_tf.models.every_position import every_position_inputs
 from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig
 from roberta_tf.models.modernbert.modernbert_encoder import (
   EMBEDDINGS_NAME,
@@ -67,12 +68,7 @@ class ModernBertPretrainer(keras.Model):
 
   def full_logits(self, input_ids, padding_mask, training=False):
     """MLM logits at every position: float32 [B, S, V] for int32 [B, S] inputs."""
-    input_ids = tf.convert_to_tensor(input_ids, tf.int32)
-    batch, seq = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
-    positions = tf.broadcast_to(tf.range(seq)[None, :], [batch, seq])
-    return self({"input_ids": input_ids,
-                 "padding_mask": tf.convert_to_tensor(padding_mask, tf.int32),
-                 "mask_positions": positions}, training=training)
+    return self(every_position_inputs(input_ids, padding_mask), training=training)
 
   def get_config(self):
     config = super().get_config()

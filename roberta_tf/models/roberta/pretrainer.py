@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from roberta_tf.models.every_position import every_position_inputs
 from roberta_tf.models.roberta.config import RobertaConfig
 from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME, build_encoder, encoder_inputs
 from roberta_tf.models.roberta.mlm_head import build_mlm_head
@@ -76,12 +77,7 @@ class RobertaPretrainer(keras.Model):
     Returns:
       float32 [B, S, V].
     """
-    input_ids = tf.convert_to_tensor(input_ids, tf.int32)
-    batch, seq = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
-    positions = tf.broadcast_to(tf.range(seq)[None, :], [batch, seq])
-    return self({"input_ids": input_ids,
-                 "padding_mask": tf.convert_to_tensor(padding_mask, tf.int32),
-                 "mask_positions": positions}, training=training)
+    return self(every_position_inputs(input_ids, padding_mask), training=training)
 
   def get_config(self):
     config = super().get_config()
