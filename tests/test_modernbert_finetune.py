@@ -1,0 +1,84 @@
+"""Fine-tuning on a ModernBERT encoder (issue 60 point 6): `finetune --init_from=M` where M is an
+imported ModernBERT model dir trains HF ModernBERT's classification head (modernbert.md 1.9),
+the fine-tuned dir reloads, and its export classifies raw strings with the tokenizer.json
+inside, in a fresh process, as the reloaded model does."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from roberta_tf import models
+from roberta_tf.finetuning import featurize, finetuned_dir
+from roberta_tf.models.modernbert.modernbert_task_heads import ModernBertTaskHead
+from tests import finetune_fixtures as fx
+from tests import serving_loaders
+from tests.conftest import TESTDATA
+from tests.harness import call_module
+
+HF_FIXTURE = os.path.join(TESTDATA, "modernbert_tiny")
+TEXTS = ["the film was great , I think", "the film was awful , I think", "an [MASK] day"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """The imported model dir, a 2-step fine-tuning run on it with --export_dir, and its paths."""
+  root = tmp_path_factory.mktemp("mb_finetune")
+  paths = {"pretrained": str(root / "M"), "model_dir": str(root / "F"),
+           "export": str(root / "SM")}
+  proc = call_module("roberta_tf.convert_checkpoint", f"--hf_dir={HF_FIXTURE}",
+                     f"--model_dir={paths['pretrained']}")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  for split, n, seed in (("train", 16, 0), ("dev", 8, 1)):
+    paths[split] = fx.write_table(str(root / f"{split}.tsv"), fx.sentiment_rows(n, seed))
+  proc = call_module(
+      "roberta_tf.finetune", "--task=classification", f"--train_file={paths['train']}",
+      f"--eval_file={paths['dev']}", "--text_fields=sentence", "--label_field=label",
+      f"--init_from={paths['pretrained']}", f"--model_dir={paths['model_dir']}", "--epochs=1",
+      "--max_seq_len=32", "--batch_size=8", "--learning_rates=1e-3", "--seeds=1",
+      f"--export_dir={paths['export']}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return paths
+
+
+def _logits(model, tokenizer, texts, max_seq_len=32):
+  ids = featurize.build_inputs(tokenizer(tf.constant(texts)), None, max_seq_len,
+                               tokenizer.template)
+  return model(featurize.to_dense(ids, tokenizer.pad_id), training=False)["logits"].numpy()
+
+
+def test_finetune_trains_hf_head_on_modernbert_and_the_dir_reloads(run):
+  with open(os.path.join(run["model_dir"], "eval_results.json")) as f:
+    history = json.load(f)["runs"][0]["history"]
+  assert history[-1]["step"] == 2 and np.isfinite(history[-1]["train_loss"])
+  model, config, info = finetuned_dir.load(run["model_dir"])
+  assert config.family == "modernbert" and list(info.labels) == ["neg", "pos"]
+  assert isinstance(model.head, ModernBertTaskHead) and model.head.num_labels == 2
+  assert model.head.pooling == config.classifier_pooling
+  # The encoder moved away from the imported one (the run trained it), and the head is HF's.
+  pretrained = models.load(run["pretrained"])
+  moved = [not np.array_equal(a, b) for a, b in zip(
+      model.encoder.get_weights(), pretrained.encoder.get_weights(), strict=True)]
+  assert any(moved)
+  tokenizer = finetuned_dir.load_tokenizer(run["model_dir"])
+  logits = _logits(model, tokenizer, TEXTS)
+  assert logits.shape == (3, 2) and np.isfinite(logits).all()
+  again, _, _ = finetuned_dir.load(run["model_dir"])
+  np.testing.assert_array_equal(_logits(again, tokenizer, TEXTS), logits)
+
+
+def test_export_classifies_raw_strings_in_a_fresh_process(run, tmp_path):
+  model, _, info = finetuned_dir.load(run["model_dir"])
+  tokenizer = finetuned_dir.load_tokenizer(run["model_dir"])
+  probabilities = tf.nn.softmax(_logits(model, tokenizer, TEXTS)).numpy()
+  assert any(name == "tokenizer.json" for _, _, names in os.walk(run["export"])
+             for name in names)
+  loaded = serving_loaders.loader_runs(
+      {run["export"]: [("c", "classify", {"text_a": TEXTS})]}, str(tmp_path / "out.npz"))
+  for loader in ("tf2", "tf1"):
+    got = serving_loaders.outputs_of(loaded[loader][run["export"]], "c")
+    np.testing.assert_allclose(got["probabilities"], probabilities, atol=1e-5, rtol=0)
+    assert [s.decode() for s in got["label"]] == [
+        info.labels[i] for i in probabilities.argmax(-1)]
