@@ -1,7 +1,9 @@
 """Fine-tuning on a ModernBERT encoder (issue 60 point 6): `finetune --init_from=M` where M is an
 imported ModernBERT model dir trains HF ModernBERT's classification head (modernbert.md 1.9),
-the fine-tuned dir reloads, and its export classifies raw strings with the tokenizer.json
-inside, in a fresh process, as the reloaded model does."""
+the fine-tuned dir reloads, its export classifies raw strings with the tokenizer.json inside,
+in a fresh process, as the reloaded model does, and `convert_checkpoint --to_hf` writes a
+ModernBertForSequenceClassification folder whose logits (transformers', where installed) are
+ours."""
 
 import json
 import os
@@ -12,6 +14,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.finetuning import featurize, finetuned_dir
+from roberta_tf.models.modernbert import modernbert_hf_tasks
 from roberta_tf.models.modernbert.modernbert_task_heads import ModernBertTaskHead
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
@@ -82,3 +85,34 @@ def test_export_classifies_raw_strings_in_a_fresh_process(run, tmp_path):
     np.testing.assert_allclose(got["probabilities"], probabilities, atol=1e-5, rtol=0)
     assert [s.decode() for s in got["label"]] == [
         info.labels[i] for i in probabilities.argmax(-1)]
+
+
+def test_to_hf_writes_a_sequence_classifier_transformers_loads(run, tmp_path):
+  hf_dir = str(tmp_path / "hf")
+  proc = call_module("roberta_tf.convert_checkpoint", "--to_hf",
+                     f"--model_dir={run['model_dir']}", f"--hf_dir={hf_dir}")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  with open(os.path.join(hf_dir, "config.json")) as f:
+    hf_config = json.load(f)
+  assert hf_config["architectures"] == ["ModernBertForSequenceClassification"]
+  assert hf_config["id2label"] == {"0": "neg", "1": "pos"}
+  assert os.path.isfile(os.path.join(hf_dir, "tokenizer.json"))
+  model, _, _ = finetuned_dir.load(run["model_dir"])
+  tokenizer = finetuned_dir.load_tokenizer(run["model_dir"])
+  ours = _logits(model, tokenizer, TEXTS)
+  # Read back by our HF reader (what CI without torch checks) ...
+  back, labels = modernbert_hf_tasks.load_hf_task(hf_dir)
+  assert labels == ["neg", "pos"]
+  ids = featurize.build_inputs(tokenizer(tf.constant(TEXTS)), None, 32, tokenizer.template)
+  dense = featurize.to_dense(ids, tokenizer.pad_id)
+  np.testing.assert_allclose(back(dense)["logits"].numpy(), ours, atol=1e-5, rtol=0)
+  # ... and by transformers, with its own tokenizer, where installed.
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  hf_tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+  hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(hf_dir).eval()
+  batch = hf_tokenizer(TEXTS, padding=True, return_tensors="pt")
+  np.testing.assert_array_equal(batch["input_ids"].numpy(), dense["input_ids"].numpy())
+  with torch.no_grad():
+    theirs = hf_model(**batch).logits.numpy()
+  np.testing.assert_allclose(theirs, ours, atol=1e-4, rtol=0)
