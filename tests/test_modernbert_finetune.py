@@ -116,3 +116,50 @@ def test_to_hf_writes_a_sequence_classifier_transformers_loads(run, tmp_path):
   with torch.no_grad():
     theirs = hf_model(**batch).logits.numpy()
   np.testing.assert_allclose(theirs, ours, atol=1e-4, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def tagger(run, tmp_path_factory):
+  """A 2-step token-classification run on the same imported ModernBERT dir, with an export."""
+  root = tmp_path_factory.mktemp("mb_tagging")
+  paths = {"model_dir": str(root / "T"), "export": str(root / "TSM")}
+  for split, n, seed in (("train", 16, 0), ("dev", 8, 1)):
+    paths[split] = fx.write_conll(str(root / f"{split}.conll"), fx.ner_sentences(n, seed))
+  proc = call_module(
+      "roberta_tf.finetune", "--task=token_classification", f"--train_file={paths['train']}",
+      f"--eval_file={paths['dev']}", f"--init_from={run['pretrained']}",
+      f"--model_dir={paths['model_dir']}", "--epochs=1", "--max_seq_len=32", "--batch_size=8",
+      "--learning_rates=1e-3", "--seeds=1", f"--export_dir={paths['export']}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return paths
+
+
+def test_token_tagging_trains_exports_and_goes_to_hf(tagger, tmp_path):
+  model, config, info = finetuned_dir.load(tagger["model_dir"])
+  assert isinstance(model.head, ModernBertTaskHead) and model.head.task == "token_classification"
+  assert model.head.num_labels == len(info.labels) > 1
+  loaded = serving_loaders.loader_runs(
+      {tagger["export"]: [("t", "tag", {"text": ["Alice met Bob in Oslo"]})]},
+      str(tmp_path / "out.npz"))
+  got = serving_loaders.outputs_of(loaded["tf2"][tagger["export"]], "t")
+  assert got["num_words"].tolist() == [5]
+  assert all(tag.decode() in info.labels for tag in got["word_tags"][0][:5])
+  hf_dir = str(tmp_path / "hf")
+  proc = call_module("roberta_tf.convert_checkpoint", "--to_hf",
+                     f"--model_dir={tagger['model_dir']}", f"--hf_dir={hf_dir}")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  back, labels = modernbert_hf_tasks.load_hf_task(hf_dir)
+  assert labels == list(info.labels) and back.task == "token_classification"
+  tokenizer = finetuned_dir.load_tokenizer(tagger["model_dir"])
+  ids = featurize.build_inputs(tokenizer(tf.constant(TEXTS)), None, 32, tokenizer.template)
+  dense = featurize.to_dense(ids, tokenizer.pad_id)
+  mask = dense["padding_mask"].numpy().astype(bool)
+  ours = model(dense, training=False)["logits"].numpy()
+  np.testing.assert_allclose(back(dense)["logits"].numpy()[mask], ours[mask], atol=1e-5, rtol=0)
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  hf_model = transformers.AutoModelForTokenClassification.from_pretrained(hf_dir).eval()
+  with torch.no_grad():
+    theirs = hf_model(input_ids=torch.tensor(dense["input_ids"].numpy()).long(),
+                      attention_mask=torch.tensor(mask).long()).logits.numpy()
+  np.testing.assert_allclose(theirs[mask], ours[mask], atol=1e-4, rtol=0)
