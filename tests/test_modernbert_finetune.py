@@ -16,6 +16,7 @@ from roberta_tf import models
 from roberta_tf.finetuning import featurize, finetuned_dir
 from roberta_tf.models.modernbert import modernbert_hf_tasks
 from roberta_tf.models.modernbert.modernbert_task_heads import ModernBertTaskHead
+from roberta_tf.serving import finetuned_export
 from tests import finetune_fixtures as fx
 from tests import serving_loaders
 from tests.conftest import TESTDATA
@@ -73,18 +74,27 @@ def test_finetune_trains_hf_head_on_modernbert_and_the_dir_reloads(run):
 
 
 def test_export_classifies_raw_strings_in_a_fresh_process(run, tmp_path):
+  """The float32 export (finetune --export_dir) as the reloaded model; a bfloat16 one within
+  bf16 rounding of it."""
   model, _, info = finetuned_dir.load(run["model_dir"])
   tokenizer = finetuned_dir.load_tokenizer(run["model_dir"])
   probabilities = tf.nn.softmax(_logits(model, tokenizer, TEXTS)).numpy()
   assert any(name == "tokenizer.json" for _, _, names in os.walk(run["export"])
              for name in names)
-  loaded = serving_loaders.loader_runs(
-      {run["export"]: [("c", "classify", {"text_a": TEXTS})]}, str(tmp_path / "out.npz"))
+  bf16 = finetuned_export.export_saved_model(run["model_dir"], str(tmp_path / "bf16"),
+                                             precision="bfloat16")
+  calls = [("c", "classify", {"text_a": TEXTS})]
+  loaded = serving_loaders.loader_runs({run["export"]: calls, bf16: calls},
+                                       str(tmp_path / "out.npz"))
   for loader in ("tf2", "tf1"):
     got = serving_loaders.outputs_of(loaded[loader][run["export"]], "c")
     np.testing.assert_allclose(got["probabilities"], probabilities, atol=1e-5, rtol=0)
     assert [s.decode() for s in got["label"]] == [
         info.labels[i] for i in probabilities.argmax(-1)]
+    got = serving_loaders.outputs_of(loaded[loader][bf16], "c")
+    assert got["probabilities"].dtype == np.float32
+    np.testing.assert_allclose(got["probabilities"], probabilities, atol=3e-2, rtol=0)
+    assert not np.array_equal(got["probabilities"], probabilities)  # computed in bf16
 
 
 def test_to_hf_writes_a_sequence_classifier_transformers_loads(run, tmp_path):
