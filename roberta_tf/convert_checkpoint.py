@@ -156,6 +156,7 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   merges.txt and the tokenizer's tokenizer_config.json + special_tokens_map.json.
   """
   # pylint: disable=import-outside-toplevel
+  from roberta_tf.finetuning import finetuned_modernbert_hf
   from roberta_tf.finetuning.embedding import st_export
   from roberta_tf.finetuning.tagging import hf_tagger
   from roberta_tf.models import hf_tokenizer_files, model_dir, registry
@@ -167,6 +168,13 @@ def export_hf(in_model_dir: str, out_hf_dir: str, overwrite: bool = False,
   weights = files.join(out_hf_dir, hf_weights.WEIGHTS_FILE)
   if files.exists(weights) and not overwrite:
     raise model_dir.ModelDirError(f"{weights} exists; pass --overwrite to replace it")
+  if finetuned_modernbert_hf.is_modernbert_finetuned(in_model_dir):
+    written = finetuned_modernbert_hf.save_hf(in_model_dir, out_hf_dir, checkpoint=checkpoint)
+    family = registry.get("modernbert")
+    for name, src in _tokenizer_files(family, in_model_dir).items():
+      files.copy(src, files.join(out_hf_dir, name), overwrite=True)
+      written.append(name)
+    return written
   tagger = hf_tagger.is_finetuned_dir(in_model_dir)
   if tagger:
     max_seq_len = hf_tagger.save_hf(in_model_dir, out_hf_dir, checkpoint=checkpoint)

@@ -87,9 +87,10 @@ def model_on(encoder, model_config: models.RobertaConfig, info: ProblemInfo,
              dtype=None) -> heads.FinetuneModel:
   """The fine-tuning model of `info` on `encoder`, a fresh head (what a checkpoint restores)."""
   return heads.FinetuneModel(encoder, info.task_type, info.num_outputs,
-                             dropout=model_config.dropout,
+                             dropout=heads.dropout_of(model_config),
                              initializer_range=model_config.initializer_range, dtype=dtype,
-                             answer_classifier=info.answer_classifier, pooling=info.pooling)
+                             answer_classifier=info.answer_classifier, pooling=info.pooling,
+                             model_config=model_config)
 
 
 def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: str | None = None):

@@ -1,5 +1,11 @@
 """Task heads on the RoBERTa encoder, and `FinetuneModel` (encoder + one head).
 
+On a ModernBERT encoder (`model_config` of that family) classification, regression, multiple
+choice and token tagging use HF ModernBERT's head instead (models/modernbert/
+modernbert_task_heads.py: pooling as config.classifier_pooling, dense, GELU, LayerNorm,
+classifier), so that the fine-tuned model exports as ModernBertFor*Classification; extractive
+QA and embeddings use the heads below on either family.
+
 Heads (the sublayer names are checkpoint keys):
 - `ClassificationHead`: RoBERTa's (fairseq `RobertaClassificationHead`, HF
   `RobertaClassificationHead`): dropout -> dense H, tanh -> dropout -> dense K, on the `<s>`
@@ -19,7 +25,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from roberta_tf import models
 from roberta_tf.finetuning.problem_types import (
   CLASSIFICATION,
   CLS,
@@ -31,6 +36,7 @@ from roberta_tf.finetuning.problem_types import (
   TOKEN_CLASSIFICATION,
 )
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models import registry
 from roberta_tf.models.initializers import normal
 from roberta_tf.models.roberta.encoder import encoder_inputs
 
@@ -142,13 +148,15 @@ class FinetuneModel(keras.Model):
     embedding:       {"embeddings": [B, H]}, L2-normalized (`pool`); inputs [B, T, S] (T texts
                      of a training row: anchor, positive[, negative]) give [B, T, H]
   Checkpoint layout: `tf.train.Checkpoint(model=...)` with children "encoder" and "head" (and
-  "answer_head").
+  "answer_head"). `model_config` (the encoder's config) picks the family's head (module
+  docstring); None: RoBERTa's.
   Built on construction, so a checkpoint can be restored into it straight away.
   """
 
   def __init__(self, encoder: keras.Model, task_type: str, num_outputs: int = 1,
                dropout: float = 0.1, initializer_range: float = 0.02, dtype=None,
-               answer_classifier: bool = False, pooling: str = MEAN, **kwargs):
+               answer_classifier: bool = False, pooling: str = MEAN, model_config=None,
+               **kwargs):
     if task_type not in PROBLEM_TYPES:
       raise ValueError(f"unknown task type {task_type!r}; expected one of {PROBLEM_TYPES}")
     super().__init__(dtype=dtype, name=kwargs.pop("name", f"roberta_{task_type}"), **kwargs)
@@ -157,7 +165,11 @@ class FinetuneModel(keras.Model):
     hidden = encoder.output["pooled_output"].shape[-1]
     self.answer_head = None
     self.pooling = pooling
-    if task_type == EMBEDDING:
+    mb_head = family_head(model_config, task_type, num_outputs, dtype)
+    self.on_sequence = mb_head is not None  # the head takes (sequence_output, padding_mask)
+    if mb_head is not None:
+      self.head = mb_head
+    elif task_type == EMBEDDING:
       self.head = None  # pooling has no weights
     elif task_type == EXTRACTIVE_QA:
       self.head = SpanHead(initializer_range, dtype=dtype, name="span_head")
@@ -197,9 +209,14 @@ class FinetuneModel(keras.Model):
         return {"start_logits": start, "end_logits": end}
       answerable = self.answer_head(encoded["pooled_output"], training=training)[:, 0]
       return {"start_logits": start, "end_logits": end, "answerable_logits": answerable}
-    if self.task_type == TOKEN_CLASSIFICATION:
+    if self.on_sequence:
+      logits = self.head(encoded["sequence_output"], padding_mask, training=training)
+      if self.task_type == TOKEN_CLASSIFICATION:
+        return {"logits": logits}
+    elif self.task_type == TOKEN_CLASSIFICATION:
       return {"logits": self.head(encoded["sequence_output"], training=training)}
-    logits = self.head(encoded["pooled_output"], training=training)
+    else:
+      logits = self.head(encoded["pooled_output"], training=training)
     if self.task_type == CLASSIFICATION:
       return {"logits": logits}
     if self.task_type == REGRESSION:
@@ -207,13 +224,38 @@ class FinetuneModel(keras.Model):
     return {"logits": tf.reshape(logits, shape[:2])}
 
 
-def pretrained_encoder(config: models.RobertaConfig, dtype=None,
+def family_head(model_config, task_type: str, num_outputs: int, dtype=None):
+  """The built HF ModernBERT head of a ModernBERT `model_config` for task_type (num_outputs
+  labels; 1 for regression and multiple choice), or None: RoBERTa's heads apply (another
+  family, no config, extractive QA, embeddings)."""
+  if model_config is None or registry.family_of(model_config).name == registry.DEFAULT_FAMILY:
+    return None
+  if task_type in (EXTRACTIVE_QA, EMBEDDING):
+    return None
+  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.modernbert import modernbert_task_heads as mb_heads
+  if task_type == TOKEN_CLASSIFICATION:
+    return mb_heads.build_task_head(model_config, mb_heads.TOKEN_CLASSIFICATION, num_outputs,
+                                    dtype=dtype)
+  outputs = num_outputs if task_type == CLASSIFICATION else 1
+  return mb_heads.build_task_head(model_config, mb_heads.SEQUENCE_CLASSIFICATION, outputs,
+                                  dtype=dtype)
+
+
+def dropout_of(model_config) -> float:
+  """The dropout rate of the RoBERTa-style heads on model_config's encoder."""
+  if hasattr(model_config, "dropout"):
+    return model_config.dropout
+  return model_config.classifier_dropout
+
+
+def pretrained_encoder(config, dtype=None,
                        init_from: str = "") -> keras.Model:
   """The encoder of `config`: random init, or the weights of model dir `init_from`'s latest
   checkpoint (its MLM head is dropped). `config` may differ from init_from's config.json only in
   dropout (fine-tuning may change it)."""
   if not init_from:
-    return models.build_encoder(config, dtype=dtype)
-  pretrainer = models.build_pretrainer(config, dtype=dtype)
+    return registry.build_encoder(config, dtype=dtype)
+  pretrainer = registry.build_pretrainer(config, dtype=dtype)
   model_dir_lib.restore(pretrainer, model_dir_lib.latest_checkpoint(init_from))
   return pretrainer.encoder

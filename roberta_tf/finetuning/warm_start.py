@@ -64,7 +64,4 @@ def warm_started_model(model_config: models.RobertaConfig, info: ProblemInfo, dt
   finetuned_dir.restore(trained, model_dir_lib.latest_checkpoint(init_from))
   if keeps_head(source, info):
     return trained
-  return heads.FinetuneModel(trained.encoder, info.task_type, info.num_outputs,
-                             dropout=model_config.dropout,
-                             initializer_range=model_config.initializer_range, dtype=dtype,
-                             answer_classifier=info.answer_classifier, pooling=info.pooling)
+  return finetuned_dir.model_on(trained.encoder, model_config, info, dtype=dtype)

@@ -13,6 +13,7 @@ model asks this registry rather than a family's classes:
   free_fields(config)                  fields a checkpoint may differ in (dropout; ModernBERT's
                                        max_seq_len: no weight is sized by it)
   build_pretrainer(config, dtype, serving)   THE constructor of pretrainers
+  build_encoder(config, dtype, serving)      the encoder alone (fine-tuning, exports)
   load_hf(hf_dir) / hf_converter(family)      HF *ForMaskedLM folders in / the module out
   count_parameters(config)             the pretrainer's weights, counted from the config
 
@@ -217,6 +218,17 @@ def build_pretrainer(config, dtype=None, serving: bool = False):
     return RobertaPretrainer(config, dtype=dtype, serving=serving)
   from roberta_tf.models.modernbert.modernbert_pretrainer import ModernBertPretrainer
   return ModernBertPretrainer(config, dtype=dtype, serving=serving)
+
+
+def build_encoder(config, dtype=None, serving: bool = False):
+  """The encoder of `config`'s family (RoBERTa's build_encoder / build_modernbert_encoder),
+  built, without an MLM head; `serving` as build_pretrainer's."""
+  # pylint: disable=import-outside-toplevel
+  if family_of(config).name == DEFAULT_FAMILY:
+    from roberta_tf.models.roberta.encoder import build_encoder as build_roberta_encoder
+    return build_roberta_encoder(config, dtype=dtype, serving=serving)
+  from roberta_tf.models.modernbert.modernbert_encoder import build_modernbert_encoder
+  return build_modernbert_encoder(config, dtype=dtype)
 
 
 def hf_converter(family: Family):

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from roberta_tf import models
 from roberta_tf.common import files
 from roberta_tf.finetuning import featurize, finetuned_dir, heads, problem_types
 from roberta_tf.finetuning.squad import tf_ops as squad_tf_ops
 from roberta_tf.finetuning.tagging import tag_tf
+from roberta_tf.models import registry
 from roberta_tf.serving import saved_model_writer, serving_precision, serving_precision_probe
 from roberta_tf.tokenization.tokenizer import BytePairTokenizer, token_byte_lengths
 
@@ -170,7 +170,7 @@ def export_saved_model(model_dir: str, export_dir: str, overwrite: bool = False,
     raise ValueError(f"--export_dir={export_dir!r} exists and is not empty; pass --overwrite")
   model, model_config, info = finetuned_dir.load(model_dir, dtype="float32")
   build = lambda dtype: finetuned_dir.model_on(  # noqa: E731
-      models.build_encoder(model_config, dtype=dtype, serving=True), model_config, info,
+      registry.build_encoder(model_config, dtype=dtype, serving=True), model_config, info,
       dtype=dtype)
   precision = serving_precision_probe.resolve(precision, model, build, model_config)
   module = FinetunedModule(serving_precision.rebuilt(model, build, precision),
