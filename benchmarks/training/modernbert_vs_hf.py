@@ -16,7 +16,8 @@ ids. --attention: "alternating" is the preset's (a global layer every third, the
 with a 128-token window); "global_only" makes every layer global on every side, which shows what
 the local layers cost each implementation.
   ours:       the pretraining run's step (`PretrainingTask`'s optimizer, objective and step
-              config, `build_train_step`) with `build_our_model`'s model: ModernBertPretrainer;
+              config, `build_train_step`) on the ModernBERT config (the registry builds the
+              ModernBertPretrainer);
   HF stock:   `ModernBertForMaskedLM(..., attn_implementation="sdpa")` with labels (-100 but at
               the masked positions) and torch AdamW(betas=(0.9, 0.98), eps=1e-6, weight decay
               0.01 on matrices, lr 1e-4), a bare loop (modernbert_hf_worker.py);
@@ -46,7 +47,6 @@ import time
 from absl import app, flags
 
 from benchmarks.common import commands, window_records
-from benchmarks.common.our_modernbert import build_our_model
 from benchmarks.common.side_workers import Worker, WorkerError, serve
 
 # Module level stays TF- and torch-free: each worker imports only its own library.
@@ -71,34 +71,19 @@ def model_config(args, attention: str, special_ids: dict) -> dict:
 
 # ---- the workers (one per side, in their own process) -----------------------------------------
 def build_ours_worker(spec: dict):
-  """Our TrainStep (PretrainingTask's optimizer, step config and objective; our model) over
-  the dumped batches."""
-  import keras  # pylint: disable=import-outside-toplevel
+  """Our TrainStep (PretrainingTask on the ModernBERT config: its optimizer, step config,
+  objective, and the registry's model) over the dumped batches."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  from benchmarks.training.hf_worker import load_batches  # pylint: disable=import-outside-toplevel
-  from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
-  from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # pylint: disable=import-outside-toplevel
+  from benchmarks.training.throughput_vs_hf import step_over_batches  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import registry  # pylint: disable=import-outside-toplevel
+  from roberta_tf.pretraining.task import PretrainingTask  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.task import build_train_step  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-
-  class ModernBertTask(PretrainingTask):
-    def build_model(self):
-      return build_our_model(spec["model_config"], self.cfg.runtime.precision)
-
-  cfg = TrainConfig.from_dict(spec["train_config"])
-  strategy = tf.distribute.get_strategy()
-  roberta_config = model_config_for(cfg, dataset_info.read(cfg.train_data))  # unused dims
-  train_step = build_train_step(ModernBertTask(cfg, strategy, roberta_config), strategy)
-  batches = load_batches(spec["batches"])
-  iterator = iter(tf.data.Dataset.from_tensor_slices(batches).repeat().prefetch(2))
-  info = {"versions": f"tensorflow {tf.__version__}, keras {keras.__version__}",
-          "threads": f"TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
-                     f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} "
-                     "(0: TF's default)",
-          "model": type(train_step.model).__name__}
-  return (lambda: train_step(lambda: next(iterator))[0]["loss"]), info
+  task = PretrainingTask(TrainConfig.from_dict(spec["train_config"]), tf.distribute.get_strategy(),
+                         registry.config_from_dict(spec["model_config"]))
+  step, info, train_step = step_over_batches(task, spec["batches"])
+  return step, {**info, "model": type(train_step.model).__name__}
 
 
 def build_worker(side: str):
@@ -111,8 +96,8 @@ def build_worker(side: str):
 
 # ---- the driver -------------------------------------------------------------------------------
 def train_config_fields(args, data: str, precision: str) -> dict:
-  """TrainConfig's options for our side (its model section is unused: our model is built by
-  build_our_model; the RoBERTa preset only has to accept --max_seq_len)."""
+  """TrainConfig's options for our side (its model section is unused: the task gets the
+  ModernBERT config itself)."""
   return {"model_dir": "", "train_data": data, "config": "tiny", "max_seq_len": args.max_seq_len,
           "batch_size": args.batch_size, "train_steps": 10**6, "warmup_steps": 1,
           "learning_rate": 1e-4, "precision": precision, "shuffle_buffer": 1000, "seed": 0,

@@ -49,7 +49,7 @@ from benchmarks.common import commands
 from benchmarks.training import throughput_flags
 from roberta_tf import models
 from roberta_tf.data import dataset_info, pipeline
-from roberta_tf.models import flops
+from roberta_tf.models import flops, registry
 from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.task import PretrainingTask, model_config_for
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -251,9 +251,8 @@ def main(argv):
     rows = []
     for preset in args.presets.split(","):
       config = models.preset(preset, vocab_size=VOCAB_SIZE, max_positions=args.max_seq_len + 2)
-      predictions = TrainConfig.from_dict(dict(
-          model_dir="", train_data="")).masking_config() \
-          .resolved_max_predictions(args.max_seq_len)
+      predictions = TrainConfig.from_dict(dict(model_dir="", train_data="")).for_family(
+          registry.family_of(config)).masking_config().resolved_max_predictions(args.max_seq_len)
       step_flops = flops.train_step_flops(
           config.flop_terms(), seq_len=args.max_seq_len, predictions_per_seq=predictions,
           sequences=args.batch_size)

@@ -77,15 +77,12 @@ RATIO_KEYS = {"hf": "ratio", "hf_masked": "ratio_masked_head"}  # "ratio": as ea
 def build_ours_worker(spec: dict):
   """Our TrainStep (as throughput.build_ours) over the dumped batches; info carries the
   peak MFU divides by (spec's, else measured here: this process's device and threads)."""
-  import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  from benchmarks.training.hf_worker import load_batches  # pylint: disable=import-outside-toplevel
   from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.task import PretrainingTask, model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   from roberta_tf.training import precision_probe  # pylint: disable=import-outside-toplevel
-  from roberta_tf.training.task import build_train_step  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
   peak_lines = []
   peak = spec["peak_flops"]
@@ -96,15 +93,28 @@ def build_ours_worker(spec: dict):
   cfg = TrainConfig.from_dict(spec["train_config"])
   strategy = tf.distribute.get_strategy()
   model_config = model_config_for(cfg, dataset_info.read(cfg.train_data))
-  train_step = build_train_step(PretrainingTask(cfg, strategy, model_config), strategy)
-  batches = load_batches(spec["batches"])
+  step, info, _ = step_over_batches(PretrainingTask(cfg, strategy, model_config),
+                                    spec["batches"])
+  return step, {**info, "peak_flops": peak, "peak_line": peak_lines[-1]}
+
+
+def step_over_batches(task, batches_path: str):
+  """(a call of one train step of `task` (the one core's build_train_step) over the dumped
+  batches at `batches_path`, cycled, returning its loss; {"versions", "threads"} of this
+  worker; the TrainStep)."""
+  import keras  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from benchmarks.training.hf_worker import load_batches  # pylint: disable=import-outside-toplevel
+  from roberta_tf.training.task import build_train_step  # pylint: disable=import-outside-toplevel
+  train_step = build_train_step(task, task.strategy)
+  batches = load_batches(batches_path)
   iterator = iter(tf.data.Dataset.from_tensor_slices(batches).repeat().prefetch(2))
   info = {"versions": f"tensorflow {tf.__version__}, keras {keras.__version__}",
           "threads": f"TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
                      f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} "
-                     "(0: TF's default)",
-          "peak_flops": peak, "peak_line": peak_lines[-1]}
-  return (lambda: train_step(lambda: next(iterator))[0]["loss"]), info
+                     "(0: TF's default)"}
+  return (lambda: train_step(lambda: next(iterator))[0]["loss"]), info, train_step
 
 
 def build_worker(side: str):
@@ -119,11 +129,13 @@ def build_worker(side: str):
 def dump_batches(args, data: str, path: str) -> None:
   """--num_batches batches of the real pipeline (our masking) as stacked arrays in `path`."""
   from roberta_tf.data import dataset_info, pipeline  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import registry  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.task import model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   cfg = TrainConfig.from_dict(
       train_config_fields(args, data, args.presets.split(",")[0], "float32"))
   model_config = model_config_for(cfg, dataset_info.read(data))
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
   ds = pipeline.build_dataset(data, "train", training=True,
                               per_replica_batch_size=args.batch_size,
                               max_seq_len=args.max_seq_len, masking=cfg.masking_config(),
@@ -192,12 +204,13 @@ def compare(args, data: str, batches: str, work: str, preset: str, precision: st
             header: dict) -> dict:
   """One preset x precision: the three workers, their windows, the row."""
   from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
-  from roberta_tf.models import flops  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models import flops, registry  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.task import model_config_for  # pylint: disable=import-outside-toplevel
   from roberta_tf.pretraining.train_config import TrainConfig  # pylint: disable=import-outside-toplevel
   fields = train_config_fields(args, data, preset, precision)
   cfg = TrainConfig.from_dict(fields)
   model_config = model_config_for(cfg, dataset_info.read(data))
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
   common = {"threads": args.threads, "batches": batches, "precision": precision}
   given_peak = args.peak_flops_bf16 if precision == "mixed_bfloat16" else args.peak_flops_fp32
   hf_spec = {**common, "model_config": model_config.to_dict(), "clip_norm": cfg.optimizer.clip_norm}
