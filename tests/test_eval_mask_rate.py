@@ -44,3 +44,12 @@ def test_evaluation_masks_15_percent_whatever_the_training_rate(train_shards, fa
   assert 0.1 < _rate(standard_eval) < 0.2
   rate = registry.get(family).mask_rate
   assert abs(_rate(default_train) - rate) < 0.06, (family, rate)
+
+
+def test_a_record_written_with_mask_prob_reads_as_mask_rate():
+  """config.json's "training" of runs before the rename: a resume or an evaluate reads the
+  rate it trained at (not 0, the family's)."""
+  old = {"train_data": "d", "model_dir": "m", "mask_prob": 0.4, "seed": 5}
+  cfg = TrainConfig.from_record(old)
+  assert (cfg.mask_rate, cfg.runtime.seed) == (0.4, 5)
+  assert TrainConfig.from_record(cfg.to_dict()) == cfg
