@@ -84,6 +84,8 @@ def check_same_model(model_dir: str, prefixes: list[str]) -> None:
                           f"--model_dir={model_dir}")
     theirs, ours = fields(other.model_config()), fields(config)
     diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if "family" in diff:  # every other field differs too: the family says it
+      diff = ["family"]
     if diff:
       raise ModelDirError(
           f"--checkpoints: {prefix} is of another model than --model_dir={model_dir} ("
