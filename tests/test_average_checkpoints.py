@@ -128,7 +128,8 @@ def test_bad_input_is_one_error_line_and_writes_nothing(trained, tmp_path):
        re.escape(f"--last=4: {roberta} holds 3 checkpoints (ckpt-2, ckpt-4, ckpt-6)")),
       ((f"--model_dir={roberta}",), "pass one of --last=N"),
       ((f"--model_dir={roberta}", "--last=2", "--checkpoints=ckpt-2"), "pass one of --last=N"),
-      ((f"--model_dir={roberta}", "--checkpoints=ckpt-2,ckpt-3"), "checkpoint '.*ckpt-3' not found"),
+      ((f"--model_dir={roberta}", "--checkpoints=ckpt-2,ckpt-3"),
+       "checkpoint '.*ckpt-3' not found"),
       ((f"--model_dir={roberta}", "--checkpoints=ckpt-2,ckpt-2"), "names .*ckpt-2 more than once"),
       ((f"--model_dir={roberta}", f"--checkpoints=ckpt-2,{modern}/ckpt-4"),
        re.escape(f"{modern}/ckpt-4 is of another model than --model_dir={roberta} (family: "

@@ -1,4 +1,4 @@
-"""train --keep_best and --early_stopping_patience (pretraining/best_checkpoint.py): the lowest
+"""train --keep_best and --patience (pretraining/best_checkpoint.py): the lowest
 held-out loss's weights in model_dir/best/, an early stop after N evals without a lower loss,
 and both decided on a resume as the uninterrupted run decided them."""
 
@@ -47,12 +47,12 @@ def test_checkpoint_best_without_a_best_dir_names_keep_best(tmp_path):
 
 
 def test_keep_best_and_patience_need_eval_data(train_shards, tmp_path):
-  for flag in ("--keep_best", "--early_stopping_patience=2"):
+  for flag in ("--keep_best", "--patience=2"):
     run = call_module("roberta_tf.train", f"--train_data={train_shards}",
                       f"--model_dir={tmp_path / 'm'}", "--config=tiny", flag)
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
-        "error: --keep_best and --early_stopping_patience judge the held-out loss: they need "
+        "error: --keep_best and --patience judge the held-out loss: they need "
         "--eval_data"]
   assert not os.path.exists(tmp_path / "m")
 
@@ -64,7 +64,7 @@ def _train(train_shards, model_dir):
       f"--model_dir={model_dir}", "--config=tiny", "--max_seq_len=64", "--batch_size=8",
       "--learning_rate=5e-2", "--warmup_steps=0", "--train_steps=12", "--eval_every=1",
       "--eval_steps=1", "--checkpoint_every=1", "--keep_checkpoints=20", "--log_every=100",
-      "--seed=3", "--peak_flops=1e12", "--keep_best", f"--early_stopping_patience={PATIENCE}")
+      "--seed=3", "--peak_flops=1e12", "--keep_best", f"--patience={PATIENCE}")
 
 
 def _evals(stdout):

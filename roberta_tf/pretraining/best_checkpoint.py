@@ -12,9 +12,9 @@ Every eval (events.py: at step 0 of a fresh run, every --eval_every and at the e
   `convert_checkpoint --to_hf --model_dir=M/best`); `--checkpoint=best` names it too
   (models/model_dir.py, `resolve_checkpoint`). The directory is replaced whole
   (common/atomic_write.atomic_dir): a reader finds the old best or the new one, never a mix.
-- `--early_stopping_patience=N` (0: off): after N evals in a row without an improvement the run
-  ends there (a final checkpoint, no further eval). Every worker reads the same all-reduced eval
-  loss, so all of them stop after the same update.
+- `--patience=N` (0: off): after N evals in a row without an improvement the run ends there (a
+  final checkpoint, no further eval). Every worker reads the same all-reduced eval loss, so all
+  of them stop after the same update. (Fine-tuning's --early_stopping_patience counts epochs.)
 
 The state (the lowest loss, its step, the evals since) is run state: `BestEval` is checkpointed
 with every training checkpoint (key "best_eval"), so a resumed run decides as the

@@ -103,7 +103,7 @@ class PretrainingEvents:
 
   def evaluate(self, step):
     """The held-out metrics at `step` (logged, in TensorBoard), the best checkpoint; True: stop
-    early (--early_stopping_patience)."""
+    early (--patience)."""
     cfg = self.cfg
     if self.eval_ds is None:
       return False
@@ -123,7 +123,7 @@ class PretrainingEvents:
 
   def _judge(self, step, metrics) -> bool:
     """The eval against the best so far: best/ rewritten on an improvement (--keep_best);
-    True when --early_stopping_patience evals in a row brought none."""
+    True when --patience evals in a row brought none."""
     cfg, best = self.cfg, self.best
     if best.update(metrics["loss"], step) and cfg.keep_best:
       prefix = best_checkpoint.write_best(cfg.model.model_dir, self.train_step.model, step,
@@ -132,11 +132,10 @@ class PretrainingEvents:
         summaries_lib.log(f"best so far (held-out loss {metrics['loss']:.4f}): wrote {prefix}")
     self.summaries.scalars("eval", step, {"best_loss": float(best.loss.numpy()),
                                           "evals_since_best": float(best.evals_since.numpy())})
-    if not best.exhausted(cfg.early_stopping_patience):
+    if not best.exhausted(cfg.patience):
       return False
     summaries_lib.log(f"early stop at step {step}: {int(best.evals_since.numpy())} evals without "
-                      f"a lower held-out loss (--early_stopping_patience="
-                      f"{cfg.early_stopping_patience}); {best.describe()}")
+                      f"a lower held-out loss (--patience={cfg.patience}); {best.describe()}")
     return True
 
   def save(self, step, window=None):

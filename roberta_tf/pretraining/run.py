@@ -11,7 +11,7 @@
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy beside the
     unigram baseline; --keep_best keeps the lowest's weights in model_dir/best/,
-    --early_stopping_patience ends the run (best_checkpoint.py)
+    --patience ends the run (best_checkpoint.py)
   → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
     counters, dropout RNG state, data position), then on SIGTERM a clean exit
 """
@@ -220,12 +220,12 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan,
       resumed = ckpt.restore_latest(chief_dir=cfg.model.model_dir, log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
-    if best.exhausted(cfg.early_stopping_patience):  # as the uninterrupted run: stopped there
+    if best.exhausted(cfg.patience):  # as the uninterrupted run: stopped there
       step = int(train_step.step.numpy())
       summaries_lib.log(
           f"the run stopped early at step {step} ({int(best.evals_since.numpy())} evals without "
-          f"a lower held-out loss; {best.describe()}): nothing to train (a larger "
-          "--early_stopping_patience, or 0, trains on)")
+          f"a lower held-out loss; {best.describe()}): nothing to train (a larger --patience, "
+          "or 0, trains on)")
       return PretrainingResult(step=step, final_train={}, eval_history=[])
   elif cfg.model.init_from:
     _init_from(cfg, model, growth_plan)

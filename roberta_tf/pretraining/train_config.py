@@ -116,7 +116,7 @@ class TrainConfig(GroupedConfig):
       False, "Keep the weights of the eval with the lowest held-out MLM loss so far as "
       "--model_dir/best/, a model dir of its own (export, convert_checkpoint, finetune read it; "
       "or --checkpoint=best). Needs --eval_data.")
-  early_stopping_patience: int = option(
+  patience: int = option(
       0, "Stop after this many evals in a row without a lower held-out MLM loss (needs "
       "--eval_data; see --eval_every); 0: never.", check=NON_NEGATIVE)
   peak_flops: float = option(
@@ -145,9 +145,8 @@ class TrainConfig(GroupedConfig):
          "--train_minutes with --strategy=multi_worker is not supported: each worker's clock "
          "would end the run at a different update"),
     ]
-    checks.append((self.eval_data or not (self.keep_best or self.early_stopping_patience),
-                   "--keep_best and --early_stopping_patience judge the held-out loss: they "
-                   "need --eval_data"))
+    checks.append((self.eval_data or not (self.keep_best or self.patience),
+                   "--keep_best and --patience judge the held-out loss: they need --eval_data"))
     model_dir = self.model.model_dir
     checks.append((not files.exists(model_dir) or files.isdir(model_dir),
                    f"--model_dir={model_dir} exists and is not a directory"))

@@ -44,7 +44,7 @@ PRETRAINING = {
     "best_loss": ("mlm/best_loss", "The lowest held-out MLM loss so far (train --keep_best "
                   "keeps its weights in model_dir/best/)."),
     "evals_since_best": ("mlm/evals_since_best", "Evals since the lowest held-out loss (train "
-                         "--early_stopping_patience stops the run at its value)."),
+                         "--patience stops the run at its value)."),
     "nsp_loss": ("nsp/loss", "Next-sentence prediction cross-entropy per pair."),
     "nsp_accuracy": ("nsp/accuracy", "Fraction of pairs whose is-next label is predicted."),
     "total_loss": ("optim/total_loss", "The objective the optimizer minimizes: MLM + NSP mean "
