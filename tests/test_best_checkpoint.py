@@ -72,6 +72,15 @@ def _evals(stdout):
                                                   re.M)}
 
 
+def _eval_scalar(model_dir, tag):
+  """{step: value} of scalar `tag` in model_dir/eval's event files."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  acc = event_accumulator.EventAccumulator(os.path.join(model_dir, "eval"),
+                                           size_guidance={"tensors": 0})
+  acc.Reload()
+  return {e.step: float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)}
+
+
 def _state(prefix):
   """best_eval's (loss, step, evals_since) in a training checkpoint."""
   reader = checkpoint_files.reader(prefix)
@@ -94,6 +103,11 @@ def test_best_checkpoint_early_stop_and_an_exact_resume(train_shards, tmp_path):
   assert checkpoint_files.steps_on_disk(a)[-1] == stop
   loss, step, since = _state(checkpoint_files.prefix_of(a, stop))
   assert (step, since) == (best_step, PATIENCE) and abs(loss - evals[best_step]) < 1e-4
+  # TensorBoard charts it (eval run); config.json records the flags.
+  assert _eval_scalar(a, "mlm/evals_since_best")[stop] == PATIENCE
+  assert abs(_eval_scalar(a, "mlm/best_loss")[stop] - evals[best_step]) < 1e-4
+  training = json.load(open(os.path.join(a, "config.json"), encoding="utf-8"))["training"]
+  assert training["keep_best"] is True and training["patience"] == PATIENCE
 
   # best/ is a model dir holding that eval's weights: evaluated again, the same loss.
   best = os.path.join(a, "best")

@@ -130,8 +130,9 @@ class PretrainingEvents:
                                           metrics, self.chief, self.task_id)
       if self.chief:
         summaries_lib.log(f"best so far (held-out loss {metrics['loss']:.4f}): wrote {prefix}")
-    self.summaries.scalars("eval", step, {"best_loss": float(best.loss.numpy()),
-                                          "evals_since_best": float(best.evals_since.numpy())})
+    if cfg.keep_best or cfg.patience:  # their charts only where asked for
+      self.summaries.scalars("eval", step, {"best_loss": float(best.loss.numpy()),
+                                            "evals_since_best": float(best.evals_since.numpy())})
     if not best.exhausted(cfg.patience):
       return False
     summaries_lib.log(f"early stop at step {step}: {int(best.evals_since.numpy())} evals without "
