@@ -79,7 +79,8 @@ class ConvertSettings:
   overwrite: bool = option(False, "Replace an existing output directory's model files.")
   checkpoint: str | None = option(
       None, "With --to_hf / --to_keras_hub_preset / --to_sentence_transformers: the checkpoint "
-      "prefix of --model_dir to convert (default: its newest).", path=True)
+      "prefix of --model_dir to convert (default: its newest; best: a pretraining run's "
+      "train --keep_best checkpoint, --model_dir/best/).", path=True)
 
 
 FLAGS = cli.binary_flags()  # this binary's flags (common/cli.py)

@@ -33,7 +33,9 @@ class EvaluateSettings:
       0, "--minimal_pairs: score a fixed sample of at most this many pairs of each paradigm "
       "(UID; BLiMP has 1,000 each, 67 paradigms); 0: every pair.", check=NON_NEGATIVE)
   split: str = option("validation", "Split of --eval_data to evaluate.")
-  checkpoint: str | None = option(None, "Checkpoint prefix instead of the latest.", path=True)
+  checkpoint: str | None = option(
+      None, "Checkpoint prefix instead of the latest; best: train --keep_best's "
+      "(--model_dir/best/).", path=True)
   batch_size: int = option(32, "Sequences per eval batch.")
   max_seq_len: int | None = option(
       None, "Padded length (default: the training run's, else the shards' max_seq_len).")

@@ -26,7 +26,8 @@ class ExportSettings:
   model_dir: str = option(help="Model dir: config.json + checkpoints (+ vocab files).", path=True)
   export_dir: str = option(help="SavedModel directory to write.", path=True)
   checkpoint: str | None = option(
-      None, "Checkpoint prefix to export instead of the latest.", path=True)
+      None, "Checkpoint prefix to export instead of the latest; best: train --keep_best's "
+      "(--model_dir/best/).", path=True)
   vocab_dir: str | None = option(
       None, "vocab.json/merges.txt (or tokenizer.json) directory if not in --model_dir.",
       path=True)

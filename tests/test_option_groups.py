@@ -45,6 +45,7 @@ TRAIN_FLAGS = {
     "init_from": ("string", ""),
     "input_lanes": ("integer", 8),  # added since: the training stream's lanes
     "jit_compile": ("bool", False),
+    "keep_best": ("bool", False),  # added since: model_dir/best/, the lowest eval loss's
     "keep_checkpoints": ("integer", 3),
     "learning_rate": ("float", 0.0006),
     "log_every": ("integer", 100),
@@ -59,6 +60,7 @@ TRAIN_FLAGS = {
     "model_dir": ("string", None),
     "new_token_init": ("enum", "mean", ("mean", "normal")),  # added since: a grown vocabulary
     "overwrite": ("bool", False),
+    "patience": ("integer", 0),  # added since: early stopping on the eval loss (evals)
     "peak_flops": ("float", 0.0),  # 0 since: measured (the one-CPU peak_flops_* went)
     "peer_timeout": ("integer", 600),
     # --pre_layer_norm, --use_bias, --gated_ffn (the budget-recipe options) and --type_embedding
@@ -285,9 +287,9 @@ def test_prep_and_ablation_flags_are_unchanged(module, expected, required):
 # defaults, choices, required-ness and help. A change there is a change of the command line:
 # make it on purpose, in the file too.
 BINARIES = ("data_prep.build_shards", "data_prep.train_tokenizer", "roberta_tf.ablate",
-            "roberta_tf.convert_checkpoint", "roberta_tf.embed", "roberta_tf.evaluate",
-            "roberta_tf.export", "roberta_tf.fill_mask", "roberta_tf.finetune",
-            "roberta_tf.finetuning.docs_sections", "roberta_tf.inspect_data",
+            "roberta_tf.average_checkpoints", "roberta_tf.convert_checkpoint", "roberta_tf.embed",
+            "roberta_tf.evaluate", "roberta_tf.export", "roberta_tf.fill_mask",
+            "roberta_tf.finetune", "roberta_tf.finetuning.docs_sections", "roberta_tf.inspect_data",
             "roberta_tf.quickstart", "roberta_tf.tag", "roberta_tf.train")
 SURFACES = os.path.join(REPO, "tests", "testdata", "flag_surfaces.json")
 

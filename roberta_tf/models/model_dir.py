@@ -42,6 +42,8 @@ from roberta_tf.tokenization.vocab_files import VocabId
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_NAME = "ckpt"
+# train --keep_best's model dir inside a run's (pretraining/best_checkpoint.py); --checkpoint=best
+BEST_DIR = "best"
 
 
 class ModelDirError(ValueError):
@@ -180,6 +182,27 @@ def check_checkpoint(prefix: str) -> None:
     raise ModelDirError(checkpoint_files.damaged_message(prefix, what))
 
 
+def resolve_checkpoint(model_dir: str, checkpoint: str | None = None) -> str:
+  """The checkpoint a reader of `model_dir` reads: `checkpoint` (a prefix, checked), "best"
+  (the newest checkpoint of model_dir/best/, written by train --keep_best), or by default the
+  newest in `model_dir` (latest_checkpoint).
+
+  Raises:
+    ModelDirError: the checkpoint is not there or damaged (naming it), or "best" without a
+      best/ directory (naming --keep_best).
+  """
+  if checkpoint == BEST_DIR:
+    best = fileio.join(model_dir, BEST_DIR)
+    if not checkpoint_files.steps_on_disk(best):
+      raise ModelDirError(f"--checkpoint=best: no best checkpoint in {best} (train writes one "
+                          "with --keep_best and --eval_data)")
+    return latest_checkpoint(best)
+  if checkpoint:
+    check_checkpoint(checkpoint)
+    return checkpoint
+  return latest_checkpoint(model_dir)
+
+
 def restore(pretrainer, checkpoint_prefix: str) -> None:
   """Restores the "model" key of a checkpoint into `pretrainer`; every model variable must match.
 
@@ -233,16 +256,15 @@ def load(model_dir: str, dtype=None, checkpoint: str | None = None, serving: boo
   Args:
     model_dir: a directory written by `save`, the converter or training.
     dtype: dtype policy to build with (weights are float32 either way).
-    checkpoint: a checkpoint prefix to read instead of the newest one in `model_dir`.
+    checkpoint: a checkpoint prefix to read instead of the newest one in `model_dir`, or
+      "best" (`resolve_checkpoint`).
     serving: build the exports' inference-only layout (registry.build_pretrainer).
 
   Returns:
     The family's pretrainer (registry.build_pretrainer) with the checkpoint's weights.
   """
   config = read_config(model_dir)
-  if checkpoint:
-    check_checkpoint(checkpoint)
-  prefix = checkpoint or latest_checkpoint(model_dir)
+  prefix = resolve_checkpoint(model_dir, checkpoint)
   pretrainer = registry.build_pretrainer(config, dtype=dtype, serving=serving)
   restore(pretrainer, prefix)
   return pretrainer

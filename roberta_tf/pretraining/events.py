@@ -1,6 +1,7 @@
 """What the loop's events mean for pretraining (training/task.py's `Events`): one stream of
 batches, log lines and train scalars, held-out MLM evals beside the unigram baseline,
-checkpoints, and the last good checkpoint restored when the run diverges.
+checkpoints, the best checkpoint and early stopping (best_checkpoint.py), and the last good
+checkpoint restored when the run diverges.
 
 `PretrainingEvents` is built whole by run.py once what it acts on exists: the train step, its
 checkpointer, the datasets at the resumed data position, the unigram baseline and the
@@ -15,7 +16,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.models import flops, registry
-from roberta_tf.pretraining import mlm_evaluation
+from roberta_tf.pretraining import best_checkpoint, mlm_evaluation
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing, precision_probe
 from roberta_tf.training import strategy as strategy_lib
@@ -68,6 +69,7 @@ class PretrainingEvents:
     eval_ds: the distributed eval dataset (None: no --eval_data).
     unigram_log_probs: the unigram baseline (float32 [V]; None without eval).
     summaries: the run's TensorBoard summaries.
+    best: the lowest held-out loss so far (restored with the checkpoint).
 
   Attributes read by run.py: `final` (the last record's train metrics) and `history`
   ([(step, eval metrics)]).
@@ -75,9 +77,11 @@ class PretrainingEvents:
 
   def __init__(self, cfg: TrainConfig, strategy: tf.distribute.Strategy, train_step: TrainStep,
                ckpt: checkpointing.Checkpointer, resumed: str | None, train_ds, eval_ds,
-               unigram_log_probs, summaries: summaries_lib.Summaries):
+               unigram_log_probs, summaries: summaries_lib.Summaries,
+               best: best_checkpoint.BestEval):
     self.cfg, self.train_step, self.ckpt, self.resumed = cfg, train_step, ckpt, resumed
-    self.chief = strategy_lib.is_chief(strategy)
+    self.chief, self.task_id = strategy_lib.is_chief(strategy), strategy_lib.task_id(strategy)
+    self.best, self.evaluated_at = best, None
     self.iterator, self.eval_ds, self.summaries = iter(train_ds), eval_ds, summaries
     self.evaluator = mlm_evaluation.Evaluator(strategy, train_step.model,
                                               unigram_log_probs=unigram_log_probs)
@@ -98,10 +102,13 @@ class PretrainingEvents:
                                                   eta_s))
 
   def evaluate(self, step):
+    """The held-out metrics at `step` (logged, in TensorBoard), the best checkpoint; True: stop
+    early (--patience)."""
     cfg = self.cfg
     if self.eval_ds is None:
       return False
     metrics = self.evaluator(self.eval_ds, cfg.loop.eval_steps)
+    self.evaluated_at = step
     self.history.append((step, metrics))
     self.summaries.scalars("eval", step, {k: metrics[k] for k in _EVAL_SCALARS if k in metrics})
     summaries_lib.log(mlm_evaluation.eval_line(f"eval step {step}", metrics))
@@ -112,7 +119,25 @@ class PretrainingEvents:
           "predicts token frequencies, not context. If this persists, try a lower "
           f"--learning_rate (now {cfg.optimizer.learning_rate:g}) or a longer --warmup_steps (now "
           f"{cfg.optimizer.warmup_steps}).")
-    return False
+    return self._judge(step, metrics)
+
+  def _judge(self, step, metrics) -> bool:
+    """The eval against the best so far: best/ rewritten on an improvement (--keep_best);
+    True when --patience evals in a row brought none."""
+    cfg, best = self.cfg, self.best
+    if best.update(metrics["loss"], step) and cfg.keep_best:
+      prefix = best_checkpoint.write_best(cfg.model.model_dir, self.train_step.model, step,
+                                          metrics, self.chief, self.task_id)
+      if self.chief:
+        summaries_lib.log(f"best so far (held-out loss {metrics['loss']:.4f}): wrote {prefix}")
+    if cfg.keep_best or cfg.patience:  # their charts only where asked for
+      self.summaries.scalars("eval", step, {"best_loss": float(best.loss.numpy()),
+                                            "evals_since_best": float(best.evals_since.numpy())})
+    if not best.exhausted(cfg.patience):
+      return False
+    summaries_lib.log(f"early stop at step {step}: {int(best.evals_since.numpy())} evals without "
+                      f"a lower held-out loss (--patience={cfg.patience}); {best.describe()}")
+    return True
 
   def save(self, step, window=None):
     del window  # the data position and counters are in the checkpoint already
@@ -139,11 +164,13 @@ class PretrainingEvents:
                       "resumes)")
 
   def finish(self, step):
+    # The eval before the save: its verdict (best loss, evals since) is in the final checkpoint.
+    if self.evaluated_at != step:  # an early stop evaluated this step already
+      self.evaluate(step)
     if step > self.start_step or not self.resumed:  # a resume at --train_steps: nothing new
       self.save(step)
     summaries_lib.log(f"trained to step {step}: weights sha256 "
                       f"{checkpointing.weights_digest(self.train_step.model)[:16]}")
-    self.evaluate(step)
 
 
 class _TrainLog:

@@ -75,7 +75,7 @@ def evaluate_minimal_pairs(model_dir: str, path: str, *, checkpoint: str | None 
   max_seq_len = max_seq_len or config.max_seq_len
   if not 3 <= max_seq_len <= config.max_seq_len:
     raise ValueError(f"--max_seq_len={max_seq_len}: must be in [3, {config.max_seq_len}]")
-  checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
+  checkpoint = model_dir_lib.resolve_checkpoint(model_dir, checkpoint)
   pretrainer = models.load(model_dir, dtype="float32", checkpoint=checkpoint)
   scores = score_texts(pretrainer, tokenizer, [p.good for p in pairs] + [p.bad for p in pairs],
                        max_seq_len, batch_size, log)

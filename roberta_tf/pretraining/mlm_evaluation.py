@@ -169,7 +169,7 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   max_seq_len = max_seq_len or info["max_seq_len"]
   seed = seed or 0
   config = models.read_config(model_dir)
-  prefix = checkpoint or models.model_dir.latest_checkpoint(model_dir)
+  prefix = models.model_dir.resolve_checkpoint(model_dir, checkpoint)
   with strategy.scope():
     model = models.load(model_dir, checkpoint=prefix)
   per_replica = max(batch_size // strategy.num_replicas_in_sync, 1)

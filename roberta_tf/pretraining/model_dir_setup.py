@@ -18,10 +18,11 @@ from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
 from roberta_tf.training import checkpointing
 from roberta_tf.training import summaries as summaries_lib
 
-# What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json
-# and the vocab files are written again by the run).
+# What --overwrite deletes from a model dir: its checkpoints, best checkpoint and TensorBoard
+# logs (config.json and the vocab files are written again by the run).
 _RUN_OUTPUTS = ("ckpt-*", checkpoint_files.INDEX_FILE, checkpoint_files.INDEX_FILE + ".tmp*",
-                checkpoint_files.DAMAGED_DIR, "train", "eval", "workertemp_*")
+                checkpoint_files.DAMAGED_DIR, model_dir_lib.BEST_DIR, "train", "eval",
+                "workertemp_*")
 
 def clean_model_dir(cfg: TrainConfig, log) -> None:
   """On the chief, holding the model dir's lock, before anything is written there: with

@@ -10,7 +10,8 @@
     happen) driving the events:
   → every log_every: console line + TensorBoard scalars
   → every eval_every and at the end: held-out MLM loss / perplexity / accuracy beside the
-    unigram baseline
+    unigram baseline; --keep_best keeps the lowest's weights in model_dir/best/,
+    --patience ends the run (best_checkpoint.py)
   → every checkpoint_every, at the end, and on SIGTERM: a checkpoint (model, optimizer,
     counters, dropout RNG state, data position), then on SIGTERM a clean exit
 """
@@ -30,6 +31,7 @@ from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.roberta import position_growth
 from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME
 from roberta_tf.pretraining import (
+  best_checkpoint,
   decay_branch,
   inputs,
   model_dir_setup,
@@ -112,8 +114,10 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
 
     train_step = build_train_step(task, strategy)
     model, opt = train_step.model, train_step.optimizer
+    best = best_checkpoint.BestEval(strategy)  # run state: in every checkpoint
     ckpt = checkpointing.Checkpointer(cfg.model.model_dir, {"model": model, "optimizer": opt,
-                                                      **train_step.checkpoint_items()},
+                                                      **train_step.checkpoint_items(),
+                                                      best_checkpoint.CHECKPOINT_KEY: best},
                                       keep=cfg.loop.keep_checkpoints, is_chief=chief,
                                       task_id=strategy_lib.task_id(strategy))
     try:
@@ -122,7 +126,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
       with cluster_lib.named_failures(strategy_lib.cluster_of(strategy), model_dir,
                                       lambda: max(checkpoint_files.steps_on_disk(model_dir),
                                                   default=None)):
-        return _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan)
+        return _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan, best)
     finally:
       ckpt.close()
 
@@ -208,7 +212,8 @@ def _copy_moments(source, target, prefix: str, table: str, grow) -> None:
   target.iterations.assign(source.iterations.numpy())
 
 
-def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> PretrainingResult:
+def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan,
+         best) -> PretrainingResult:
   """Resume, data, the task's events, then the loop (training/loop.py) driving them."""
   model = train_step.model
   resumed = None
@@ -220,6 +225,13 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
       resumed = ckpt.restore_latest(chief_dir=cfg.model.model_dir, log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
+    if best.exhausted(cfg.patience):  # as the uninterrupted run: stopped there
+      step = int(train_step.step.numpy())
+      summaries_lib.log(
+          f"the run stopped early at step {step} ({int(best.evals_since.numpy())} evals without "
+          f"a lower held-out loss; {best.describe()}): nothing to train (a larger --patience, "
+          "or 0, trains on)")
+      return PretrainingResult(step=step, final_train={}, eval_history=[])
   elif cfg.decay_from:  # a decay branch: the source checkpoint's whole training state
     checkpointing.restore_checkpoint({"model": model, "optimizer": train_step.optimizer,
                                       **train_step.checkpoint_items()}, cfg.decay_from)
@@ -245,7 +257,7 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
                    "```\n" + model_dir_lib.ModelDir(cfg.model.model_dir).config_text() + "```")
   events = PretrainingEvents(cfg, strategy, train_step, ckpt, resumed, train_ds, eval_ds, (
       inputs.unigram_table(cfg, task.model_config, info) if eval_ds is not None else None),
-      summaries)
+      summaries, best)
   step = int(train_step.step.numpy())
   if step == 0:
     events.evaluate(0)

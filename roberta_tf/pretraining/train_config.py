@@ -147,6 +147,14 @@ class TrainConfig(GroupedConfig):
       repeated=True)
   runtime: TrainRuntime = nested(TrainRuntime)  # precision, distribution, seeds, determinism
   loop: LoopOptions = nested(LoopOptions)  # log, eval and checkpoint cadence; the bad-step stop
+  # The best checkpoint and early stopping on the held-out loss (pretraining/best_checkpoint.py).
+  keep_best: bool = option(
+      False, "Keep the weights of the eval with the lowest held-out MLM loss so far as "
+      "--model_dir/best/, a model dir of its own (export, convert_checkpoint, finetune read it; "
+      "or --checkpoint=best). Needs --eval_data.")
+  patience: int = option(
+      0, "Stop after this many evals in a row without a lower held-out MLM loss (needs "
+      "--eval_data; see --eval_every); 0: never.", check=NON_NEGATIVE)
   peak_flops: float = option(
       0.0, "Peak FLOP/s of one replica, for MFU. 0: measured at start, a 2048^3 matmul in the "
       "precision trained in on the run's device (cached per machine; the log says the figure).")
@@ -175,6 +183,8 @@ class TrainConfig(GroupedConfig):
 
     ]
     checks += self._schedule_checks()
+    checks.append((self.eval_data or not (self.keep_best or self.patience),
+                   "--keep_best and --patience judge the held-out loss: they need --eval_data"))
     model_dir = self.model.model_dir
     checks.append((not files.exists(model_dir) or files.isdir(model_dir),
                    f"--model_dir={model_dir} exists and is not a directory"))

@@ -190,8 +190,8 @@ class Checkpointer:
 
 # Checkpoint items that a checkpoint written by an older release may lack; the caller sees them
 # at their initial value (0) and handles it (pretraining: data_position from data_rounds;
-# train_seconds 0: a time budget counts from the resume).
-OPTIONAL_ITEMS = ("data_position", "train_seconds")
+# train_seconds 0: a time budget counts from the resume; best_eval: no eval judged yet).
+OPTIONAL_ITEMS = ("data_position", "train_seconds", "best_eval")
 
 
 def restore_checkpoint(items: dict, path: str) -> None:

@@ -5,6 +5,7 @@ per prefix and shows the description under the chart): callers pass metric names
 below give the tag. Pretraining:
 
   mlm/    loss, perplexity, accuracy          (train and eval runs: one chart each, both curves)
+          best_loss, evals_since_best         (eval: the best checkpoint and early stopping)
   nsp/    loss, accuracy                      (the input-format ablation's pair runs only)
   optim/  learning_rate, grad_norm, skipped_steps, loss_scale, overflow_steps, total_loss
   perf/   tokens_per_sec, examples_per_sec, mfu, input_wait_fraction
@@ -40,6 +41,10 @@ PRETRAINING = {
                            "masked targets predicted by their train-split frequency."),
     "mlm_accuracy": ("mlm/accuracy", "Fraction of masked tokens whose argmax prediction is the "
                      "original token."),
+    "best_loss": ("mlm/best_loss", "The lowest held-out MLM loss so far (train --keep_best "
+                  "keeps its weights in model_dir/best/)."),
+    "evals_since_best": ("mlm/evals_since_best", "Evals since the lowest held-out loss (train "
+                         "--patience stops the run at its value)."),
     "nsp_loss": ("nsp/loss", "Next-sentence prediction cross-entropy per pair."),
     "nsp_accuracy": ("nsp/accuracy", "Fraction of pairs whose is-next label is predicted."),
     "total_loss": ("optim/total_loss", "The objective the optimizer minimizes: MLM + NSP mean "
