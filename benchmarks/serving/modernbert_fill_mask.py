@@ -248,6 +248,18 @@ def _time(workers: dict, args, num_texts: int, extra: dict) -> dict:
           "batch_seconds": batch_s, "texts_per_sec": b / batch_s,
           "batch1_latency_ms": 1000 * statistics.median(single),
           "load_average": window_records.load_average(), **extra})
+  rate = [h / o for o, h in zip(seconds[("ours", "batch")], seconds[("hf", "batch")],
+                                 strict=True)]  # ours / HF texts/s, round by round
+  latency = [h / o for o, h in zip(seconds[("ours", "single")], seconds[("hf", "single")],
+                                   strict=True)]
+  window_records.append(args.json_out, {
+      "kind": "serving_summary", "preset": args.preset, "vocab_size": args.vocab_size,
+      "batch_size": b, "threads": args.threads, "input": "raw strings",
+      "max_tokens": MAX_TOKENS, "ratio_texts_per_sec": statistics.median(rate),
+      "ratio_texts_per_sec_range": [min(rate), max(rate)],
+      "ratio_latency": statistics.median(latency), "ratio_latency_range": [min(latency),
+                                                                           max(latency)],
+      "load_average": window_records.load_average(), **extra})
   return {side: {"texts_per_sec": b / statistics.median(seconds[(side, "batch")]),
                  "latency_ms": 1000 * statistics.median(seconds[(side, "single")])}
           for side in SIDES}
