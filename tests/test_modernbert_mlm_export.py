@@ -1,6 +1,7 @@
 """The MLM export (`roberta_tf.export`) of an imported ModernBERT model dir, in float32 and
-bfloat16: every signature on raw "[MASK]" texts and on hostile ones, through the TF2 and the
-TF1 (TF Serving's) loader in a fresh process and through the `saved_model_cli` console script;
+bfloat16: every signature on raw "[MASK]" texts and on hostile ones, through the TF2 loader
+(both precisions), the TF1 (TF Serving's) loader in a fresh process (float32) and the
+`saved_model_cli` console script (bfloat16's fill_mask);
 fill_mask gives our model's top 5 (its full_logits) and, where transformers is installed, its
 fill-mask pipeline's top 5 on the same HF folder; bfloat16 gives float32's top 5 on the
 fixture texts and its values within bf16 rounding."""
