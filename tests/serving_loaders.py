@@ -31,16 +31,18 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 
-runs, out_path = json.loads(sys.argv[1]), sys.argv[2]
+runs, out_path, loaders = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
 out = {}
 def keep(prefix, outputs):
   for k, v in outputs.items():
     out[f"{prefix}/{k}"] = v.astype("S") if v.dtype == object else v  # npz: no pickled objects
 for i, (path, calls) in enumerate(runs.items()):
-  loaded = tf.saved_model.load(path)
-  for key, name, inputs in calls:
+  loaded = tf.saved_model.load(path) if "tf2" in loaders else None
+  for key, name, inputs in calls if loaded else ():
     outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
     keep(f"tf2:{i}:{key}", {k: v.numpy() for k, v in outputs.items()})
+  if "tf1" not in loaders:
+    continue
   with tf.compat.v1.Session(graph=tf.Graph()) as sess:
     meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
     for key, name, inputs in calls:
@@ -53,24 +55,27 @@ print("modules:", sorted(m for m in sys.modules
 """
 
 
-def loader_runs(runs: dict, out_path: str) -> dict:
+def loader_runs(runs: dict, out_path: str, loaders: tuple = ("tf2", "tf1")) -> dict:
   """Each export's calls through the TF2 and the TF1 loader, in one fresh process.
 
   Args:
     runs: {export dir: [(key, signature, {input: nested list}), ...]}; `key` names the call
       (a signature may be called with several inputs).
     out_path: where the child writes its .npz.
+    loaders: the loaders to run ("tf1" alone when the test process loads with the TF2 one:
+      each signature's first call costs seconds of graph optimization a loader).
   Returns:
-    {"tf2" | "tf1": {export dir: {"<key>/<output>": array}}} (strings as bytes).
+    {loader: {export dir: {"<key>/<output>": array}}} (strings as bytes) for each of
+    `loaders`.
   """
-  proc = run_script(_LOADERS, json.dumps(runs), out_path, env=_ENV)
+  proc = run_script(_LOADERS, json.dumps(runs), out_path, ",".join(loaders), env=_ENV)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "modules: []" in proc.stdout, proc.stdout
   got = dict(np.load(out_path))
   return {loader: {path: {k.split(":", 2)[2]: v for k, v in got.items()
                           if k.startswith(f"{loader}:{i}:")}
                    for i, path in enumerate(runs)}
-          for loader in ("tf2", "tf1")}
+          for loader in loaders}
 
 
 def _cli() -> list[str]:

@@ -30,9 +30,10 @@ ratios (ours / that arm). Printed first: the CPU (/proc/cpuinfo: model, AVX-512/
 and the load average. --json_out gets one JSON line per finished window (round x side) as it
 finishes, then one summary line per (precision, attention); "run" (its start, UTC) groups a
 run's lines.
---serving adds the serving half (serving/modernbert_fill_mask.py): forward texts/s at
---serving_batch and batch-1 latency, ours vs HF's fill-mask pipeline. Exit status 1 when ours
-is slower than an HF arm anywhere.
+--serving adds the serving half (serving/modernbert_fill_mask.py): fill-mask texts/s at
+--serving_batch and batch-1 latency on raw strings, our exported SavedModel's fill_mask
+signature vs HF's fill-mask pipeline (--rounds=0: the serving half only). Exit status 1 when
+ours is slower than an HF arm anywhere.
 """
 
 from __future__ import annotations
