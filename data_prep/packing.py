@@ -1,4 +1,4 @@
-"""Packing encoded sentences into input blocks (FULL-SENTENCES / DOC-SENTENCES / separate documents).
+"""Packing encoded sentences into input blocks: FULL-SENTENCES, DOC-SENTENCES, separate documents.
 
 (`make_packer` also hands out the pair packings of the input-format ablation,
 data_prep/pair_packing.py; everything below is about the block packings.)
@@ -34,9 +34,8 @@ Memory is one block: blocks are emitted as soon as they are complete.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-
 import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 

@@ -25,7 +25,8 @@ The stream is also checkpointable as a tf.data iterator (`tf.train.Checkpoint(it
 
 The stages by module: source (read one shard: shard_reader.py), shuffle and the order of the
 stream (training_stream.py; `_eval_stream` for evaluation), then here batch and mask
-(`_mask_batch`: masking.py's Masker on each batch, pair fields for a pair packing, document ids for a document packing).
+(`_mask_batch`: masking.py's Masker on each batch, pair fields for a pair packing, document ids
+for a document packing).
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ class ShardSource:
 
 def read_shard(source: ShardSource, shard_index, epoch, start=0) -> tf.data.Dataset:
   """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]} (pairs:
-  and first_length, nsp_label scalars; document packings: and document_ids [S]); fails or warns on damage (see the module docstring).
+  and first_length, nsp_label scalars; document packings: and document_ids [S]); fails or warns
+  on damage (see the module docstring).
 
   Args:
     shard_index: int64 scalar, the shard's index in the split; epoch: int64 scalar;

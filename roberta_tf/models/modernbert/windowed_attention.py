@@ -70,7 +70,7 @@ def attend_reference(q, k, v, padding_mask, radius=None, dropout=None, training=
       tf.abs(positions[:, None] - positions[None, :]) <= radius)[None, None]
   allowed = _key_allowed(padding_mask)[:, None, None, :]
   if document_ids is not None:
-    allowed = allowed & _same_document(document_ids[:, None, :], document_ids)[:, None]
+    allowed = allowed & _same_document(document_ids, document_ids)[:, None]
   return _softmax_product(q, k, v, allowed, near, dropout, training)
 
 
