@@ -1,4 +1,4 @@
-"""Packing encoded sentences into RoBERTa input blocks (FULL-SENTENCES / DOC-SENTENCES).
+"""Packing encoded sentences into input blocks: FULL-SENTENCES, DOC-SENTENCES, separate documents.
 
 (`make_packer` also hands out the pair packings of the input-format ablation,
 data_prep/pair_packing.py; everything below is about the block packings.)
@@ -18,14 +18,23 @@ A block is ``<s> ids </s>`` with at most ``max_seq_len`` ids in all, so it holds
   ends with that separator: where a document ends at a block boundary the boundary separates.
 - DOC-SENTENCES (``doc_sentences``): a document's end closes the block, so no block mixes
   documents (the last block of each document is usually short).
+- Separate documents (``separate_documents``, ModernBERT's way): blocks run across documents as
+  in FULL-SENTENCES, but each document is its own segment ``<s> ids </s>``: the separator is
+  ``</s> <s>`` (two ids), and the block is a `DocumentBlock` that records where each segment
+  starts. A segment alone is what the document (or its piece in this block) would be as a row
+  of its own, so a model that keeps segments apart (attention and positions restart at each
+  start) gives each the outputs it gives it alone.
 
-Nothing is lost or repeated: the blocks' content ids with the separators removed, concatenated,
+The rules above hold for every separator length: with ``</s>`` (FULL-SENTENCES) the blocks are
+exactly the paper's. Nothing is lost or repeated: the blocks' content ids with the separators
+removed, concatenated,
 are the documents' ids concatenated (tests/test_packing.py checks this exactly).
 Memory is one block: blocks are emitted as soon as they are complete.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -37,9 +46,21 @@ from roberta_tf.data import packings
 # (data_prep/pair_packing.py), which are never the default.
 FULL_SENTENCES = packings.FULL_SENTENCES
 DOC_SENTENCES = packings.DOC_SENTENCES
+SEPARATE_DOCUMENTS = packings.SEPARATE_DOCUMENTS
 BLOCK_PACKINGS = packings.BLOCK_PACKINGS
 PAIR_PACKINGS = packings.PAIR_PACKINGS
 PACKINGS = packings.PACKINGS
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DocumentBlock:
+  """A block of `separate_documents`: ``ids`` int64 [L] = ``<s> a </s> <s> b </s> ...`` and
+  ``starts`` int64 [K]: the index of each segment's ``<s>`` (0 first, increasing)."""
+  ids: np.ndarray
+  starts: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.ids)
 
 
 class Packer:
@@ -47,7 +68,7 @@ class Packer:
 
   Call ``add_sentence`` for each sentence of a document in order, ``end_document`` after its
   last sentence, and ``finish`` after the last document; every complete block is passed to
-  ``emit`` at once.
+  ``emit`` at once: an int64 array, or for `separate_documents` a `DocumentBlock`.
   """
 
   def __init__(self, max_seq_len: int, packing: str, bos_id: int, eos_id: int,
@@ -57,9 +78,13 @@ class Packer:
     if max_seq_len < 3:
       raise ValueError(f"max_seq_len={max_seq_len}: a block needs <s>, >= 1 id and </s>")
     self.capacity = max_seq_len - 2
-    self._cross_documents = packing == FULL_SENTENCES
+    self._cross_documents = packing != DOC_SENTENCES
     self._bos = np.array([bos_id], np.int64)
     self._eos = np.array([eos_id], np.int64)
+    # What sits between two documents in a block; with starts, each segment's start is recorded.
+    self._with_starts = packing == SEPARATE_DOCUMENTS
+    self._separator = np.array([eos_id, bos_id] if self._with_starts else [eos_id], np.int64)
+    self._starts: list[int] = [0]         # the open block's segment starts (block indices)
     self._emit = emit
     self._pieces: list[np.ndarray] = []  # the open block's content, in order
     self._len = 0                         # content ids in the open block
@@ -74,9 +99,10 @@ class Packer:
     separate = self._separate and self._len > 0
     self._separate = False
     room = self.capacity - self._len
-    if n + separate <= room:
+    gap = len(self._separator) if separate else 0
+    if n + gap <= room:
       if separate:
-        self._append(self._eos)
+        self._append_separator()
       self._append(ids)
       return
     if n <= self.capacity:  # whole in a fresh block; its boundary separates the documents
@@ -85,8 +111,8 @@ class Packer:
       return
     # Longer than a block: cut it, starting in the open block if there is room for a token of it
     # (after the separator, if one is due).
-    if separate and room >= 2:
-      self._append(self._eos)
+    if separate and room >= gap + 1:
+      self._append_separator()
     elif separate or room == 0:
       self._close()
     start = 0
@@ -113,11 +139,19 @@ class Packer:
     self._pieces.append(ids)
     self._len += len(ids)
 
+  def _append_separator(self) -> None:
+    self._append(self._separator)
+    if self._with_starts:  # the new segment's <s>: block index = 1 (<s>) + content index
+      self._starts.append(self._len)
+
   def _close(self) -> None:
     if self._len:
-      self._emit(np.concatenate([self._bos, *self._pieces, self._eos]))
+      ids = np.concatenate([self._bos, *self._pieces, self._eos])
+      self._emit(DocumentBlock(ids, np.array(self._starts, np.int64)) if self._with_starts
+                 else ids)
     self._pieces = []
     self._len = 0
+    self._starts = [0]
 
 
 def make_packer(max_seq_len: int, packing: str, bos_id: int, eos_id: int, emit,

@@ -48,8 +48,10 @@ class ShardSettings:
       "max_seq_len.", check=at_least(3))
   packing: str = option(
       packings.FULL_SENTENCES, "full_sentences: blocks cross documents (with an extra </s>); "
-      "doc_sentences: never; segment_pair / sentence_pair: BERT's pairs with a next-sentence "
-      "label (the paper's input-format ablation only).", choices=tuple(packings.PACKINGS))
+      "doc_sentences: never; separate_documents: blocks hold several <s> document </s> and "
+      "record where each starts, so attention and positions restart there (ModernBERT's "
+      "packing); segment_pair / sentence_pair: BERT's pairs with a next-sentence label (the "
+      "paper's input-format ablation only).", choices=tuple(packings.PACKINGS))
   num_shards: int = option(16, "Train shard files.", check=POSITIVE)
   num_validation_shards: int = option(1, "Validation shard files.", check=POSITIVE)
   validation_fraction: float = option(

@@ -11,7 +11,16 @@ BOS, EOS = 0, 2
 
 
 def _pack(docs, max_seq_len, mode):
-  return [b.tolist() for b in packing.pack_documents(docs, max_seq_len, mode, BOS, EOS)]
+  return [getattr(b, "ids", b).tolist()
+          for b in packing.pack_documents(docs, max_seq_len, mode, BOS, EOS)]
+
+
+def _unseparated(block, starts):
+  """A separate_documents block checked against its starts, in FULL-SENTENCES' form: each
+  `</s> <s>` between two segments becomes the one `</s>`."""
+  assert starts[0] == 0 and all(block[s] == BOS and block[s - 1] == EOS for s in starts[1:])
+  assert [i for i, t in enumerate(block) if t == BOS] == list(starts)
+  return [t for i, t in enumerate(block) if i == 0 or i not in set(starts)]
 
 
 def test_full_sentences_exact_blocks():
@@ -51,6 +60,24 @@ def test_long_sentence_is_cut_across_blocks_from_the_open_block():
   ]
 
 
+def test_separate_documents_exact_blocks_and_starts():
+  # capacity 6: as FULL-SENTENCES, but a document boundary inside a block costs </s> <s>.
+  docs = [[[10, 11, 12], [13, 14]], [[20], [21]], [[30, 31]], [[40, 41, 42, 43, 44, 45, 46]]]
+  blocks = list(packing.pack_documents(docs, 8, packing.SEPARATE_DOCUMENTS, BOS, EOS))
+  assert [(b.ids.tolist(), b.starts.tolist()) for b in blocks] == [
+      ([BOS, 10, 11, 12, 13, 14, EOS], [0]),
+      ([BOS, 20, 21, EOS, BOS, 30, 31, EOS], [0, 4]),
+      # doc 4 is longer than a block: cut, starting in no open block (no room after </s> <s>)
+      ([BOS, 40, 41, 42, 43, 44, 45, EOS], [0]),
+      ([BOS, 46, EOS], [0]),
+  ]
+  assert all(len(b) == len(b.ids) for b in blocks)
+  # The same documents in FULL-SENTENCES: the paper's blocks, untouched by the new packing.
+  assert _pack(docs, 8, packing.FULL_SENTENCES) == [
+      [BOS, 10, 11, 12, 13, 14, EOS], [BOS, 20, 21, EOS, 30, 31, EOS],
+      [BOS, 40, 41, 42, 43, 44, 45, EOS], [BOS, 46, EOS]]
+
+
 def _random_docs(rng, num_docs, capacity):
   """Documents whose ids are unique (>= 10), so each id names its document and sentence."""
   docs, next_id = [], 10
@@ -72,19 +99,23 @@ def _random_docs(rng, num_docs, capacity):
 def test_lossless_and_sentences_whole(mode, max_seq_len, seed):
   capacity = max_seq_len - 2
   docs = _random_docs(random.Random(seed), 30, capacity)
-  blocks = _pack(docs, max_seq_len, mode)
+  packed = list(packing.pack_documents(docs, max_seq_len, mode, BOS, EOS))
+  lengths = [len(b) for b in packed]
+  blocks = [_unseparated(b.ids.tolist(), b.starts.tolist()) if mode == packing.SEPARATE_DOCUMENTS
+            else b.tolist() for b in packed]
+  gap = 2 if mode == packing.SEPARATE_DOCUMENTS else 1  # ids between two documents
   where = {}  # id -> (document, sentence)
   for d, doc in enumerate(docs):
     for s, sentence in enumerate(doc):
       where.update((i, (d, s)) for i in sentence)
 
-  for block in blocks:
-    assert len(block) <= max_seq_len and block[0] == BOS and block[-1] == EOS
+  for block, length in zip(blocks, lengths):
+    assert length <= max_seq_len and block[0] == BOS and block[-1] == EOS
     inner = block[1:-1]
     assert inner and BOS not in inner and inner[0] != EOS and inner[-1] != EOS
     for k, i in enumerate(inner):
       if i == EOS:  # a separator: only between two documents, once
-        assert mode == packing.FULL_SENTENCES
+        assert mode != packing.DOC_SENTENCES
         assert where[inner[k - 1]][0] + 1 == where[inner[k + 1]][0]
       elif k and inner[k - 1] != EOS:  # two neighbouring ids of one block, no separator between
         assert where[inner[k - 1]][0] == where[i][0]
@@ -101,7 +132,7 @@ def test_lossless_and_sentences_whole(mode, max_seq_len, seed):
         assert len({block_of[i] for i in sentence}) == 1, sentence
 
   # A block closes early only when the next sentence (plus a separator) would not fit.
-  for b, nxt in zip(blocks, blocks[1:]):
+  for b, length, nxt in zip(blocks, lengths, blocks[1:]):
     first = nxt[1]
     d, s = where[first]
     sentence = docs[d][s]
@@ -109,9 +140,9 @@ def test_lossless_and_sentences_whole(mode, max_seq_len, seed):
     if mode == packing.DOC_SENTENCES and new_doc:
       continue
     if sentence[0] == first:  # the next block starts with a whole sentence
-      assert len(b) - 2 + len(sentence) + new_doc > capacity
+      assert length - 2 + len(sentence) + gap * new_doc > capacity
     else:  # a cut sentence: the block was full
-      assert len(b) - 2 == capacity
+      assert length - 2 == capacity
 
 
 def test_empty_sentence_is_skipped_and_numpy_input_accepted():

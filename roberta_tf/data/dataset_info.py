@@ -18,7 +18,9 @@ It sits beside the shards and records what a reader must agree with:
                                       # <s> A </s></s> B </s> from special_ids' bos / eos
   "max_seq_len": 512,                 # every record has <= max_seq_len ids, <s> first, </s> last
   "packing": "full_sentences",        # or "doc_sentences"; "segment_pair" / "sentence_pair"
-                                      # records add first_segment_length, next_sentence_label
+                                      # records add first_segment_length, next_sentence_label;
+                                      # "separate_documents" records add document_starts
+                                      # (example_spec.py: where each <s> doc </s> begins)
   "compression": "none",              # or "gzip" (the TFRecord compression of every shard)
   "shuffle": {"scheme": "global_hash", "seed": 0},  # the order of records in and across shards
                                       # (data_prep/block_order.py); absent in shards written

@@ -25,7 +25,8 @@ The stream is also checkpointable as a tf.data iterator (`tf.train.Checkpoint(it
 
 The stages by module: source (read one shard: shard_reader.py), shuffle and the order of the
 stream (training_stream.py; `_eval_stream` for evaluation), then here batch and mask
-(`_mask_batch`: masking.py's Masker on each batch, pair fields for a pair packing).
+(`_mask_batch`: masking.py's Masker on each batch, pair fields for a pair packing, document ids
+for a document packing).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import sys
 
 import tensorflow as tf
 
-from roberta_tf.data import dataset_info, shard_reader, training_stream
+from roberta_tf.data import dataset_info, packings, shard_reader, training_stream
 from roberta_tf.data.masking import Masker, MaskingConfig
 from roberta_tf.data.vocab_info import VocabInfo
 
@@ -130,6 +131,9 @@ def build_pretraining_dataset(data_dir: str, split: str, vocab: VocabInfo,
     packing (packings.PAIR_PACKINGS, the NSP ablation) add `token_type_ids` int32 [B, S]
     (0 up to the first segment's `</s>`, 1 after it, 0 on padding), `next_sentence_labels`
     int32 [B] and `next_sentence_weights` float32 [B] (0 for the padded rows of an eval batch).
+    Shards of a document packing (packings.DOCUMENT_PACKINGS) add `document_ids` int32 [B, S]:
+    each token's document in its row (0, 1, ...; non-decreasing, padding in the last), which
+    the model turns into its attention mask and rotary positions (models/modernbert/).
 
   Raises:
     dataset_info.DatasetInfoError: dataset_info.json is missing, disagrees with the vocabulary
@@ -205,6 +209,9 @@ def _mask_batch(batch: dict, *, masker: Masker, config: InputConfig, pairs: bool
   if pairs:
     out.update(_pair_fields(batch["first_length"], batch["nsp_label"], out["padding_mask"],
                             real_rows, b, s))
+  if "document_ids" in batch:  # eval padding rows: one empty document
+    out["document_ids"] = tf.ensure_shape(
+        tf.pad(batch["document_ids"], [[0, b - real_rows], [0, 0]]), [b, s])
   return out
 
 
@@ -264,6 +271,12 @@ def build_dataset(data_dir: str, split: str, *, training: bool, per_replica_batc
         where=data_dir)
     # No position table (ModernBERT: rotary): max_seq_len bounds nothing the shards must fit.
     max_positions = getattr(model_config, "max_positions", None)
+    if (info.get("packing") in packings.DOCUMENT_PACKINGS
+        and not getattr(model_config, "separates_documents", False)):
+      raise dataset_info.DatasetInfoError(
+          f"{data_dir}: {info['packing']!r} shards keep documents apart in a row, which a "
+          f"{getattr(model_config, 'family', 'roberta')} model does not do; use "
+          "full_sentences or doc_sentences shards")
   vocab = vocab or VocabInfo.for_dataset(data_dir, info, vocab_dir)
   config = InputConfig(per_replica_batch_size=per_replica_batch_size, max_seq_len=max_seq_len,
                        seed=seed,

@@ -38,6 +38,8 @@ class ShardSource:
     num_sequences: the same counts as Python ints (training_stream.py plans with them).
     compression: the TFRecord compression type ("" or "GZIP").
     pairs: the records carry the pair fields (a pair packing, packings.PAIR_PACKINGS).
+    documents: the records carry document starts (packings.DOCUMENT_PACKINGS); read as
+      per-token `document_ids`.
     max_seq_len: S; records are checked against it and padded to it.
     vocab: the ids records are checked against; its pad id pads them.
     seed, masking: what a record's mask seed derives from (the data seed, the mask copy).
@@ -54,6 +56,7 @@ class ShardSource:
   masking: MaskingConfig
   skip_corrupt_shards: bool = False
   skipped_shards: tf.Variable | None = None
+  documents: bool = False
 
   @classmethod
   def for_split(cls, data_dir: str, info: dict, split: str, files: list[str], vocab: VocabInfo,
@@ -73,12 +76,14 @@ class ShardSource:
                num_sequences=tuple(counts), compression=compression,
                pairs=info.get("packing") in packings.PAIR_PACKINGS,
                max_seq_len=config.max_seq_len, vocab=vocab, seed=config.seed, masking=masking,
-               skip_corrupt_shards=config.skip_corrupt_shards, skipped_shards=skipped_shards)
+               skip_corrupt_shards=config.skip_corrupt_shards, skipped_shards=skipped_shards,
+               documents=info.get("packing") in packings.DOCUMENT_PACKINGS)
 
 
 def read_shard(source: ShardSource, shard_index, epoch, start=0) -> tf.data.Dataset:
   """The shard's valid records from record ``start`` on as {input_ids [S], seed [2]} (pairs:
-  and first_length, nsp_label scalars); fails or warns on damage (see the module docstring).
+  and first_length, nsp_label scalars; document packings: and document_ids [S]); fails or warns
+  on damage (see the module docstring).
 
   Args:
     shard_index: int64 scalar, the shard's index in the split; epoch: int64 scalar;
@@ -102,13 +107,19 @@ def read_shard(source: ShardSource, shard_index, epoch, start=0) -> tf.data.Data
 
 
 def _parse_chunk(source: ShardSource, serialized):
-  """Serialized records [C] -> ({input_ids [C, S] (and pair fields [C])}, all valid)."""
+  """Serialized records [C] -> ({input_ids [C, S] (and pair fields [C], or document_ids
+  [C, S])}, all valid)."""
   vocab, s = source.vocab, source.max_seq_len
   extra = {}
   if source.pairs:
     ids, first, label = example_spec.parse_pair_batch(serialized)
     extra = {"first_length": first, "nsp_label": label}
     pair_ok = example_spec.pair_is_valid(ids, first, label, vocab.special_ids["eos"])
+  elif source.documents:
+    ids, starts = example_spec.parse_documents_batch(serialized)
+    extra = {"document_ids": example_spec.document_ids(starts, s)}
+    documents_ok = example_spec.documents_are_valid(
+        ids, starts, vocab.special_ids["bos"], vocab.special_ids["eos"])
   else:
     ids = example_spec.parse_batch(serialized)
   valid = example_spec.is_valid(
@@ -116,6 +127,8 @@ def _parse_chunk(source: ShardSource, serialized):
       bos_id=vocab.special_ids["bos"], eos_id=vocab.special_ids["eos"])
   if source.pairs:
     valid = valid & pair_ok
+  if source.documents:
+    valid = valid & documents_ok
   x = {"input_ids": ids.to_tensor(default_value=vocab.pad_id, shape=[None, s]), **extra}
   return x, tf.reduce_all(valid)
 
@@ -125,6 +138,8 @@ def _empty_chunk(source: ShardSource) -> dict:
   empty = {"input_ids": tf.zeros([0, source.max_seq_len], tf.int32)}
   if source.pairs:
     empty.update(first_length=tf.zeros([0], tf.int32), nsp_label=tf.zeros([0], tf.int32))
+  if source.documents:
+    empty["document_ids"] = tf.zeros([0, source.max_seq_len], tf.int32)
   return empty
 
 
@@ -143,6 +158,7 @@ def _check(source: ShardSource, path, expected, key, offset, x, is_end):
              "records readable and valid where dataset_info.json lists", expected,
              "(valid: <s> first, </s> last, at most", s, "ids in [0,", vocab.vocab_size,
              ")" + ("; pair fields in range" if source.pairs else "") +
+             ("; document starts at <s>" if source.documents else "") +
              "); rebuild it (training can skip it: --skip_corrupt_shards)"]
   if source.skip_corrupt_shards:
     tf.cond(damaged, lambda: _note_skipped(source, message[1:6]), lambda: tf.constant(False))

@@ -9,7 +9,8 @@ from roberta_tf.pretraining.losses import mlm_sums, nsp_sums
 from roberta_tf.training.task import Sums
 
 MODEL_INPUTS = ("input_ids", "padding_mask", "mask_positions")
-OPTIONAL_INPUTS = ("token_type_ids",)  # pair-packing batches (the NSP ablation)
+# Pair-packing batches (the NSP ablation); document-packing batches (ModernBERT's packing).
+OPTIONAL_INPUTS = ("token_type_ids", "document_ids")
 
 
 def model_inputs(batch: dict) -> dict:

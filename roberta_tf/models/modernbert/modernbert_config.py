@@ -48,6 +48,9 @@ class ModernBertConfig:
       `init_std`).
     classifier_pooling: "cls" or "mean", the sequence-classification head's pooling.
   """
+  # Not a field (not in config.json): the pretrainer keeps the documents of a packed row apart
+  # (document_ids: modernbert_encoder.encode_documents), so it trains on document-packed shards.
+  separates_documents = True
   vocab_size: int = 50368
   hidden_size: int = 768
   num_layers: int = 22

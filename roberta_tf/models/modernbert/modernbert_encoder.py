@@ -1,4 +1,5 @@
-"""`build_modernbert_encoder`: the ModernBERT encoder as a Keras functional model."""
+"""`build_modernbert_encoder`: the ModernBERT encoder as a Keras functional model;
+`encode_documents`: the same layers over rows that pack several documents."""
 
 from __future__ import annotations
 
@@ -62,3 +63,28 @@ def build_modernbert_encoder(config: ModernBertConfig, dtype=None) -> keras.Mode
   outputs = {"sequence_output": x, "pooled_output": x[:, 0, :]}
   return keras.Model(inputs={"input_ids": input_ids, "padding_mask": padding_mask},
                      outputs=outputs, name=ENCODER_NAME, dtype=dtype)
+
+
+def encode_documents(encoder: keras.Model, num_layers: int, inputs: dict, training=None) -> dict:
+  """`encoder`'s outputs for rows packing several documents (data/packings.py's document
+  packings): its own layers, called in order with the rows' document ids, so attention stays
+  inside each document and rotary positions restart at each (modernbert_layers.py).
+
+  Args:
+    encoder: a `build_modernbert_encoder` model; num_layers: its config's.
+    inputs: "input_ids", "padding_mask" int32 [B, L] and "document_ids" int32 [B, L] (each
+      row's documents 0, 1, ... in order; data/example_spec.document_ids).
+
+  Returns:
+    The encoder's outputs dict. With one document per row (document_ids all 0) it equals
+    `encoder(inputs)`; each document of a row gets what it gets as a row of its own.
+  The functional encoder keeps its two inputs (every export and task head calls it so); this
+  path is the pretrainer's, for training and evaluation on document-packed shards.
+  """
+  x = encoder.get_layer(EMBEDDINGS_NAME)(inputs["input_ids"], training=training)
+  for i in range(num_layers):
+    x = encoder.get_layer(layer_name(i))(x, padding_mask=inputs["padding_mask"],
+                                         document_ids=inputs["document_ids"],
+                                         training=training)
+  x = encoder.get_layer(FINAL_NORM_NAME)(x)
+  return {"sequence_output": x, "pooled_output": x[:, 0, :]}

@@ -85,10 +85,13 @@ class ModernBertEmbeddings(keras.layers.Layer):
 class ModernBertLayer(keras.layers.Layer):
   """x float32 [B, L, H], padding_mask int [B, L] -> float32 [B, L, H] (HF ModernBertEncoderLayer).
 
+  With document_ids int [B, L] (rows packing documents: rotary_embedding.document_positions)
+  rotary positions restart at each document and attention stays inside it.
+
   ```
   h = x if first else attn_norm(x)            # layer 0 has no attn_norm (HF: nn.Identity)
   q, k, v = split(attn_wqkv(h))               # fused [H, 3H]: Q | K | V, heads [A][D] inside
-  q, k = rotary(q, k; rope_theta)             # float32, positions 0..L-1
+  q, k = rotary(q, k; rope_theta)             # float32, positions 0..L-1 (per document)
   x = x + drop(attn_wo(attend(q, k, v, padding_mask, radius)))
   u, g = split(mlp_wi(mlp_norm(x)))           # [H, 2I]: u = first I columns, g = last I
   x = x + mlp_wo(drop(gelu(u) * g))           # exact (erf) GELU
@@ -146,22 +149,27 @@ class ModernBertLayer(keras.layers.Layer):
                                          name="mlp_dropout")
     self.built = True
 
-  def _attention(self, h, padding_mask, training):
+  def _attention(self, h, padding_mask, training, document_ids=None):
     """h float32 [B, L, H] (normed) -> [B, L, H] compute dtype, before attn_wo."""
     batch, seq = tf.shape(h)[0], tf.shape(h)[1]
     qkv = tf.reshape(self.attn_wqkv(h), [batch, seq, 3, self.num_heads, self.head_size])
     q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, A, L, D]
-    cos, sin = rotary_embedding.cos_sin(seq, self.rope_theta, self.head_size)
+    if document_ids is None:
+      cos, sin = rotary_embedding.cos_sin(seq, self.rope_theta, self.head_size)
+    else:
+      cos, sin = rotary_embedding.cos_sin_at(
+          rotary_embedding.document_positions(document_ids), self.rope_theta, self.head_size)
     q, k = rotary_embedding.rotate(q, cos, sin), rotary_embedding.rotate(k, cos, sin)
-    out = attend(q, k, v, padding_mask, self.radius, self.probs_dropout, training)
+    out = attend(q, k, v, padding_mask, self.radius, self.probs_dropout, training,
+                 document_ids=document_ids)
     return tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, seq, self.num_heads *
                                                          self.head_size])
 
-  def call(self, x, padding_mask, training=None):
+  def call(self, x, padding_mask, training=None, document_ids=None):
     x = tf.cast(x, tf.float32)
     fused = bool(training) and self.compute_dtype != "float32"
     h = x if self.first else fused_ops.layer_norm(self.attn_norm, x, fused)
-    a = self.attn_wo(self._attention(h, padding_mask, training))
+    a = self.attn_wo(self._attention(h, padding_mask, training, document_ids))
     x = x + tf.cast(self.attn_out_dropout(a, training=training), tf.float32)
     u, g = tf.split(self.mlp_wi(fused_ops.layer_norm(self.mlp_norm, x, fused)), 2, axis=-1)
     inner = self.mlp_drop(fused_ops.gelu(u, fused) * g, training=training)
@@ -170,7 +178,7 @@ class ModernBertLayer(keras.layers.Layer):
   def compute_output_shape(self, x_shape, padding_mask_shape=None):
     return tuple(x_shape)
 
-  def compute_output_spec(self, x, padding_mask, training=None):
+  def compute_output_spec(self, x, padding_mask, training=None, document_ids=None):
     return keras.KerasTensor(tuple(x.shape), dtype="float32")
 
   def get_config(self):

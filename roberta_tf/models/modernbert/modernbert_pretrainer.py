@@ -12,6 +12,7 @@ from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig
 from roberta_tf.models.modernbert.modernbert_encoder import (
   EMBEDDINGS_NAME,
   build_modernbert_encoder,
+  encode_documents,
 )
 from roberta_tf.models.modernbert.modernbert_mlm_head import build_modernbert_mlm_head
 
@@ -51,7 +52,8 @@ class ModernBertPretrainer(keras.Model):
     Args:
       inputs: dict with "input_ids" int32 [B, S], "padding_mask" int32 [B, S] and
         "mask_positions" int32 [B, P] (empty slots may point anywhere valid, e.g. 0; the loss
-        ignores them via mask_weights).
+        ignores them via mask_weights); optionally "document_ids" int32 [B, S] (rows packing
+        several documents: each is encoded as if alone, `encode_documents`).
       training: enables dropout.
       with_nsp: must be False (ModernBERT has no NSP head).
 
@@ -60,8 +62,11 @@ class ModernBertPretrainer(keras.Model):
     """
     if with_nsp:
       raise ValueError("with_nsp=True, but ModernBERT has no NSP head")
-    encoded = self.encoder({"input_ids": inputs["input_ids"],
-                            "padding_mask": inputs["padding_mask"]}, training=training)
+    if inputs.get("document_ids") is not None:
+      encoded = encode_documents(self.encoder, self.config.num_layers, inputs, training)
+    else:
+      encoded = self.encoder({"input_ids": inputs["input_ids"],
+                              "padding_mask": inputs["padding_mask"]}, training=training)
     return tf.cast(self.mlm_head(encoded["sequence_output"],
                                  mask_positions=inputs["mask_positions"], training=training),
                    tf.float32)
