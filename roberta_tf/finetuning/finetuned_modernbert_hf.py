@@ -1,6 +1,8 @@
 """A model fine-tuned on a ModernBERT encoder (heads.py's HF ModernBERT head) as the HF folder
 transformers loads: classification and regression as ModernBertForSequenceClassification
-(regression: one label), token tagging as ModernBertForTokenClassification; the weights are
+(regression: one label), multiple choice as ModernBertForMultipleChoice, token tagging as
+ModernBertForTokenClassification, extractive QA as ModernBertForQuestionAnswering (SQuAD v2's
+answerability classifier has no place there: such a model is refused); the weights are
 copied into a `ModernBertTaskModel` (the same encoder and head, built the same way) and written
 by models/modernbert/modernbert_hf_tasks.py."""
 
@@ -13,7 +15,9 @@ from roberta_tf.models.roberta.hf_weights import CONFIG_FILE, WEIGHTS_FILE, HFCh
 
 _TASKS = {problem_types.CLASSIFICATION: "sequence_classification",
           problem_types.REGRESSION: "sequence_classification",
-          problem_types.TOKEN_CLASSIFICATION: "token_classification"}
+          problem_types.MULTIPLE_CHOICE: "multiple_choice",
+          problem_types.TOKEN_CLASSIFICATION: "token_classification",
+          problem_types.EXTRACTIVE_QA: "question_answering"}
 
 
 def is_modernbert_finetuned(model_dir: str) -> bool:
@@ -31,8 +35,8 @@ def save_hf(model_dir: str, hf_dir: str, checkpoint: str | None = None) -> list[
   their names.
 
   Raises:
-    HFCheckpointError: a task HF has no ModernBERT class for here (multiple choice,
-      extractive QA, embeddings).
+    HFCheckpointError: a task HF has no ModernBERT class for (embeddings:
+      --to_sentence_transformers writes those), or QA with an answerability classifier.
   """
   # pylint: disable=import-outside-toplevel
   from roberta_tf.models.modernbert import modernbert_hf_tasks
@@ -41,13 +45,17 @@ def save_hf(model_dir: str, hf_dir: str, checkpoint: str | None = None) -> list[
   if info.task_type not in _TASKS:
     raise HFCheckpointError(f"{model_dir} is a fine-tuned {info.task_type} model on ModernBERT; "
                             f"--to_hf writes {sorted(_TASKS)} ones")
+  if info.answer_classifier:
+    raise HFCheckpointError(f"{model_dir} has an answerability classifier (--answer_classifier),"
+                            " which ModernBertForQuestionAnswering has no place for")
   if checkpoint:
     model_dir_lib.check_checkpoint(checkpoint)
   model = finetuned_dir.new_model(config, info, dtype="float32")
   finetuned_dir.restore(model, checkpoint or model_dir_lib.latest_checkpoint(model_dir))
-  task_model = ModernBertTaskModel(config, _TASKS[info.task_type], info.num_outputs)
+  task_model = ModernBertTaskModel(config, _TASKS[info.task_type], model.head.num_labels)
   task_model.encoder.set_weights(model.encoder.get_weights())
   task_model.head.set_weights(model.head.get_weights())
-  labels = list(info.labels) if info.task_type != problem_types.REGRESSION else None
+  labels = list(info.labels) if info.task_type == problem_types.CLASSIFICATION or (
+      info.task_type == problem_types.TOKEN_CLASSIFICATION) else None
   modernbert_hf_tasks.save_hf_task(hf_dir, task_model, labels)
   return [CONFIG_FILE, WEIGHTS_FILE]
