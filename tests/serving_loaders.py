@@ -22,16 +22,17 @@ from tests.harness import console_script, module_env, run_command, run_script
 # re-pack per call, tests/conftest.py) also checks that the packed weights give the same answers.
 _ENV = module_env(CUDA_VISIBLE_DEVICES="", TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
 
-# Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz. For each
-# export, each call through tf.saved_model.load ("tf2:") and through a TF1 Session of its own
-# ("tf1:"); loading fails on an op core TensorFlow does not register. Keys:
-# "<loader>:<export index>:<key>/<output>".
+# Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz[, export dirs
+# the TF1 loader skips]. For each export, each call through tf.saved_model.load ("tf2:") and
+# through a TF1 Session of its own ("tf1:"); loading fails on an op core TensorFlow does not
+# register. Keys: "<loader>:<export index>:<key>/<output>".
 _LOADERS = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
 
 runs, out_path = json.loads(sys.argv[1]), sys.argv[2]
+tf2_only = set(json.loads(sys.argv[3])) if len(sys.argv) > 3 else set()
 out = {}
 def keep(prefix, outputs):
   for k, v in outputs.items():
@@ -41,6 +42,8 @@ for i, (path, calls) in enumerate(runs.items()):
   for key, name, inputs in calls:
     outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
     keep(f"tf2:{i}:{key}", {k: v.numpy() for k, v in outputs.items()})
+  if path in tf2_only:
+    continue
   with tf.compat.v1.Session(graph=tf.Graph()) as sess:
     meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
     for key, name, inputs in calls:
@@ -53,17 +56,20 @@ print("modules:", sorted(m for m in sys.modules
 """
 
 
-def loader_runs(runs: dict, out_path: str) -> dict:
+def loader_runs(runs: dict, out_path: str, tf2_only=(), timeout: float = 300) -> dict:
   """Each export's calls through the TF2 and the TF1 loader, in one fresh process.
 
   Args:
     runs: {export dir: [(key, signature, {input: nested list}), ...]}; `key` names the call
       (a signature may be called with several inputs).
     out_path: where the child writes its .npz.
+    tf2_only: export dirs of `runs` the TF1 loader skips (their "tf1" dicts are empty).
+    timeout: seconds for the child.
   Returns:
     {"tf2" | "tf1": {export dir: {"<key>/<output>": array}}} (strings as bytes).
   """
-  proc = run_script(_LOADERS, json.dumps(runs), out_path, env=_ENV)
+  proc = run_script(_LOADERS, json.dumps(runs), out_path, json.dumps(list(tf2_only)), env=_ENV,
+                    timeout=timeout)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "modules: []" in proc.stdout, proc.stdout
   got = dict(np.load(out_path))
