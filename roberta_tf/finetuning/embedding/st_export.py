@@ -50,9 +50,8 @@ from roberta_tf import models
 from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
-from roberta_tf.models import hf_tokenizer_files
+from roberta_tf.models import hf_tokenizer_files, registry
 from roberta_tf.models import model_dir as model_dir_lib
-from roberta_tf.models import registry
 from roberta_tf.models.modernbert import modernbert_hf_config as mb_config
 from roberta_tf.models.modernbert import modernbert_hf_weights as mb_weights
 from roberta_tf.models.roberta import hf_weights

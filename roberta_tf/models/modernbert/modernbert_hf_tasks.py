@@ -1,5 +1,6 @@
 """HF `ModernBertFor{SequenceClassification, MultipleChoice, TokenClassification,
-QuestionAnswering}` folders in and out (ModernBertTaskModel). Keys: the encoder's under "model." (modernbert_hf_weights), then
+QuestionAnswering}` folders in and out (ModernBertTaskModel). Keys: the encoder's under
+"model." (modernbert_hf_weights), then
 
 | HF key                        | ours                                           |
 |-------------------------------|------------------------------------------------|
