@@ -12,12 +12,13 @@ tests/testdata/modernbert_tiny/task_heads.npz (tests/test_models_modernbert.py).
 
 import json
 import os
+import shutil
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 from roberta_tf.finetuning import featurize, finetuned_dir, problem_data
 from roberta_tf.finetuning import problems as problems_lib
@@ -70,7 +71,7 @@ def runs(tmp_path_factory):
   assert proc.returncode == 0, proc.stderr[-2000:]
   data, out = _data(root), {}
   for task, (train, dev, flags) in data.items():
-    start = time.perf_counter()
+    start = time.perf_counter(), time.process_time()
     model_dir, export = str(root / task), str(root / f"{task}_sm")
     proc = call_module("roberta_tf.finetune", f"--task={task}", f"--train_file={train}",
                        f"--eval_file={dev}", f"--init_from={pretrained}",
@@ -79,7 +80,8 @@ def runs(tmp_path_factory):
     bf16 = finetuned_export.export_saved_model(model_dir, str(root / f"{task}_bf16"),
                                                precision="bfloat16")
     out[task] = (model_dir, export, bf16)
-    print(f"{task}: finetune + exports {time.perf_counter() - start:.1f}s")
+    print(f"{task}: finetune + exports {time.perf_counter() - start[0]:.1f} s wall, "
+          f"{time.process_time() - start[1]:.1f} s CPU")
   return out, data
 
 
@@ -288,3 +290,63 @@ def test_to_sentence_transformers_of_a_modernbert_embedder(runs, served, tmp_pat
   got = st.SentenceTransformer(st_dir, device="cpu").encode(EMBED_TEXTS)
   print(f"sentence-transformers vs embed max |diff|: {np.abs(got - want).max():.3g}")
   np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+
+
+def _hf_task_folder(path, architecture, kind, labels):
+  """An HF ModernBertFor<task> folder: the fixture's encoder and task_heads.npz's `kind` head
+  (make_model_fixture.py; transformers' logits of it are in the same file)."""
+  heads = np.load(os.path.join(HF_FIXTURE, "task_heads.npz"))
+  tensors = {k: v for k, v in load_file(os.path.join(HF_FIXTURE, "model.safetensors")).items()
+             if k.startswith("model.")}
+  tensors.update({k.split("/", 1)[1]: heads[k] for k in heads if k.startswith(kind + "/")})
+  with open(os.path.join(HF_FIXTURE, "config.json"), encoding="utf-8") as f:
+    hf = json.load(f)
+  hf.update(architectures=[architecture], id2label=dict(enumerate(labels)),
+            label2id={name: i for i, name in enumerate(labels)})
+  os.makedirs(path)
+  save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+  with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(hf, f)
+  for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+    shutil.copy(os.path.join(HF_FIXTURE, name), path)
+  return str(path)
+
+
+def test_hf_task_folders_import_as_fine_tuned_model_dirs(tmp_path):
+  """convert_checkpoint --hf_dir of each ModernBertFor<task> folder writes a fine-tuned model
+  dir whose model gives transformers' logits (task_heads.npz, the fixture's pooling: mean)."""
+  heads = np.load(os.path.join(HF_FIXTURE, "task_heads.npz"))
+  batch = np.load(os.path.join(HF_FIXTURE, "expected.npz"))
+  inputs = {"input_ids": batch["batch_input_ids"], "padding_mask": batch["batch_attention_mask"]}
+  real = inputs["padding_mask"].astype(bool)
+  cases = {  # architecture: (heads' kind, labels, our task type)
+      "ModernBertForSequenceClassification": ("seq", ["neg", "neutral", "pos"], "classification"),
+      "ModernBertForTokenClassification": ("token", ["O", "B-PER", "I-PER"],
+                                           "token_classification"),
+      "ModernBertForMultipleChoice": ("choice", ["LABEL_0"], "multiple_choice"),
+      "ModernBertForQuestionAnswering": ("qa", ["LABEL_0", "LABEL_1"], "extractive_qa"),
+  }
+  errors = {}
+  for architecture, (kind, labels, task) in cases.items():
+    folder = _hf_task_folder(tmp_path / kind, architecture, kind, labels)
+    proc = call_module("roberta_tf.convert_checkpoint", f"--hf_dir={folder}",
+                       f"--model_dir={tmp_path / (kind + '_dir')}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    model, config, info = finetuned_dir.load(str(tmp_path / (kind + "_dir")))
+    assert config.family == "modernbert" and info.task_type == task
+    if task in ("classification", "token_classification"):
+      assert list(info.labels) == labels
+    if kind == "seq":
+      errors[kind] = np.abs(model(inputs)["logits"].numpy() - heads["seq_logits_mean"]).max()
+    elif kind == "token":
+      errors[kind] = np.abs(model(inputs)["logits"].numpy()[real] - heads["token_logits"]).max()
+    elif kind == "choice":
+      grouped = {k: v[None] for k, v in inputs.items()}
+      errors[kind] = np.abs(model(grouped)["logits"].numpy()
+                            - heads["choice_logits_mean"]).max()
+    else:
+      out = model(inputs)
+      errors[kind] = max(np.abs(out[f"{s}_logits"].numpy()[real] - heads[f"qa_{s}_logits"]).max()
+                         for s in ("start", "end"))
+  print("imported HF task folders vs transformers, max |diff|:", errors)
+  assert max(errors.values()) < 1e-4

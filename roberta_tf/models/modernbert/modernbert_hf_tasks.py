@@ -51,6 +51,16 @@ def labels_of(hf_config: dict, num_labels: int) -> list[str]:
   return [id2label.get(i, f"LABEL_{i}") for i in range(num_labels)]
 
 
+def is_task_folder(hf_config: dict) -> bool:
+  """Whether an HF config.json dict names one of ARCHITECTURES."""
+  return any(a in ARCHITECTURES for a in hf_config.get("architectures") or [])
+
+
+def read_config(hf_dir: str) -> dict:
+  """hf_dir's config.json."""
+  return hf_weights.read_hf_dir(hf_dir)[0]
+
+
 def load_hf_task(hf_dir: str, dtype=None) -> tuple[ModernBertTaskModel, list[str]]:
   """(the task model, its label names in id order) of an HF ModernBERT task folder
   (ARCHITECTURES)."""
