@@ -1,14 +1,16 @@
 """Multiple choice, extractive QA, regression and embeddings fine-tuned on a ModernBERT encoder
-(issue 60 point 6): each through `finetune` (the one training step, 1 epoch of 2 updates on
-the imported tiny HF fixture) with --export_dir; every export (and a bfloat16 one of each) is
-served on raw strings in one fresh process (all through the TF2 loader, which refuses an op core
-TensorFlow lacks as the session loaders do; QA's float32 export, the largest graph, also through
-a TF1 session and saved_model_cli: RoBERTa's tests run every signature through both), against the fine-tuned model on the training featurization. Then back to
-Hugging Face: `--to_hf` of the multiple-choice and QA models (HF's heads: our reader and, where
-installed, transformers' AutoModelFor{MultipleChoice,QuestionAnswering} give our logits) and
-`--to_sentence_transformers` of the embedding model (SentenceTransformer.encode = `embed`).
-HF's heads themselves are checked without torch against transformers' logits committed in
-tests/testdata/modernbert_tiny/task_heads.npz (tests/test_models_modernbert.py)."""
+(issue 60 point 6): each through `finetune` (the one training step; 1 epoch of 1-2 updates on
+the imported tiny HF fixture) with --export_dir, plus a bfloat16 export of each. All eight
+exports are served on raw strings in one fresh process through the TF2 loader (which refuses an
+op core TensorFlow lacks, as the session loaders do); QA's float32 export, the largest graph,
+also through a TF1 session and saved_model_cli (RoBERTa's tests run every signature through
+both); each against the fine-tuned model on the training featurization. Then back to Hugging
+Face: `--to_hf` of the multiple-choice and QA models (our reader and, where installed,
+transformers' AutoModelFor{MultipleChoice,QuestionAnswering} give our logits),
+`--to_sentence_transformers` of the embedding model (SentenceTransformer.encode = `embed`), and
+HF task folders imported as fine-tuned model dirs. HF's heads themselves are checked without
+torch against transformers' logits in tests/testdata/modernbert_tiny/task_heads.npz (here and in
+tests/test_models_modernbert.py)."""
 
 import json
 import os
@@ -20,8 +22,10 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
+from roberta_tf import models
 from roberta_tf.finetuning import featurize, finetuned_dir, problem_data
 from roberta_tf.finetuning import problems as problems_lib
+from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.finetuning.squad import read as squad_read
 from roberta_tf.models.modernbert import modernbert_hf_tasks
 from roberta_tf.models.modernbert import modernbert_hf_weights as mb_weights
@@ -355,3 +359,29 @@ def test_hf_task_folders_import_as_fine_tuned_model_dirs(tmp_path):
                          for s in ("start", "end"))
   print("imported HF task folders vs transformers, max |diff|:", errors)
   assert max(errors.values()) < 1e-4
+
+
+def test_squad_v2_answer_classifier_on_modernbert_and_its_to_hf_refusal(tmp_path):
+  """SQuAD v2's answerability classifier (ours: HF has none) sits beside HF's QA head; --to_hf
+  of such a model is refused in one line, nothing written."""
+  pretrained = str(tmp_path / "M")
+  proc = call_module("roberta_tf.convert_checkpoint", f"--hf_dir={HF_FIXTURE}",
+                     f"--model_dir={pretrained}")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  config = models.read_config(pretrained)
+  info = ProblemInfo("extractive_qa", 32, version_2=True, answer_classifier=True)
+  model = finetuned_dir.new_model(config, info, init_from=pretrained)
+  batch = np.load(os.path.join(HF_FIXTURE, "expected.npz"))
+  out = model({"input_ids": batch["batch_input_ids"],
+               "padding_mask": batch["batch_attention_mask"]})
+  assert model.head.task == "question_answering" and out["answerable_logits"].shape == (3,)
+  pads = ~batch["batch_attention_mask"].astype(bool)
+  assert (out["start_logits"].numpy()[pads] < -1e8).all()  # no span starts at a pad
+  model_dir = str(tmp_path / "qa2")
+  finetuned_dir.write_config(model_dir, config, info)
+  finetuned_dir.save_checkpoint(model_dir, model, 1)
+  proc = call_module("roberta_tf.convert_checkpoint", "--to_hf", f"--model_dir={model_dir}",
+                     f"--hf_dir={tmp_path / 'hf'}")
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+  assert "answerability classifier" in lines[0] and not (tmp_path / "hf").exists()
