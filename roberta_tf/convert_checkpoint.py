@@ -26,7 +26,10 @@ A fine-tuned token-classification model dir (config.json with a "task", roberta_
 (finetuning/tagging/hf_tagger.py): --to_hf writes id2label/label2id and a tokenizer with
 add_prefix_space (HF's is_split_into_words encoding, ours); --hf_dir of such a folder (its
 architectures or classifier.* keys say so) writes a fine-tuned model dir that finetune's
-evaluation and export read. Other fine-tuned heads are refused in one line.
+evaluation and export read. A model fine-tuned on ModernBERT goes both ways as HF's
+ModernBertForSequenceClassification (classification, regression), ForMultipleChoice,
+ForTokenClassification or ForQuestionAnswering folder (finetuning/finetuned_modernbert_hf.py;
+the tokenizer.json as it is). Other fine-tuned heads are refused in one line.
 
 A fine-tuned embedding model dir (roberta_tf.finetune --task=embedding) becomes a
 sentence-transformers folder (finetuning/embedding/st_export.py: an HF RobertaModel, its tokenizer,
@@ -90,7 +93,8 @@ options.define_flags(ConvertSettings, FLAGS, required=False)
 
 def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   """HF checkpoint dir → new model dir of the family its `model_type` names
-  (models/registry.py; a RobertaForTokenClassification's: a fine-tuned one); returns the
+  (models/registry.py; a RobertaForTokenClassification's, and a ModernBertFor<task>'s
+  (finetuned_modernbert_hf.py): a fine-tuned one); returns the
   checkpoint prefix written. The folder's vocab.json + merges.txt, or its family's tokenizer
   files (ModernBERT: tokenizer.json, tokenizer_config.json, special_tokens_map.json), are
   copied along."""
@@ -101,6 +105,11 @@ def import_hf(hf_dir: str, out_model_dir: str, overwrite: bool = False) -> str:
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   family = registry.family_of_hf(hf_config)
   if family is not None and family.name != registry.DEFAULT_FAMILY:
+    from roberta_tf.finetuning import finetuned_modernbert_hf
+    from roberta_tf.models.modernbert import modernbert_hf_tasks
+    if modernbert_hf_tasks.is_task_folder(hf_config):  # a fine-tuned model: a fine-tuned dir
+      return finetuned_modernbert_hf.import_hf(hf_dir, out_model_dir,
+                                               _tokenizer_files(family, hf_dir), overwrite)
     pretrainer = registry.load_hf(hf_dir, family=family)
     return model_dir.save(out_model_dir, pretrainer, overwrite=overwrite,
                           files=_tokenizer_files(family, hf_dir))

@@ -22,16 +22,17 @@ from tests.harness import console_script, module_env, run_command, run_script
 # re-pack per call, tests/conftest.py) also checks that the packed weights give the same answers.
 _ENV = module_env(CUDA_VISIBLE_DEVICES="", TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
 
-# Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz. For each
-# export, each call through tf.saved_model.load ("tf2:") and through a TF1 Session of its own
-# ("tf1:"); loading fails on an op core TensorFlow does not register. Keys:
-# "<loader>:<export index>:<key>/<output>".
+# Argv: {export dir: [[key, signature, {input: nested list}], ...]}, output .npz[, export dirs
+# the TF1 loader skips]. For each export, each call through tf.saved_model.load ("tf2:") and
+# through a TF1 Session of its own ("tf1:"); loading fails on an op core TensorFlow does not
+# register. Keys: "<loader>:<export index>:<key>/<output>".
 _LOADERS = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
 
 runs, out_path, loaders = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
+tf2_only = set(json.loads(sys.argv[4])) if len(sys.argv) > 4 else set()
 out = {}
 def keep(prefix, outputs):
   for k, v in outputs.items():
@@ -41,7 +42,7 @@ for i, (path, calls) in enumerate(runs.items()):
   for key, name, inputs in calls if loaded else ():
     outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
     keep(f"tf2:{i}:{key}", {k: v.numpy() for k, v in outputs.items()})
-  if "tf1" not in loaders:
+  if "tf1" not in loaders or path in tf2_only:
     continue
   with tf.compat.v1.Session(graph=tf.Graph()) as sess:
     meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
@@ -55,7 +56,8 @@ print("modules:", sorted(m for m in sys.modules
 """
 
 
-def loader_runs(runs: dict, out_path: str, loaders: tuple = ("tf2", "tf1")) -> dict:
+def loader_runs(runs: dict, out_path: str, loaders: tuple = ("tf2", "tf1"), tf2_only=(),
+                timeout: float = 300) -> dict:
   """Each export's calls through the TF2 and the TF1 loader, in one fresh process.
 
   Args:
@@ -64,11 +66,14 @@ def loader_runs(runs: dict, out_path: str, loaders: tuple = ("tf2", "tf1")) -> d
     out_path: where the child writes its .npz.
     loaders: the loaders to run ("tf1" alone when the test process loads with the TF2 one:
       each signature's first call costs seconds of graph optimization a loader).
+    tf2_only: export dirs of `runs` the TF1 loader skips (their "tf1" dicts are empty).
+    timeout: seconds for the child.
   Returns:
     {loader: {export dir: {"<key>/<output>": array}}} (strings as bytes) for each of
     `loaders`.
   """
-  proc = run_script(_LOADERS, json.dumps(runs), out_path, ",".join(loaders), env=_ENV)
+  proc = run_script(_LOADERS, json.dumps(runs), out_path, ",".join(loaders),
+                    json.dumps(list(tf2_only)), env=_ENV, timeout=timeout)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "modules: []" in proc.stdout, proc.stdout
   got = dict(np.load(out_path))

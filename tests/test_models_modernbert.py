@@ -251,10 +251,12 @@ def test_fresh_init_and_pad_row_gradient():
 
 
 def _task_folder(path, task, pooling="mean"):
-  """An HF ModernBertFor{Sequence,Token}Classification folder: the fixture's encoder and the
-  task head of task_heads.npz (see make_model_fixture.py)."""
+  """An HF ModernBertFor<task> folder: the fixture's encoder and the task head of
+  task_heads.npz (see make_model_fixture.py)."""
   heads = np.load(os.path.join(FIXTURE, "task_heads.npz"))
-  kind = "seq" if task == "ModernBertForSequenceClassification" else "token"
+  kind = {"ModernBertForSequenceClassification": "seq", "ModernBertForTokenClassification":
+          "token", "ModernBertForMultipleChoice": "choice",
+          "ModernBertForQuestionAnswering": "qa"}[task]
   tensors = {k: v for k, v in load_file(os.path.join(FIXTURE, "model.safetensors")).items()
              if k.startswith("model.")}
   tensors.update({k.split("/", 1)[1]: heads[k] for k in heads if k.startswith(kind + "/")})
@@ -286,6 +288,20 @@ def test_task_heads_match_transformers(expected, tmp_path):
       tmp_path / "token", "ModernBertForTokenClassification"))
   tags = tagger(inputs)["logits"].numpy()[mask.astype(bool)]
   errors["token"] = np.abs(tags - heads["token_logits"]).max()
+  for pooling in ("cls", "mean"):  # the batch's 3 rows as one example's 3 options
+    chooser, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
+        tmp_path / f"choice_{pooling}", "ModernBertForMultipleChoice", pooling))
+    assert (chooser.task, chooser.num_labels) == ("multiple_choice", 1)
+    grouped = {k: v[None] for k, v in inputs.items()}
+    errors[f"choice ({pooling})"] = np.abs(
+        chooser(grouped)["logits"].numpy() - heads[f"choice_logits_{pooling}"]).max()
+  reader, _ = modernbert_hf_tasks.load_hf_task(_task_folder(
+      tmp_path / "qa", "ModernBertForQuestionAnswering"))
+  assert (reader.task, reader.num_labels) == ("question_answering", 2)
+  spans = reader(inputs)
+  for side in ("start", "end"):
+    errors[f"qa {side}"] = np.abs(spans[f"{side}_logits"].numpy()[mask.astype(bool)]
+                                  - heads[f"qa_{side}_logits"]).max()
   print("task heads max |diff|: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
   assert max(errors.values()) < 1e-4
   # Export and re-import: the same weights and labels.

@@ -48,7 +48,8 @@ class ModelOptions:
       "small", "Model size preset (tiny, small, medium, base, large) or a RobertaConfig "
       "JSON file, for a randomly initialized model. Ignored with --init_from.", path=True)
   dropout: float = option(
-      -1.0, "Override the model's dropout (and attention dropout); < 0 keeps the "
+      -1.0, "Override every dropout rate of the model (attention's and, fine-tuning, the "
+      "head's; ModernBERT: embedding, attention, MLP and classifier_dropout); < 0 keeps the "
       "model config's.")
 
 

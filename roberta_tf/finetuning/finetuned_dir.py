@@ -32,6 +32,7 @@ from roberta_tf.common import directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models import registry
 from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization import pipeline_tokenizer, vocab_files
 from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
@@ -106,7 +107,8 @@ def load_for_export(model_dir: str, task_type: str, refusal: str, checkpoint: st
   if info.task_type != task_type:
     raise hf_weights.HFCheckpointError(
         f"{model_dir} is a fine-tuned {info.task_type} model; {refusal}")
-  hf_weights.check_exportable(model_config)
+  if registry.family_of(model_config).name == registry.DEFAULT_FAMILY:
+    hf_weights.check_exportable(model_config)  # RoBERTa options no HF class has
   if checkpoint:
     model_dir_lib.check_checkpoint(checkpoint)
   pretrainer = models.build_pretrainer(model_config)

@@ -1,10 +1,12 @@
 """Task heads on the RoBERTa encoder, and `FinetuneModel` (encoder + one head).
 
 On a ModernBERT encoder (`model_config` of that family) classification, regression, multiple
-choice and token tagging use HF ModernBERT's head instead (models/modernbert/
-modernbert_task_heads.py: pooling as config.classifier_pooling, dense, GELU, LayerNorm,
-classifier), so that the fine-tuned model exports as ModernBertFor*Classification; extractive
-QA and embeddings use the heads below on either family.
+choice, token tagging and extractive QA use HF ModernBERT's head instead (models/modernbert/
+modernbert_task_heads.py: pooling as config.classifier_pooling for the sequence tasks, dense,
+GELU, LayerNorm, dropout at config.classifier_dropout, classifier), so that the fine-tuned model
+exports as ModernBertFor{Sequence,Token}Classification, ForMultipleChoice or
+ForQuestionAnswering; embeddings (no head) pool either family's tokens as below, and SQuAD v2's
+answerability classifier (HF has none) is the `ClassificationHead` below on the first token.
 
 Heads (the sublayer names are checkpoint keys):
 - `ClassificationHead`: RoBERTa's (fairseq `RobertaClassificationHead`, HF
@@ -31,6 +33,7 @@ from roberta_tf.finetuning.problem_types import (
   EMBEDDING,
   EXTRACTIVE_QA,
   MEAN,
+  MULTIPLE_CHOICE,
   PROBLEM_TYPES,
   REGRESSION,
   TOKEN_CLASSIFICATION,
@@ -169,6 +172,10 @@ class FinetuneModel(keras.Model):
     self.on_sequence = mb_head is not None  # the head takes (sequence_output, padding_mask)
     if mb_head is not None:
       self.head = mb_head
+      if answer_classifier:
+        self.answer_head = ClassificationHead(1, dropout, initializer_range, dtype=dtype,
+                                              name="answer_head")
+        self.answer_head.build((None, hidden))
     elif task_type == EMBEDDING:
       self.head = None  # pooling has no weights
     elif task_type == EXTRACTIVE_QA:
@@ -204,7 +211,12 @@ class FinetuneModel(keras.Model):
       return {"embeddings": tf.reshape(embeddings, tf.concat([shape[:2], [-1]], 0))
               if grouped else embeddings}
     if self.task_type == EXTRACTIVE_QA:
-      start, end = self.head(encoded["sequence_output"], padding_mask)
+      if self.on_sequence:  # HF ModernBERT's QA head: [B, S, 2], pads masked as SpanHead does
+        both = self.head(encoded["sequence_output"], padding_mask, training=training)
+        pad = (1.0 - tf.cast(padding_mask, tf.float32)) * _PAD_LOGIT
+        start, end = both[..., 0] + pad, both[..., 1] + pad
+      else:
+        start, end = self.head(encoded["sequence_output"], padding_mask)
       if self.answer_head is None:
         return {"start_logits": start, "end_logits": end}
       answerable = self.answer_head(encoded["pooled_output"], training=training)[:, 0]
@@ -226,20 +238,21 @@ class FinetuneModel(keras.Model):
 
 def family_head(model_config, task_type: str, num_outputs: int, dtype=None):
   """The built HF ModernBERT head of a ModernBERT `model_config` for task_type (num_outputs
-  labels; 1 for regression and multiple choice), or None: RoBERTa's heads apply (another
-  family, no config, extractive QA, embeddings)."""
+  labels; 1 for regression and multiple choice, 2 for extractive QA), or None: RoBERTa's heads
+  apply (another family, no config, embeddings)."""
   if model_config is None or registry.family_of(model_config).name == registry.DEFAULT_FAMILY:
     return None
-  if task_type in (EXTRACTIVE_QA, EMBEDDING):
+  if task_type == EMBEDDING:
     return None
   # pylint: disable=import-outside-toplevel
   from roberta_tf.models.modernbert import modernbert_task_heads as mb_heads
-  if task_type == TOKEN_CLASSIFICATION:
-    return mb_heads.build_task_head(model_config, mb_heads.TOKEN_CLASSIFICATION, num_outputs,
-                                    dtype=dtype)
-  outputs = num_outputs if task_type == CLASSIFICATION else 1
-  return mb_heads.build_task_head(model_config, mb_heads.SEQUENCE_CLASSIFICATION, outputs,
-                                  dtype=dtype)
+  task, outputs = {
+      TOKEN_CLASSIFICATION: (mb_heads.TOKEN_CLASSIFICATION, num_outputs),
+      EXTRACTIVE_QA: (mb_heads.QUESTION_ANSWERING, 2),
+      MULTIPLE_CHOICE: (mb_heads.MULTIPLE_CHOICE, 1),
+      CLASSIFICATION: (mb_heads.SEQUENCE_CLASSIFICATION, num_outputs),
+  }.get(task_type, (mb_heads.SEQUENCE_CLASSIFICATION, 1))
+  return mb_heads.build_task_head(model_config, task, outputs, dtype=dtype)
 
 
 def dropout_of(model_config) -> float:

@@ -82,7 +82,10 @@ FAMILIES: dict[str, Family] = {
         presets=modernbert_config.PRESET_NAMES, preset_fn=modernbert_config.preset,
         hf_model_types=("modernbert",),
         count_parameters=modernbert_config.count_parameters, mask_rate=0.3, position_table=False,
-        dropout_fields=("embedding_dropout", "attention_dropout", "mlp_dropout"),
+        # classifier_dropout too: the task heads' rate (HF's config key), set by finetune's
+        # --dropout like RoBERTa's heads' and written by --to_hf.
+        dropout_fields=("embedding_dropout", "attention_dropout", "mlp_dropout",
+                        "classifier_dropout"),
         tokenizer_files=("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")),
 }
 FAMILY_NAMES = tuple(FAMILIES)

@@ -28,6 +28,12 @@ input_ids != pad_id), our encoder a real one (from the padding mask, as in train
 texts embed differently (cosine 0.76 for the text "<pad>" on a test model). Everything else
 agrees (cosine >= 0.9999 on 1,200 varied texts: tests/test_embedding_export.py).
 
+A ModernBERT embedding model (config family "modernbert") writes the encoder as an HF
+`ModernBertModel` instead (modernbert_hf_weights' keys without "model.", config.json of
+architecture ModernBertModel) and its tokenizer.json with HF role files (hf_tokenizer_files.
+write_pipeline: [CLS] text [SEP], model_max_length = max_seq_len); no pooler exists there.
+Truncation and pooling agree as above ([CLS] / [SEP] in the places of <s> / </s>).
+
 RobertaModel has a pooler (dense + tanh on `<s>`) that embeddings never use; a checkpoint without
 its weights makes transformers report them missing and initialize them at random. We write
 them: weight = identity, bias = zeros (pooler_output = tanh(<s> vector), deterministic).
@@ -44,8 +50,10 @@ from roberta_tf import models
 from roberta_tf.common import atomic_write, files
 from roberta_tf.finetuning import finetuned_dir, problem_types
 from roberta_tf.finetuning.problem_info import ProblemInfo
-from roberta_tf.models import hf_tokenizer_files
+from roberta_tf.models import hf_tokenizer_files, registry
 from roberta_tf.models import model_dir as model_dir_lib
+from roberta_tf.models.modernbert import modernbert_hf_config as mb_config
+from roberta_tf.models.modernbert import modernbert_hf_weights as mb_weights
 from roberta_tf.models.roberta import hf_weights
 from roberta_tf.tokenization import vocab_files
 
@@ -87,6 +95,13 @@ def to_hf_tensors(pretrainer: models.RobertaPretrainer) -> dict[str, np.ndarray]
   tensors[f"{prefix}.pooler.dense.weight"] = np.eye(hidden, dtype=np.float32)
   tensors[f"{prefix}.pooler.dense.bias"] = np.zeros((hidden,), np.float32)
   return tensors
+
+
+def modernbert_tensors(pretrainer) -> dict[str, np.ndarray]:
+  """The HF ModernBertModel state dict (float32 numpy, its own keys: no "model.") of a
+  ModernBERT pretrainer's encoder."""
+  return mb_weights.tensors_of(mb_weights.encoder_weight_map(
+      pretrainer.encoder, pretrainer.config.num_layers, prefix=""))
 
 
 def config_to_hf(model_config: models.RobertaConfig) -> dict:
@@ -152,17 +167,20 @@ def save(model_dir: str, out_dir: str, overwrite: bool = False,
   """
   out_dir = _check_output(out_dir, overwrite)
   pretrainer, _, model_config, info = load_embedder(model_dir, checkpoint)
+  modernbert = registry.family_of(model_config).name != registry.DEFAULT_FAMILY
   missing = [p for p in vocab_files.paths(model_dir) if not files.isfile(p)]
-  if missing:
+  if missing and not files.isfile(files.join(model_dir, vocab_files.TOKENIZER_FILE)):
     raise vocab_files.VocabFileError(f"{', '.join(missing)} not found: a sentence-transformers "
                                      "folder carries its tokenizer")
   with atomic_write.atomic_dir(out_dir) as tmp:  # a local directory, even for a URL out_dir
     with atomic_write.atomic_path(files.join(tmp, hf_weights.WEIGHTS_FILE),
                                   umask_mode=True) as weights:
       # transformers refuses safetensors files without format metadata.
-      save_file(to_hf_tensors(pretrainer), weights, metadata={"format": "pt"})
+      save_file(modernbert_tensors(pretrainer) if modernbert else to_hf_tensors(pretrainer),
+                weights, metadata={"format": "pt"})
     json_files = {
-        hf_weights.CONFIG_FILE: config_to_hf(model_config),
+        hf_weights.CONFIG_FILE: (mb_config.config_to_hf(model_config, "ModernBertModel")
+                                 if modernbert else config_to_hf(model_config)),
         SBERT_CONFIG_FILE: sentence_bert_config(info),
         MODULES_FILE: modules_config(),
         ST_CONFIG_FILE: st_config(),
@@ -175,7 +193,11 @@ def save(model_dir: str, out_dir: str, overwrite: bool = False,
       files.makedirs(files.dirname(files.join(tmp, name)))
       atomic_write.write_json(files.join(tmp, name), doc)
     written = [hf_weights.WEIGHTS_FILE, *json_files]
-    written += vocab_files.copy_vocab_files(model_dir, tmp)
-    written += hf_tokenizer_files.write(tmp, vocab_files.paths(tmp)[0], info.max_seq_len,
-                                        add_prefix_space=False)
-  return sorted(written)
+    copied = vocab_files.copy_vocab_files(model_dir, tmp)
+    written += copied
+    if vocab_files.TOKENIZER_FILE in copied:  # a tokenizer.json vocabulary (ModernBERT's)
+      written += hf_tokenizer_files.write_pipeline(tmp, info.max_seq_len)
+    else:
+      written += hf_tokenizer_files.write(tmp, vocab_files.paths(tmp)[0], info.max_seq_len,
+                                          add_prefix_space=False)
+  return sorted(set(written))

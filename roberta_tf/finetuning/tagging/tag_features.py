@@ -7,7 +7,12 @@ special-token strings (`<s>`, `</s>`, `<pad>`, `<unk>`, `<mask>`) out of a word 
 the space before each other piece, never before a special token: "<mask>x" is `<mask> Ġx`,
 "<s>" is `<s>`, an empty word has no pieces (`word_texts` rewrites a word so that our tokenizer
 gives exactly that; tests/test_tagging_word_encoding.py checks it on roberta-base's vocabulary).
-A word's tag
+A tokenizer.json vocabulary (ModernBERT's: `PipelineTokenizer`) is HF's `tokenizer(words,
+is_split_into_words=True)` with that file: each word as it is, no space added by us (the
+file's own pre-tokenizer adds one only if its ByteLevel `add_prefix_space` says so; ModernBERT's
+does not, so "New York" as words is `New York` without a `Ġ`), special tokens split out by the
+pipeline itself (tests/test_tagging_word_encoding_pipeline.py checks ids and word alignment on
+the ModernBERT fixture). A word's tag
 goes on its FIRST piece; the other pieces are ignored by the loss (label -1), or with
 `label_all_pieces` (HF's label_all_tokens) carry the word's tag, a B- tag as its I- twin when
 the label set has one (HF's run_ner: "B-PER" continues as "I-PER").
@@ -32,6 +37,7 @@ import tensorflow as tf
 
 from roberta_tf.finetuning import featurize
 from roberta_tf.tokenization import vocab_files
+from roberta_tf.tokenization.pipeline_tokenizer import PipelineTokenizer
 from roberta_tf.tokenization.tokenizer_json import Template
 
 IGNORED = -1  # the label of a piece the loss ignores (HF's -100)
@@ -44,9 +50,17 @@ _SPECIAL = "|".join(re.escape(t) for t in vocab_files.SPECIAL_TOKENS.values())
 _REWRITES = ((f"({_SPECIAL})", r"\1 "), (f" ({_SPECIAL})", r"\1"), (f"({_SPECIAL}) $", r"\1"))
 
 
-def word_texts(words: Sequence[str]) -> list[str]:
+def adds_prefix_space(tokenizer) -> bool:
+  """Whether words are fed to `tokenizer` as " " + word (vocab.json + merges.txt: HF's
+  RobertaTokenizerFast with add_prefix_space) or as they are (a tokenizer.json pipeline)."""
+  return not isinstance(tokenizer, PipelineTokenizer)
+
+
+def word_texts(words: Sequence[str], prefix_space: bool = True) -> list[str]:
   """What the tokenizer sees of each word (module docstring): " " + word, rewritten around
-  special-token strings; "" for an empty word."""
+  special-token strings; "" for an empty word. Without `prefix_space`: the words."""
+  if not prefix_space:
+    return list(words)
   out = []
   for word in words:
     text = " " + word
@@ -56,8 +70,10 @@ def word_texts(words: Sequence[str]) -> list[str]:
   return out
 
 
-def word_texts_tf(words: tf.Tensor) -> tf.Tensor:
+def word_texts_tf(words: tf.Tensor, prefix_space: bool = True) -> tf.Tensor:
   """word_texts in TF ops: tf.string [N] -> tf.string [N]."""
+  if not prefix_space:
+    return words
   text = tf.strings.join([" ", words])
   for pattern, replacement in _REWRITES:
     text = tf.strings.regex_replace(text, pattern, replacement)
@@ -66,7 +82,7 @@ def word_texts_tf(words: tf.Tensor) -> tf.Tensor:
 
 def encode_words(tokenizer, sentences: Sequence[Sequence[str]]) -> list[list[np.ndarray]]:
   """Each sentence's words as piece ids: [sentence][word] -> int32 [pieces]."""
-  flat = [t for words in sentences for t in word_texts(words)]
+  flat = [t for words in sentences for t in word_texts(words, adds_prefix_space(tokenizer))]
   ragged = featurize.tokenize(tokenizer, flat)
   values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
   pieces = [values[splits[i]:splits[i + 1]] for i in range(len(flat))]

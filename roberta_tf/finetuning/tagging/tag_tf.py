@@ -7,7 +7,8 @@ whitespace, whitespace being Python's `str.isspace()` set (`str.split()`'s: Unic
 plus the separators U+001C..U+001F; `WHITESPACE` lists it). So `text.split()` is the word list
 and a CoNLL sentence joined with single spaces gives back its words. Each word is tokenized
 as " " + word (tag_features.word_texts: HF's is_split_into_words with add_prefix_space,
-special-token strings included), the text's pieces are cut into windows of W = max_seq_len - 2
+special-token strings included; a tokenizer.json vocabulary's words as they are, as HF's),
+the text's pieces are cut into windows of W = max_seq_len - 2
 pieces every min(doc_stride, W) pieces, and every piece is read from the window where it has the
 most context (min(pieces before, pieces after) in the window; the first window on a tie). A
 word's tag is the argmax at its first piece, its score that tag's softmax probability:
@@ -224,7 +225,8 @@ def _pieces_of_words(tokenizer, text, *, max_chars: int, max_pieces: int):
   """The words that are tagged and their pieces: (word_ids int32 ragged [N, None] (a word's
   pieces), word_splits int64 [B + 1], start, end int64 [N], truncated bool [B])."""
   words, row, start, end = split_words(text, max_chars)
-  word_ids = tokenizer(tag_features.word_texts_tf(words))
+  word_ids = tokenizer(tag_features.word_texts_tf(
+      words, tag_features.adds_prefix_space(tokenizer)))
   # Keep a text's words while its pieces fit: a prefix of its words (cumulative counts).
   nrows = tf.size(text, out_type=tf.int64)
   all_splits = tf.RaggedTensor.from_value_rowids(row, row, nrows).row_splits

@@ -1,15 +1,18 @@
-"""HF `ModernBertForSequenceClassification` / `ModernBertForTokenClassification` folders in and
-out (ModernBertTaskModel). Keys: the encoder's under "model." (modernbert_hf_weights), then
+"""HF `ModernBertFor{SequenceClassification, MultipleChoice, TokenClassification,
+QuestionAnswering}` folders in and out (ModernBertTaskModel). Keys: the encoder's under
+"model." (modernbert_hf_weights), then
 
 | HF key                        | ours                                           |
 |-------------------------------|------------------------------------------------|
 | head.dense.weight [H, H]      | <task>_head/head/dense kernel (transposed)     |
 | head.norm.weight              | <task>_head/head/norm gamma                    |
-| classifier.weight [K, H]      | <task>_head/classifier kernel (transposed)     |
+| classifier.weight [K, H]      | <task>_head/classifier kernel (transposed);    |
+|                               | K = 1 for multiple choice, 2 for QA            |
 | classifier.bias [K]           | <task>_head/classifier bias                    |
 
 config.json: the encoder's (both dialects, modernbert_hf_config) with the architecture,
-classifier_pooling, id2label and label2id (num_labels follows from them in transformers).
+classifier_pooling, classifier_dropout, id2label and label2id (num_labels follows from them in
+transformers; multiple choice's classifier has 1 output whatever num_labels says).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from roberta_tf.common import files
 from roberta_tf.models.modernbert import modernbert_hf_weights as mlm_weights
 from roberta_tf.models.modernbert.modernbert_hf_config import config_from_hf, config_to_hf
 from roberta_tf.models.modernbert.modernbert_task_heads import (
+  MULTIPLE_CHOICE,
+  QUESTION_ANSWERING,
   SEQUENCE_CLASSIFICATION,
   TOKEN_CLASSIFICATION,
   ModernBertTaskModel,
@@ -26,7 +31,9 @@ from roberta_tf.models.roberta import hf_weights
 from roberta_tf.models.roberta.hf_weights import HFCheckpointError
 
 ARCHITECTURES = {"ModernBertForSequenceClassification": SEQUENCE_CLASSIFICATION,
-                 "ModernBertForTokenClassification": TOKEN_CLASSIFICATION}
+                 "ModernBertForTokenClassification": TOKEN_CLASSIFICATION,
+                 "ModernBertForMultipleChoice": MULTIPLE_CHOICE,
+                 "ModernBertForQuestionAnswering": QUESTION_ANSWERING}
 _ARCHITECTURE_OF = {task: name for name, task in ARCHITECTURES.items()}
 
 
@@ -44,8 +51,19 @@ def labels_of(hf_config: dict, num_labels: int) -> list[str]:
   return [id2label.get(i, f"LABEL_{i}") for i in range(num_labels)]
 
 
+def is_task_folder(hf_config: dict) -> bool:
+  """Whether an HF config.json dict names one of ARCHITECTURES."""
+  return any(a in ARCHITECTURES for a in hf_config.get("architectures") or [])
+
+
+def read_config(hf_dir: str) -> dict:
+  """hf_dir's config.json."""
+  return hf_weights.read_hf_dir(hf_dir)[0]
+
+
 def load_hf_task(hf_dir: str, dtype=None) -> tuple[ModernBertTaskModel, list[str]]:
-  """(the task model, its label names in id order) of an HF ModernBERT classifier folder."""
+  """(the task model, its label names in id order) of an HF ModernBERT task folder
+  (ARCHITECTURES)."""
   hf_config, tensors = hf_weights.read_hf_dir(hf_dir)
   source = files.join(hf_dir, hf_weights.CONFIG_FILE)
   tasks = [ARCHITECTURES[a] for a in hf_config.get("architectures") or [] if a in ARCHITECTURES]
@@ -67,7 +85,7 @@ def load_hf_task(hf_dir: str, dtype=None) -> tuple[ModernBertTaskModel, list[str
 
 
 def save_hf_task(hf_dir: str, model: ModernBertTaskModel, labels: list[str] | None = None) -> None:
-  """Writes a folder that transformers' AutoModelFor{Sequence,Token}Classification loads."""
+  """Writes a folder that transformers' AutoModelFor<task> (ARCHITECTURES) loads."""
   labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in
                                                     range(model.num_labels)]
   if len(labels) != model.num_labels:

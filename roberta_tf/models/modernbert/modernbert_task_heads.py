@@ -1,11 +1,14 @@
-"""HF ModernBERT's task heads (ModernBertForSequenceClassification / ForTokenClassification) and
-`ModernBertTaskModel`, the encoder with one of them.
+"""HF ModernBERT's task heads (ModernBertFor{SequenceClassification, MultipleChoice,
+TokenClassification, QuestionAnswering}) and `ModernBertTaskModel`, the encoder with one of them.
 
-HF (modernbert.md 1.9): sequence classification pools the final hidden states ("cls": the first
-column; "mean": the mean over real tokens, from config.classifier_pooling), token
-classification takes every token; then both apply `head` (dense [bias iff classifier_bias],
-exact GELU, LayerNorm), dropout (classifier_dropout) and `classifier`, a Linear to num_labels
-that always has a bias, initialised with std hidden_size ** -0.5.
+HF (modernbert.md 1.9; transformers 5.23 modeling_modernbert): sequence classification and
+multiple choice pool the final hidden states ("cls": the first column -- HF's multiple choice
+takes the first non-pad one, the same column for right-padded inputs; "mean": the mean over real
+tokens, from config.classifier_pooling), token classification and question answering take every
+token; then all apply `head` (dense [bias iff classifier_bias], exact GELU, LayerNorm), dropout
+(classifier_dropout) and `classifier`, a Linear to num_labels (multiple choice: 1 score per
+option; question answering: 2, start and end) that always has a bias, initialised with std
+hidden_size ** -0.5.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from roberta_tf.models.modernbert.modernbert_mlm_head import PredictionHead
 
 SEQUENCE_CLASSIFICATION = "sequence_classification"
 TOKEN_CLASSIFICATION = "token_classification"
-TASKS = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)
+MULTIPLE_CHOICE = "multiple_choice"
+QUESTION_ANSWERING = "question_answering"
+TASKS = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, MULTIPLE_CHOICE, QUESTION_ANSWERING)
+POOLED_TASKS = (SEQUENCE_CLASSIFICATION, MULTIPLE_CHOICE)  # one vector a sequence
 
 
 def pool(sequence_output, padding_mask, pooling: str):
@@ -36,8 +42,9 @@ def pool(sequence_output, padding_mask, pooling: str):
 @keras.saving.register_keras_serializable(package="roberta_tf")
 class ModernBertTaskHead(keras.layers.Layer):
   """sequence_output float32 [B, S, H], padding_mask [B, S] -> float32 logits [B, K]
-  (sequence_classification) or [B, S, K] (token_classification). Sublayers: `head`
-  (PredictionHead: dense, norm), `classifier`."""
+  (sequence_classification; multiple_choice: K = 1, B = examples x options) or [B, S, K]
+  (token_classification; question_answering: K = 2). Sublayers: `head` (PredictionHead: dense,
+  norm), `classifier`."""
 
   def __init__(self, task, num_labels, hidden_size, pooling="cls", head_bias=False,
                norm_eps=1e-5, norm_bias=False, dropout=0.0, head_std=0.02, classifier_std=0.02,
@@ -71,7 +78,7 @@ class ModernBertTaskHead(keras.layers.Layer):
 
   def call(self, sequence_output, padding_mask, training=None):
     x = sequence_output
-    if self.task == SEQUENCE_CLASSIFICATION:
+    if self.task in POOLED_TASKS:
       x = pool(x, padding_mask, self.pooling)
     x = self.dropout(self.head(x, training=training), training=training)
     return tf.cast(self.classifier(x), tf.float32)
@@ -99,11 +106,13 @@ def build_task_head(config: ModernBertConfig, task: str, num_labels: int,
 
 
 class ModernBertTaskModel(keras.Model):
-  """The ModernBERT encoder and one task head (HF ModernBertFor{Sequence,Token}Classification).
+  """The ModernBERT encoder and one task head (HF's ModernBertFor<task>, as TASKS).
 
-  Called on {"input_ids", "padding_mask"} int32 [B, S]: {"logits": float32 [B, K]} or
-  [B, S, K] (every position, pads included: meaningless there). Attributes: config, task,
-  num_labels, encoder, head.
+  Called on {"input_ids", "padding_mask"} int32 [B, S] ([B, C, S] for multiple_choice):
+  sequence_classification {"logits": float32 [B, K]}; multiple_choice {"logits": [B, C]};
+  token_classification {"logits": [B, S, K]}; question_answering {"start_logits",
+  "end_logits": [B, S]} (every position, pads included: meaningless there, as HF's).
+  Attributes: config, task, num_labels, encoder, head.
   """
 
   def __init__(self, config: ModernBertConfig, task: str, num_labels: int, dtype=None,
@@ -119,6 +128,16 @@ class ModernBertTaskModel(keras.Model):
   def call(self, inputs, training=None):
     input_ids = tf.convert_to_tensor(inputs["input_ids"], tf.int32)
     padding_mask = tf.convert_to_tensor(inputs["padding_mask"], tf.int32)
+    options = None
+    if self.task == MULTIPLE_CHOICE:
+      options = tf.shape(input_ids)[:2]
+      input_ids = tf.reshape(input_ids, [-1, tf.shape(input_ids)[2]])
+      padding_mask = tf.reshape(padding_mask, tf.shape(input_ids))
     encoded = self.encoder({"input_ids": input_ids, "padding_mask": padding_mask},
                            training=training)
-    return {"logits": self.head(encoded["sequence_output"], padding_mask, training=training)}
+    logits = self.head(encoded["sequence_output"], padding_mask, training=training)
+    if self.task == MULTIPLE_CHOICE:
+      return {"logits": tf.reshape(logits, options)}
+    if self.task == QUESTION_ANSWERING:
+      return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+    return {"logits": logits}

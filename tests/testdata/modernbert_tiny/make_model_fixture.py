@@ -10,11 +10,16 @@ and expected.npz: HF eager float32 outputs on
 - one sequence of 4,100 tokens: `long_input_ids`, logits and last_hidden_state at
   `long_positions` (a sample), and at every position the logits' logsumexp and the projections
   logits @ r_v and last_hidden_state @ r_h on fixed random vectors (`long_*_checks`).
-task_heads.npz: random heads (head.dense, head.norm, classifier; 3 labels) of
+task_heads.npz: random heads (head.dense, head.norm, classifier; 3 labels, QA's 2) of
 ModernBertForSequenceClassification (with "cls" and with "mean" pooling: the same weights) and
 ModernBertForTokenClassification on this model's encoder, and their logits on the padded batch
-(`seq_logits_cls`, `seq_logits_mean` [3, 3]; `token_logits` at the real positions); a test
-assembles the HF folders from them and model.safetensors' `model.*` tensors.
+(`seq_logits_cls`, `seq_logits_mean` [3, 3]; `token_logits` at the real positions); then
+(drawn after those, so they stay as they were) ModernBertForMultipleChoice's (`choice/`, the
+batch's 3 rows as the 3 options of one example: `choice_logits_cls`, `choice_logits_mean`
+[1, 3]) and ModernBertForQuestionAnswering's (`qa/`: `qa_start_logits`, `qa_end_logits` at the
+real positions); tests assemble the HF folders from them and model.safetensors' `model.*`
+tensors. `python .../make_model_fixture.py --task_heads` rewrites task_heads.npz only, on the
+committed model.safetensors and expected.npz's batch.
 The init std is 0.2 (not 0.02) and the LayerNorm weights and the decoder bias are perturbed,
 so that each mistake of modernbert.md section 4 moves the logits by far more than 1e-4.
 Measured on the padded batch (max |logit diff| at real positions; correct: 1.5e-6): interleaved
@@ -27,8 +32,11 @@ import os
 
 import numpy as np
 import torch
-from transformers import (ModernBertConfig, ModernBertForMaskedLM,
-                          ModernBertForSequenceClassification, ModernBertForTokenClassification)
+import sys
+
+from transformers import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
+                          ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
+                          ModernBertForTokenClassification)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, UNK, CLS, SEP, PAD, MASK = 1024, 1019, 1020, 1021, 1022, 1023
@@ -109,9 +117,12 @@ def task_heads(mlm, ids, mask):
   heads, out = {}, {}
   inputs = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
   for kind, cls in (("seq", ModernBertForSequenceClassification),
-                    ("token", ModernBertForTokenClassification)):
+                    ("token", ModernBertForTokenClassification),
+                    ("choice", ModernBertForMultipleChoice),
+                    ("qa", ModernBertForQuestionAnswering)):
     values = {k: v for k, v in mlm.config.to_dict().items() if k not in ("id2label", "label2id")}
-    model = cls(ModernBertConfig.from_dict({**values, "num_labels": 3})).eval()
+    labels = 2 if kind == "qa" else 3  # QA: start and end
+    model = cls(ModernBertConfig.from_dict({**values, "num_labels": labels})).eval()
     model.load_state_dict(encoder, strict=False)
     with torch.no_grad():
       for name, p in model.named_parameters():
@@ -122,11 +133,32 @@ def task_heads(mlm, ids, mask):
       if kind == "token":
         out["token_logits"] = model(**inputs).logits.numpy()[mask.astype(bool)]
         continue
+      if kind == "qa":
+        both = model(**inputs)
+        out["qa_start_logits"] = both.start_logits.numpy()[mask.astype(bool)]
+        out["qa_end_logits"] = both.end_logits.numpy()[mask.astype(bool)]
+        continue
       for pooling in ("cls", "mean"):
         model.config.classifier_pooling = pooling
-        out[f"seq_logits_{pooling}"] = model(**inputs).logits.numpy()
+        if kind == "choice":
+          grouped = {k: v[None] for k, v in inputs.items()}  # [1 example, 3 options, S]
+          out[f"choice_logits_{pooling}"] = model(**grouped).logits.numpy()
+        else:
+          out[f"seq_logits_{pooling}"] = model(**inputs).logits.numpy()
   np.savez_compressed(os.path.join(HERE, "task_heads.npz"), **heads, **out)
 
 
+def rewrite_task_heads():
+  """task_heads.npz again, on the committed model and batch."""
+  model = ModernBertForMaskedLM.from_pretrained(HERE, attn_implementation="eager").eval()
+  batch = np.load(os.path.join(HERE, "expected.npz"))
+  task_heads(model, batch["batch_input_ids"].astype(np.int64),
+             batch["batch_attention_mask"].astype(np.int64))
+  print("wrote task_heads.npz")
+
+
 if __name__ == "__main__":
-  main()
+  if sys.argv[1:] == ["--task_heads"]:
+    rewrite_task_heads()
+  else:
+    main()
