@@ -74,6 +74,13 @@ TRAIN_FLAGS = {
     "train_data": ("string", None),
     "train_steps": ("integer", 1000),
     "train_minutes": ("float", 0.0),  # added since: the time budget
+    # added since: warmup-stable-decay and its decay branches (docs/schedules.md)
+    "schedule": ("enum", "linear", ("linear", "wsd")),
+    "decay_steps": ("integer", 0),
+    "decay_fraction": ("float", 0.0),
+    "decay_shape": ("enum", "linear", ("linear", "1-sqrt")),
+    "decay_floor": ("float", 0.0),
+    "decay_from": ("string", ""),
     "warmup_steps": ("integer", 100),
     "weight_decay": ("float", 0.01),
     "whole_word_masking": ("bool", False),
