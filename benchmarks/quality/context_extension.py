@@ -128,7 +128,8 @@ def extension_commands(work: str, data: dict, args) -> dict[str, list[str]]:
   tokens, global theta 160,000: the flagfile's) and `continued_1k` (the control: 8 x 1,024
   tokens, theta 10,000)."""
   common = [f"--init_from={os.path.join(work, 'phase1')}", f"--train_steps={args.extend_steps}",
-            f"--learning_rate={args.extend_lr}", f"--decay_fraction={args.decay_fraction}",
+            f"--learning_rate={args.extend_lr}",
+            f"--decay_steps={max(round(args.decay_fraction * args.extend_steps), 1)}",
             f"--precision={args.precision}", "--log_every=10",
             f"--checkpoint_every={max(args.extend_steps // 3, 1)}", "--peak_flops=1e12"]
   return {
