@@ -96,7 +96,7 @@ def main(argv):
     print(json.dumps(result, sort_keys=True))
     results["minimal_pairs"] = result
   if s.output_file:
-    atomic_write.write_json(s.output_file, results)
+    atomic_write.write_json(s.output_file, results, sort_keys=False)  # buckets in order
   return 0
 
 

@@ -54,8 +54,9 @@ def _hand_buckets(model_dir, shards, edges):
 
 def test_evaluate_reports_the_loss_by_position_computed_by_hand(train_shards, tmp_path):
   """A random tiny ModernBERT (init std 0.5, so tokens' losses differ widely) on the 64-token
-  test shards, buckets 0-16, 16-32, 32+: the result file, the console and TensorBoard give
-  the per-bucket means of the per-token losses computed here."""
+  test shards, buckets 0-8, 8-32, 32+ (in position order, which is not the names' order): the
+  result file, the console and TensorBoard give the per-bucket means of the per-token losses
+  computed here."""
   config = registry.preset("modernbert", "tiny", vocab_size=FIXTURE_VOCAB_SIZE, max_seq_len=64,
                            pad_id=1, bos_id=0, eos_id=2, hidden_size=64, num_heads=2,
                            intermediate_size=96, local_attention=16, initializer_range=0.5)
@@ -64,12 +65,12 @@ def test_evaluate_reports_the_loss_by_position_computed_by_hand(train_shards, tm
               files={n: os.path.join(HF_TINY, n) for n in ("vocab.json", "merges.txt")})
   out = tmp_path / "result.json"
   run = call_module("roberta_tf.evaluate", f"--model_dir={model_dir}",
-                    f"--eval_data={train_shards}", "--position_buckets=16,32",
+                    f"--eval_data={train_shards}", "--position_buckets=8,32",
                     f"--output_file={out}", "--nounigram")
   assert run.returncode == 0, run.stderr[-2000:]
   held_out = json.loads(out.read_text())["held_out"]
-  expected, counts = _hand_buckets(model_dir, train_shards, (16, 32))
-  assert list(held_out["loss_by_position"]) == ["0-16", "16-32", "32+"]
+  expected, counts = _hand_buckets(model_dir, train_shards, (8, 32))
+  assert list(held_out["loss_by_position"]) == ["0-8", "8-32", "32+"]
   np.testing.assert_allclose(list(held_out["loss_by_position"].values()),
                              list(expected.values()), rtol=1e-5)
   assert list(held_out["masked_tokens_by_position"].values()) == list(counts.values())
@@ -78,12 +79,12 @@ def test_evaluate_reports_the_loss_by_position_computed_by_hand(train_shards, tm
   total = sum(held_out["loss_by_position"][k] * held_out["masked_tokens_by_position"][k]
               for k in held_out["loss_by_position"])
   assert total / held_out["masked_tokens"] == pytest.approx(held_out["loss"], rel=1e-5)
-  assert "loss by position: 0-16 " in run.stdout
+  assert "loss by position: 0-8 " in run.stdout
   runs = glob.glob(os.path.join(model_dir, "evaluate", "*"))
   assert len(runs) == 1
   acc = event_accumulator.EventAccumulator(runs[0], size_guidance={"tensors": 0})
   acc.Reload()
   board = {tag: float(tf.make_ndarray(acc.Tensors(tag)[-1].tensor_proto))
            for tag in acc.Tags()["tensors"]}
-  assert board["mlm_by_position/16-32"] == pytest.approx(expected[16], rel=1e-5)
+  assert board["mlm_by_position/8-32"] == pytest.approx(expected[8], rel=1e-5)
   assert board["mlm/loss"] == pytest.approx(held_out["loss"], rel=1e-6)

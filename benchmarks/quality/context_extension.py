@@ -40,6 +40,7 @@ import time
 from absl import app, flags
 
 from benchmarks.common import cached_data, commands
+from roberta_tf.pretraining import position_buckets
 
 flags.DEFINE_string("work_dir", "runs/context_extension", "Corpus splits, vocabulary, shards, "
                     "models and logs (each reused when built before).")
@@ -99,6 +100,9 @@ def build_data(work: str, args) -> dict[str, str]:
       "held_out": cached_data.shards(os.path.join(work, "held_out_8k"), held, vocab,
                                      max_seq_len=LONG, num_shards=1, validation_fraction=0,
                                      extra=["--packing=doc_sentences"]),
+      "held_out_1k": cached_data.shards(os.path.join(work, "held_out_1k"), held, vocab,
+                                        max_seq_len=SHORT, num_shards=1, validation_fraction=0,
+                                        extra=["--packing=doc_sentences"]),
   }
 
 
@@ -168,12 +172,12 @@ def run_resumed(args: list[str], model_dir: str, stop_at: int, log_path: str) ->
   return said
 
 
-def evaluate(model_dir: str, held_out: str, out: str) -> dict:
-  """`evaluate` on the held-out documents at 8,192 tokens (the run's seed and evaluation
-  masks: 15%, the same for every model); its --output_file's held-out metrics."""
+def evaluate(model_dir: str, held_out: str, out: str, length: int = LONG) -> dict:
+  """`evaluate` on the held-out documents in rows of `length` tokens (the run's seed and
+  evaluation masks: 15%, the same for every model); its --output_file's held-out metrics."""
   if not os.path.isfile(out):
     commands.run_module(["roberta_tf.evaluate", f"--model_dir={model_dir}",
-                         f"--eval_data={held_out}", "--split=train", f"--max_seq_len={LONG}",
+                         f"--eval_data={held_out}", "--split=train", f"--max_seq_len={length}",
                          "--batch_size=2", "--nounigram", f"--output_file={out}"],
                         out + ".log", timed=True)
   with open(out, encoding="utf-8") as f:
@@ -186,21 +190,23 @@ MODELS = ("phase1", "continued_1k", "extended")
 def table(results: dict[str, dict]) -> str:
   """Markdown: each model's held-out loss by position bucket (and overall), then the extended
   model's gain over each other model per bucket."""
-  buckets = list(results["extended"]["loss_by_position"])
-  lines = ["| model | " + " | ".join(buckets) + " | all |",
-           "|---|" + "---:|" * (len(buckets) + 1)]
+  buckets = [b for b in position_buckets.bucket_names(position_buckets.DEFAULT_EDGES)
+             if b in results["extended"]["loss_by_position"]]
+  lines = ["| model | " + " | ".join(buckets) + " | all | all, 1,024-token rows |",
+           "|---|" + "---:|" * (len(buckets) + 2)]
   for name, m in results.items():
     lines.append(f"| {name} | " + " | ".join(f"{m['loss_by_position'][b]:.3f}" for b in buckets)
-                 + f" | {m['loss']:.3f} |")
+                 + f" | {m['loss']:.3f} | {m['loss_1k_rows']:.3f} |")
   ext = results["extended"]
   for name, m in results.items():
     if name != "extended":
       gains = [ext["loss_by_position"][b] - m["loss_by_position"][b] for b in buckets]
       lines.append(f"| extended - {name} | " + " | ".join(f"{g:+.3f}" for g in gains)
-                   + f" | {ext['loss'] - m['loss']:+.3f} |")
+                   + f" | {ext['loss'] - m['loss']:+.3f} | {ext['loss'] - m['loss_1k_rows']:+.3f}"
+                   " (8,192-token rows against its 1,024) |")
   counts = results["extended"]["masked_tokens_by_position"]
   lines.append("| masked tokens | " + " | ".join(f"{counts[b]:,.0f}" for b in buckets)
-               + f" | {results['extended']['masked_tokens']:,.0f} |")
+               + f" | {results['extended']['masked_tokens']:,.0f} | |")
   return "\n".join(lines)
 
 
@@ -217,13 +223,18 @@ def write_records(path: str, results: dict, runs: dict, said: list[str], args) -
   """One line per model, then a summary: the extended model's gain on the far buckets (those
   past 1,024 tokens) over phase1 and over the control."""
   stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+  order = position_buckets.bucket_names(position_buckets.DEFAULT_EDGES)
+  for m in results.values():  # position order (an --output_file before it kept the order)
+    for key in ("loss_by_position", "masked_tokens_by_position"):
+      m[key] = {b: m[key][b] for b in order if b in m[key]}
   far = [b for b in results["extended"]["loss_by_position"] if b not in ("0-512", "512-1K")]
   with open(path, "a", encoding="utf-8") as f:
     for name, m in results.items():
       f.write(json.dumps({"kind": "model", "model": name, "date": stamp, "cpu": _cpu(),
                           "command": "python -m " + " ".join(runs[name]), **{
                               k: m[k] for k in ("loss", "masked_tokens", "loss_by_position",
-                                                "masked_tokens_by_position")}}) + "\n")
+                                                "masked_tokens_by_position", "loss_1k_rows")}})
+              + "\n")
     gains = {other: {b: results[other]["loss_by_position"][b]
                      - results["extended"]["loss_by_position"][b] for b in far}
              for other in ("phase1", "continued_1k")}
@@ -232,6 +243,9 @@ def write_records(path: str, results: dict, runs: dict, said: list[str], args) -
         "far_gain_vs_phase1": gains["phase1"], "far_gain_vs_continued_1k": gains["continued_1k"],
         "improves_on_far_buckets": all(g > 0 for g in gains["continued_1k"].values())
         and all(g > 0 for g in gains["phase1"].values()),
+        # The extended model on 8,192-token rows against the best unextended one on 1,024.
+        "gain_vs_best_1k_rows": min(results[o]["loss_1k_rows"] for o in ("phase1", "continued_1k"))
+        - results["extended"]["loss"],
         "resume_log": said, "settings": {k: getattr(args, k) for k in (
             "phase1_steps", "phase1_batch", "phase1_lr", "extend_steps", "extend_lr",
             "decay_fraction", "precision", "held_out_docs", "held_out_chars", "vocab_size")},
@@ -257,6 +271,12 @@ def main(argv):
                         timed=True)
   results = {name: evaluate(os.path.join(work, name), data["held_out"],
                             os.path.join(work, f"eval_{name}.json")) for name in MODELS}
+  # The same documents cut into 1,024-token rows: what each model scores where no row is longer
+  # than phase 1's, the short-context baseline the 8,192-token rows must beat.
+  for name in MODELS:
+    results[name]["loss_1k_rows"] = evaluate(
+        os.path.join(work, name), data["held_out_1k"], os.path.join(work, f"eval_{name}_1k.json"),
+        SHORT)["loss"]
   print(table(results))
   if args.records:
     write_records(args.records, results, runs, said, args)
