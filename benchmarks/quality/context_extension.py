@@ -164,11 +164,18 @@ def run_resumed(args: list[str], model_dir: str, stop_at: int, log_path: str) ->
     if proc.wait():
       sys.exit(f"failed: python -m {' '.join(args)} (see {log_path}.part1)")
   commands.run_module(args, log_path + ".part2", timed=True)
+  return resume_lines(log_path)
+
+
+def resume_lines(log_path: str) -> list[str]:
+  """The lines of `run_resumed`'s two logs that say where the run started, stopped, resumed
+  and ended ([] without logs)."""
   said = []
   for part in (".part1", ".part2"):
-    with open(log_path + part, encoding="utf-8") as f:
-      said += [line.strip() for line in f if re.search(
-          r"^(SIGTERM|initialized weights|resumed from|trained to step)", line)]
+    if os.path.isfile(log_path + part):
+      with open(log_path + part, encoding="utf-8") as f:
+        said += [line.strip() for line in f if re.search(
+            r"^(SIGTERM|initialized weights|resumed from|trained to step)", line)]
   return said
 
 
@@ -260,12 +267,12 @@ def main(argv):
   runs = {"phase1": phase1_command(work, data, args), **extension_commands(work, data, args)}
   if not _finished(os.path.join(work, "phase1"), args.phase1_steps):
     commands.run_module(runs["phase1"], os.path.join(work, "phase1.log"), timed=True)
-  said = []
   extended = os.path.join(work, "extended")
   if not _finished(extended, args.extend_steps):
-    said = run_resumed(runs["extended"], extended, max(args.extend_steps // 3, 1),
-                       os.path.join(work, "extended.log"))
-    print("\n".join("    " + line for line in said))
+    run_resumed(runs["extended"], extended, max(args.extend_steps // 3, 1),
+                os.path.join(work, "extended.log"))
+  said = resume_lines(os.path.join(work, "extended.log"))
+  print("\n".join("    " + line for line in said))
   if not _finished(os.path.join(work, "continued_1k"), args.extend_steps):
     commands.run_module(runs["continued_1k"], os.path.join(work, "continued_1k.log"),
                         timed=True)
