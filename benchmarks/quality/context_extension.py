@@ -11,8 +11,9 @@ global), on the Python docs corpus (DOCS_CORPUS):
    tokenizer.json pipeline) and every model train on the other documents only.
 2. `phase1`: `train --flagfile=flags/modernbert_phase1.flags` at 1,024 tokens, rotary theta
    10,000 on every layer, scaled down to --phase1_steps of --phase1_batch sequences.
-3. from phase1's checkpoint, at equal steps, tokens and schedule (--extend_steps, WSD: constant,
-   then the last --decay_fraction decaying to 0):
+   Annealed to 0 (--schedule=linear), so the unextended model is at its best.
+3. from phase1's checkpoint, at equal steps, tokens and schedule (--extend_steps, WSD: constant
+   --extend_lr from the first update, then the last --decay_fraction decaying 1-sqrt to 0.001x):
    - `extended`: `train --flagfile=flags/modernbert_extend.flags --init_from=phase1`: 8,192
      tokens a sequence (1 a step), global theta 160,000. Stopped by SIGTERM after its first
      checkpoint and resumed by the same command (the run's log shows both).
@@ -20,10 +21,14 @@ global), on the Python docs corpus (DOCS_CORPUS):
      theta 10,000: what more training alone buys.
 4. `evaluate` scores each model (and phase1) on the held-out documents, one document a row of
    up to 8,192 tokens (DOC-SENTENCES shards), 15% masked (ModernBERT's evaluation rate), fixed
-   masks: MLM loss by position bucket (0-512, 512-1K, 1K-2K, 2K-4K, 4K-8K).
+   masks: MLM loss by position bucket (0-512, 512-1K, 1K-2K, 2K-4K, 4K-8K); and each model's
+   loss on the same documents in rows of 1,024 tokens (the short-context baseline).
 
-Records: benchmarks/records/context_extension.jsonl, one line per model (its by-position losses
-and masked-token counts) and one summary line; printed: the table.
+Each stage is skipped when its output exists in --work_dir (a rerun only prints and records).
+Records: --records (benchmarks/records/context_extension.jsonl), one line per model (its
+by-position losses and masked-token counts, the 1,024-row loss, the command) and one summary
+line (the gains on the far buckets, the resume's log lines); printed: the table.
+docs/long_inputs.md quotes the record.
 """
 
 from __future__ import annotations
