@@ -3,6 +3,7 @@ checkpoint (train --decay_from) ends on the weights of the run planned as "stabl
 decay", exactly; a resume inside the decay is exact; a checkpoint outside the stable phase is
 refused."""
 
+import json
 import re
 
 import numpy as np
@@ -60,6 +61,10 @@ def test_a_branch_from_the_stable_phase_is_the_planned_run(train_shards, tmp_pat
     assert rate == _rates(planned_out.stdout)[step]
     np.testing.assert_allclose(rate, expected[step], rtol=1e-3)  # 4 digits printed
   _assert_same(_state(f"{branch}/ckpt-8"), _state(f"{planned}/ckpt-8"))
+  with open(f"{branch}/config.json", encoding="utf-8") as f:
+    recorded = json.load(f)["training"]
+  assert (recorded["decay_from"], recorded["init_from"], recorded["train_steps"]) == (
+      f"{planned}/ckpt-4", planned, 8)
 
   # A resume inside the decay: the branch's model dir as a stop after its step-6 save left it.
   resumed = str(tmp_path / "resumed")

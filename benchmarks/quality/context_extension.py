@@ -62,6 +62,8 @@ flags.DEFINE_float("extend_lr", 7.5e-4, "The extension's constant rate (the reci
                    "0.375x its phase-1 peak 8e-4; so is 7.5e-4 of 2e-3).")
 flags.DEFINE_float("decay_fraction", 0.2, "The share of --extend_steps that decays the rate.")
 flags.DEFINE_string("precision", "mixed_bfloat16", "Training's --precision.")
+flags.DEFINE_string("optimizer", "adamw", "The extension's --optimizer (the flagfile's is "
+                    "stable_adamw; the record's runs predate it and trained with AdamW).")
 flags.DEFINE_string("records", os.path.join(commands.REPO, "benchmarks", "records",
                                             "context_extension.jsonl"),
                     "Where the records go (appended); empty: none.")
@@ -126,7 +128,8 @@ def phase1_command(work: str, data: dict, args) -> list[str]:
   return _train(os.path.join(work, "phase1"), "modernbert_phase1.flags", data["train_1k"], [
       "--config=tiny", f"--batch_size={args.phase1_batch}", f"--train_steps={args.phase1_steps}",
       f"--warmup_steps={max(args.phase1_steps // 20, 1)}", f"--learning_rate={args.phase1_lr}",
-      "--schedule=linear", "--weight_decay=0.01", f"--precision={args.precision}",
+      "--schedule=linear", "--optimizer=adamw", "--weight_decay=0.01",
+      f"--precision={args.precision}",
       "--log_every=25", f"--checkpoint_every={max(args.phase1_steps // 3, 1)}",
       "--peak_flops=1e12"])
 
@@ -139,7 +142,7 @@ def extension_commands(work: str, data: dict, args) -> dict[str, list[str]]:
   common = [f"--init_from={os.path.join(work, 'phase1')}", f"--train_steps={args.extend_steps}",
             f"--learning_rate={args.extend_lr}",
             f"--decay_steps={max(round(args.decay_fraction * args.extend_steps), 1)}",
-            f"--precision={args.precision}", "--log_every=10",
+            f"--optimizer={args.optimizer}", f"--precision={args.precision}", "--log_every=10",
             f"--checkpoint_every={max(args.extend_steps // 3, 1)}", "--peak_flops=1e12"]
   return {
       "extended": _train(os.path.join(work, "extended"), "modernbert_extend.flags",
@@ -260,7 +263,8 @@ def write_records(path: str, results: dict, runs: dict, said: list[str], args) -
         - results["extended"]["loss"],
         "resume_log": said, "settings": {k: getattr(args, k) for k in (
             "phase1_steps", "phase1_batch", "phase1_lr", "extend_steps", "extend_lr",
-            "decay_fraction", "precision", "held_out_docs", "held_out_chars", "vocab_size")},
+            "decay_fraction", "optimizer", "precision", "held_out_docs", "held_out_chars",
+            "vocab_size")},
     }) + "\n")
 
 

@@ -76,8 +76,8 @@ def resolve(cfg: TrainConfig, log) -> TrainConfig:
           f"{source.optimizer.warmup_steps}..{stable_end}: after its warmup, before its decay)")
   branch = cfg.replace(decay_from=prefix, init_from=source_dir,
                        train_steps=step + cfg.decay_steps, input_lanes=source.data.input_lanes)
-  if not cfg.mask_prob:  # the family's rate: the source's, as its run resolved it
-    branch = branch.replace(mask_prob=source.mask_prob)
+  if not cfg.mask_rate:  # the family's rate: the source's, as its run resolved it
+    branch = branch.replace(mask_rate=source.mask_rate)
   if cfg.runtime.precision == "auto":
     branch = branch.replace(precision=source.runtime.precision)
   differs = changed(source, branch, tuple(

@@ -57,8 +57,7 @@ def recorded_training(model_dir: str) -> TrainConfig | None:
   """The TrainConfig config.json's "training" section records, or None (no such section: an
   import, a fine-tuned dir, no config.json yet)."""
   training = model_dir_lib.ModelDir(model_dir).section("training")
-  # A record may hold an option removed since: dropped, as it always was.
-  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
+  return None if training is None else TrainConfig.from_record(training)
 
 def changed(before: TrainConfig, cfg: TrainConfig, names: tuple[str, ...]) -> list[str]:
   """"--name: old -> new" of each option in `names` whose value differs between the configs."""
@@ -140,7 +139,8 @@ def _checkpoint_shape(prefix: str, root: str, tail: tuple[str, ...]) -> list[int
 # from the checkpoint's step under the new values (see check_schedule_change).
 SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
                      "schedule", "decay_steps", "decay_fraction", "decay_shape", "decay_floor",
-                     "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
+                     "optimizer", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+                     "clip_norm")
 
 def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   """On a resume whose schedule or optimizer flags differ from the checkpoint's run: one line
@@ -177,7 +177,7 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
 
 # Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
 DATA_ORDER_SETTINGS = ("train_data", "batch_size", "max_seq_len", "seed",
-                       "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
+                       "shuffle_buffer", "mask_rate", "max_predictions_per_seq", "masking",
                        "whole_word_masking", "dupe_factor")
 
 def warn_if_data_order_changed(cfg: TrainConfig) -> None:
@@ -200,14 +200,17 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
 def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
                       replicas: int) -> None:
   """On the chief, before the first step: warn about changed data settings on resume, write
-  config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
+  config.json (model + training + data, with the evaluation's mask rate), copy
+  vocab.json/merges.txt beside the checkpoints."""
   warn_if_data_order_changed(cfg)
   # "training" records the run's input lanes as resolved (a resume's are the recorded ones).
   cfg = cfg.replace(input_lanes=inputs.input_lanes(cfg, info))
   write_config_json(cfg.model.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],
-                                    "replicas": replicas}})
+                                    "replicas": replicas,
+                                    # training's rate is "training"'s mask_rate
+                                    "eval_mask_rate": registry.EVAL_MASK_RATE}})
   vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
   # A resume reaches here only on shards of the model dir's own vocabulary (vocab_checks).
   model_dir = model_dir_lib.ModelDir(cfg.model.model_dir)

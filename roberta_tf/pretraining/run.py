@@ -98,7 +98,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     if cfg.decay_from and growth_plan is not None:
       raise ValueError(f"--decay_from={cfg.decay_from}: a decay branch trains on its source "
                        f"run's vocabulary; --train_data={cfg.train_data} has another")
-    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
+    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_rate 0: the family's rate
     vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
     vocab_checks.check_eval_data(cfg, info, model_config)  # likewise
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)

@@ -63,12 +63,14 @@ class TrainConfig(GroupedConfig):
       "normal: N(0, the model's initializer_range), bias 0.", choices=("mean", "normal"))
   # Data and masking (must match data generation: max_seq_len <= the shards' max_seq_len).
   max_predictions_per_seq: int = option(
-      0, "Prediction slots per sequence; 0 derives it from --max_seq_len and --mask_prob with "
+      0, "Prediction slots per sequence; 0 derives it from --max_seq_len and --mask_rate with "
       "headroom.")
-  mask_prob: float = option(
-      0.0, "The mask rate: fraction of non-special tokens selected for prediction. 0: the "
-      "model family's (roberta 0.15, as RoBERTa; modernbert 0.3, as ModernBERT, whose held-out "
-      "evaluation masks 0.15).", check=Range(lambda v: 0 <= v < 1, "in [0, 1)"))
+  mask_rate: float = option(
+      0.0, "The mask rate: fraction of non-special tokens selected for prediction (of them "
+      "--mask_token_prob become <mask>, --random_token_prob a random token). 0: the model "
+      "family's (roberta 0.15, as RoBERTa; modernbert 0.3, as ModernBERT). The held-out "
+      "evaluation masks 0.15 whatever the rate, so runs at different rates compare.",
+      check=Range(lambda v: 0 <= v < 1, "in [0, 1)"))
   mask_token_prob: float = option(
       0.8, "Of the selected tokens, the fraction replaced by <mask> (0.8).")
   random_token_prob: float = option(
@@ -233,21 +235,29 @@ class TrainConfig(GroupedConfig):
                                    shape=self.decay_shape, decay_floor=self.decay_floor)
     return lib.WarmupLinearDecay(peak, warmup, self.train_steps)
 
+  @classmethod
+  def from_record(cls, training: dict) -> TrainConfig:
+    """The config config.json's "training" section records: an option since renamed under its
+    new name (--mask_prob: --mask_rate), one since removed dropped (as it always was)."""
+    if "mask_prob" in training:  # --mask_rate's name until issue 62
+      training = {"mask_rate": training["mask_prob"], **training}
+    return cls.from_dict(training, ignore_unknown=True)
+
   def for_family(self, family) -> TrainConfig:
-    """This config with --mask_prob 0 resolved to `family`'s rate (models/registry.Family):
+    """This config with --mask_rate 0 resolved to `family`'s rate (models/registry.Family):
     what config.json records and the masking reads."""
-    return self if self.mask_prob else self.replace(mask_prob=family.mask_rate)
+    return self if self.mask_rate else self.replace(mask_rate=family.mask_rate)
 
   def masking_config(self, evaluation_rate: float | None = None):
-    """The pipeline's MaskingConfig: training's (--mask_prob, resolved by `for_family`), or
-    with `evaluation_rate` the held-out evaluation's (the family's eval_mask_rate; its
-    prediction slots derived from that rate unless --max_predictions_per_seq fixes them)."""
-    if not self.mask_prob:
-      raise ValueError("--mask_prob 0 is the model family's rate: call for_family first")
+    """The pipeline's MaskingConfig: training's (--mask_rate, resolved by `for_family`), or
+    with `evaluation_rate` the held-out evaluation's (registry.EVAL_MASK_RATE; its prediction
+    slots derived from that rate unless --max_predictions_per_seq fixes them)."""
+    if not (evaluation_rate or self.mask_rate):
+      raise ValueError("--mask_rate 0 is the model family's rate: call for_family first")
     # Imported here: this module stays TensorFlow-free, so `train --help` is instant.
     from roberta_tf.data.masking import MaskingConfig  # pylint: disable=import-outside-toplevel
     return MaskingConfig(
-        mask_prob=evaluation_rate or self.mask_prob, mask_token_prob=self.mask_token_prob,
+        mask_prob=evaluation_rate or self.mask_rate, mask_token_prob=self.mask_token_prob,
         random_token_prob=self.random_token_prob, whole_word=self.whole_word_masking,
         static=self.masking == "static", dupe_factor=self.dupe_factor,
         max_predictions_per_seq=self.max_predictions_per_seq or None)
