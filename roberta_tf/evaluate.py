@@ -4,8 +4,14 @@ linguistic knowledge on minimal pairs (BLiMP, scored by pseudo-log-likelihood).
   python -m roberta_tf.evaluate --model_dir=DIR --eval_data=DIR [--checkpoint=PATH] [--json]
   python -m roberta_tf.evaluate --model_dir=DIR --minimal_pairs=blimp/data   # or FILE.jsonl[.gz]
 
-With --minimal_pairs the last stdout line is one JSON object: {"accuracy", "pairs",
-"by_phenomenon", "by_paradigm", "checkpoint"} (also written to TensorBoard: eval/blimp/*).
+On --eval_data: the loss, perplexity and accuracy, and on rows longer than 512 tokens the loss
+by position bucket (0-512, 512-1K, 1K-2K, 2K-4K, 4K-8K: --position_buckets;
+pretraining/position_buckets.py), also written to TensorBoard as the run
+`evaluate/<eval_data's name>` of the model dir (tags mlm/*, mlm_by_position/*, at the
+checkpoint's step). With --minimal_pairs the last stdout line is one JSON object: {"accuracy",
+"pairs", "by_phenomenon", "by_paradigm", "checkpoint"} (also written to TensorBoard:
+eval/blimp/*). --output_file writes both as one JSON object: {"held_out": ..., "minimal_pairs":
+...}.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import json
 
 from absl import app
 
-from roberta_tf.common import cli, options
-from roberta_tf.common.options import NON_NEGATIVE, option
+from roberta_tf.common import atomic_write, cli, options
+from roberta_tf.common.options import NON_NEGATIVE, Range, option
+from roberta_tf.pretraining import position_buckets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +54,16 @@ class EvaluateSettings:
       False, "Mask the held-out set as RoBERTa does (15% of single tokens, 80/10/10, dynamic), "
       "whatever the run trained with (default: as the run's own evals, 15% of tokens with its "
       "--mask_token_prob, --random_token_prob, --whole_word_masking and --masking).")
+  position_buckets: tuple[int, ...] = option(
+      position_buckets.DEFAULT_EDGES, "--eval_data: the edges of the position buckets the "
+      "loss is also reported by (a masked token at position p of its row, 0 the first, is in "
+      "[edge_i, edge_i+1); from the last edge on, one open bucket); buckets the rows do not "
+      "reach are left out, and the whole report where one bucket holds every masked token.",
+      check=Range(position_buckets.edges_ok, "positive and increasing"))
+  output_file: str | None = option(
+      None, "Also write the results as one JSON object to this file (replaced whole): "
+      "{\"held_out\": the --eval_data metrics, with \"loss_by_position\" and "
+      "\"masked_tokens_by_position\", \"minimal_pairs\": ...}.", path=True)
   json: bool = option(False, "Print the metrics as JSON.")
   unigram: bool = option(
       True, "Also score the unigram baseline, counted from the train split beside --eval_data "
@@ -65,8 +82,9 @@ def main(argv):
   if not s.eval_data and not s.minimal_pairs:
     raise app.UsageError("give --eval_data (held-out shards), --minimal_pairs (BLiMP pairs), "
                          "or both")
+  results = {}
   if s.eval_data:
-    _held_out(s)
+    results["held_out"] = _held_out(s)
   if s.minimal_pairs:
     from roberta_tf.pretraining import minimal_pair_evaluation  # pylint: disable=import-outside-toplevel
     result = minimal_pair_evaluation.evaluate_minimal_pairs(
@@ -78,6 +96,9 @@ def main(argv):
       print(f"minimal pairs: accuracy {result['accuracy']:.4f} on {result['pairs']:,} pairs; "
             "lowest: " + ", ".join(f"{k} {v:.3f}" for k, v in worst))
     print(json.dumps(result, sort_keys=True))
+    results["minimal_pairs"] = result
+  if s.output_file:
+    atomic_write.write_json(s.output_file, results, sort_keys=False)  # buckets in order
   return 0
 
 
@@ -88,12 +109,16 @@ def _held_out(s: EvaluateSettings):
   metrics = mlm_evaluation.evaluate_checkpoint(
       s.model_dir, s.eval_data, checkpoint=s.checkpoint, split=s.split, batch_size=s.batch_size,
       max_seq_len=s.max_seq_len, eval_steps=s.eval_steps, seed=s.seed, unigram=s.unigram,
-      masking=masking)
+      masking=masking, position_edges=s.position_buckets)
+  mlm_evaluation.write_summaries(s.model_dir, s.eval_data, s.split, metrics)
   if s.json:
     print(json.dumps(metrics, indent=2))
   else:
     print(mlm_evaluation.eval_line(metrics["checkpoint"], metrics)
           + f" | {metrics['masked_tokens']:.0f} masked tokens")
+    if "loss_by_position" in metrics:
+      print(position_buckets.line(metrics))
+  return metrics
 
 
 def console_main():

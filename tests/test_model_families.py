@@ -154,16 +154,22 @@ def test_modernbert_resumes_exactly(trained, train_shards, tmp_path):
     np.testing.assert_allclose(actual[key], value, rtol=0, atol=1e-5, err_msg=key)
 
 
-def test_modernbert_continues_with_init_from_and_refuses_model_options(trained, train_shards,
-                                                                       tmp_path):
+def test_modernbert_continues_with_init_from_a_new_theta_and_refuses_other_options(
+    trained, train_shards, tmp_path):
+  """A context extension's shape: --init_from, a longer --max_seq_len and a new global rotary
+  theta (--model_option of a phase field), recorded in config.json; architecture fields are
+  refused."""
   a, _ = trained
   run = call_module("roberta_tf.train", f"--init_from={a}", f"--train_data={train_shards}",
                     f"--model_dir={tmp_path / 'c'}", "--max_seq_len=128", "--batch_size=8",
-                    "--train_steps=2", "--warmup_steps=1", "--log_every=1")
+                    "--train_steps=2", "--warmup_steps=1", "--log_every=1",
+                    "--model_option=global_rope_theta=320000")
   assert run.returncode == 0, run.stderr[-2000:]
   assert f"initialized weights from {a}" in run.stdout
+  assert "global_rope_theta 160000.0 -> 320000.0" in run.stdout
   config = models.read_config(str(tmp_path / "c"))
   assert config.family == "modernbert" and config.max_seq_len == 128  # no table: just a bound
+  assert config.global_rope_theta == 320000.0 and config.local_rope_theta == 10000.0
   run = call_module("roberta_tf.train", f"--init_from={a}", f"--train_data={train_shards}",
                     f"--model_dir={tmp_path / 'd'}", "--model_option=local_attention=4")
   assert run.returncode != 0

@@ -1,9 +1,9 @@
 """The corpora, vocabularies and shards the benchmarks build, each once: a rerun (or another
 benchmark pointed at the same directory) finds them and skips the work.
 
-A directory counts as built when the file its tool writes last is there: vocab.json for
-`data_prep.train_tokenizer`, dataset_info.json for `data_prep.build_shards` (both run as
-`python -m`, their flags as a user types them, so the bytes are the binaries' own).
+A directory counts as built when the file its tool writes last is there: vocab.json (or
+tokenizer.json) for `data_prep.train_tokenizer`, dataset_info.json for `data_prep.build_shards`
+(both run as `python -m`, their flags as a user types them, so the bytes are the binaries' own).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def vocab(out_dir: str, source: str, vocab_size: int | None = 8000,
   """out_dir: vocab.json + merges.txt, a byte-level BPE of `vocab_size` trained on `source`
   (None: no --vocab_size, as when `extra` has --extend_from and --add_tokens); returns
   out_dir."""
-  if not os.path.isfile(os.path.join(out_dir, "vocab.json")):
+  # vocab.json, or tokenizer.json when `extra` asks for --format=tokenizer_json.
+  if not any(os.path.isfile(os.path.join(out_dir, n)) for n in ("vocab.json", "tokenizer.json")):
     size = [] if vocab_size is None else [f"--vocab_size={vocab_size}"]
     _build("data_prep.train_tokenizer",
          [f"--input={source}", *size, f"--output_dir={out_dir}", *extra], out_dir)

@@ -11,7 +11,7 @@ model asks this registry rather than a family's classes:
   with_options(config, ["k=v", ...])   fields set from strings, checked by the family's config
   with_dropout(config, rate)           every dropout rate of the family (--dropout)
   free_fields(config)                  fields a checkpoint may differ in (dropout; ModernBERT's
-                                       max_seq_len: no weight is sized by it)
+                                       max_seq_len and rotary thetas: no weight depends on them)
   build_pretrainer(config, dtype, serving)   THE constructor of pretrainers
   build_encoder(config, dtype, serving)      the encoder alone (fine-tuning, exports)
   load_hf(hf_dir) / hf_converter(family)      HF *ForMaskedLM folders in / the module out
@@ -54,6 +54,9 @@ class Family:
     dropout_fields: the config's dropout rates that --dropout sets (the weights' shapes and
       the forward computation otherwise do not depend on them).
     tokenizer_files: HF tokenizer files an import copies along and --to_hf copies back.
+    phase_fields: fields no weight depends on that a later training phase may change on an
+      --init_from model (--model_option): ModernBERT's rotary thetas (its context extension
+      raises the global one).
   """
   name: str
   config_class: type
@@ -65,6 +68,7 @@ class Family:
   position_table: bool
   dropout_fields: tuple[str, ...]
   tokenizer_files: tuple[str, ...] = ()
+  phase_fields: tuple[str, ...] = ()
 
   def field_names(self) -> list[str]:
     return sorted(f.name for f in dataclasses.fields(self.config_class))
@@ -86,7 +90,8 @@ FAMILIES: dict[str, Family] = {
         # --dropout like RoBERTa's heads' and written by --to_hf.
         dropout_fields=("embedding_dropout", "attention_dropout", "mlp_dropout",
                         "classifier_dropout"),
-        tokenizer_files=("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")),
+        tokenizer_files=("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
+        phase_fields=("global_rope_theta", "local_rope_theta")),
 }
 FAMILY_NAMES = tuple(FAMILIES)
 
@@ -200,9 +205,11 @@ def with_dropout(config, rate: float):
 
 def free_fields(config) -> tuple[str, ...]:
   """Fields that may differ between a checkpoint and the model restoring it: dropout rates,
-  and max_seq_len where no weight is sized by it (no position table)."""
+  the family's phase fields (rotary thetas), and max_seq_len where no weight is sized by it
+  (no position table)."""
   family = family_of(config)
-  return family.dropout_fields + (() if family.position_table else ("max_seq_len",))
+  return (family.dropout_fields + family.phase_fields
+          + (() if family.position_table else ("max_seq_len",)))
 
 
 def build_pretrainer(config, dtype=None, serving: bool = False):

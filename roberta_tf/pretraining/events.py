@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from roberta_tf import models
 from roberta_tf.models import flops, registry
-from roberta_tf.pretraining import best_checkpoint, mlm_evaluation
+from roberta_tf.pretraining import best_checkpoint, mlm_evaluation, position_buckets
 from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.training import checkpointing, precision_probe
 from roberta_tf.training import strategy as strategy_lib
@@ -24,10 +24,6 @@ from roberta_tf.training import summaries as summaries_lib
 from roberta_tf.training.step_window import StepWindow
 from roberta_tf.training.task import TrainingError
 from roberta_tf.training.train_step import TrainStep
-
-# The eval metrics that go to TensorBoard (the `eval` run).
-_EVAL_SCALARS = ("loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "nsp_loss",
-                 "nsp_accuracy")
 
 
 def replica_peak_flops(cfg: TrainConfig, strategy: tf.distribute.Strategy, log) -> float:
@@ -110,8 +106,10 @@ class PretrainingEvents:
     metrics = self.evaluator(self.eval_ds, cfg.loop.eval_steps)
     self.evaluated_at = step
     self.history.append((step, metrics))
-    self.summaries.scalars("eval", step, {k: metrics[k] for k in _EVAL_SCALARS if k in metrics})
+    self.summaries.scalars("eval", step, mlm_evaluation.summary_scalars(metrics))
     summaries_lib.log(mlm_evaluation.eval_line(f"eval step {step}", metrics))
+    if "loss_by_position" in metrics:
+      summaries_lib.log(f"eval step {step} {position_buckets.line(metrics)}")
     if mlm_evaluation.on_unigram_plateau(metrics, step, cfg.optimizer.warmup_steps):
       summaries_lib.log(
           f"warning: at step {step} held-out perplexity {metrics['perplexity']:.1f} is within "

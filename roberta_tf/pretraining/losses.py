@@ -4,14 +4,21 @@ same way."""
 import tensorflow as tf
 
 
+def xent_and_correct(logits, labels):
+  """Each prediction's cross-entropy and whether its argmax is the label: float32 [...] each,
+  of logits [..., C] (cast to float32 here) and int32 labels [...]."""
+  logits = tf.cast(logits, tf.float32)
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
+                    tf.float32)
+  return xent, correct
+
+
 def _weighted_xent_sums(logits, labels, weights):
   """(sum of weighted cross-entropy, sum of weights, sum of weighted correct argmaxes) over
   logits [..., C], int32 labels [...] and weights [...]; float32 scalars."""
-  logits = tf.cast(logits, tf.float32)
-  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  xent, correct = xent_and_correct(logits, labels)
   weights = tf.cast(weights, tf.float32)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
-                    tf.float32)
   return (tf.reduce_sum(xent * weights), tf.reduce_sum(weights),
           tf.reduce_sum(correct * weights))
 

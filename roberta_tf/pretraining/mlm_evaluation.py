@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from roberta_tf import models
+from roberta_tf.common import files
 from roberta_tf.data import dataset_info, pipeline, vocab_info
 from roberta_tf.data import masking as masking_lib
 from roberta_tf.data import unigram as unigram_lib
 from roberta_tf.models import registry
 from roberta_tf.models.model_dir import ModelDir
-from roberta_tf.pretraining.losses import mlm_sums, nsp_sums
+from roberta_tf.models.modernbert import rotary_embedding
+from roberta_tf.pretraining import position_buckets
+from roberta_tf.pretraining.losses import nsp_sums, xent_and_correct
 from roberta_tf.pretraining.objective import model_inputs
 from roberta_tf.pretraining.train_config import TrainConfig
+from roberta_tf.training import summaries as summaries_lib
 
 
 class Evaluator:
-  """MLM loss, perplexity and masked-token accuracy of ``model`` over a distributed dataset.
+  """MLM loss, perplexity and masked-token accuracy of ``model`` over a distributed dataset,
+  and the loss by position bucket (position_buckets.py: 0-512, 512-1K, ... of `position_edges`).
 
   With ``unigram_log_probs`` (float32 [V], see data/unigram.py) it also scores the same masked
   targets by their unigram probability: ``unigram_perplexity``, the plateau a model that
@@ -31,11 +37,13 @@ class Evaluator:
   reports ``nsp_loss`` and ``nsp_accuracy`` (the MLM metrics stay MLM only).
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, model, unigram_log_probs=None):
+  def __init__(self, strategy: tf.distribute.Strategy, model, unigram_log_probs=None,
+               position_edges=position_buckets.DEFAULT_EDGES):
     self.strategy = strategy
     self.model = model
     self.unigram = (None if unigram_log_probs is None
                     else tf.constant(unigram_log_probs, tf.float32))
+    self.edges = position_buckets.check_edges(position_edges)
     self._step = tf.function(self._eval_step, autograph=False)
 
   def _eval_step(self, batch):
@@ -47,49 +55,57 @@ class Evaluator:
         logits, nsp_logits = self.model(model_inputs(batch), training=False, with_nsp=True)
       else:
         logits = self.model(model_inputs(batch), training=False)
-      sums = mlm_sums(logits, batch["mask_ids"], batch["mask_weights"])
-      if self.unigram is None:
-        sums += (tf.constant(0.0),)
-      else:
-        unigram = -tf.gather(self.unigram, batch["mask_ids"]) * tf.cast(batch["mask_weights"],
-                                                                         tf.float32)
-        sums += (tf.reduce_sum(unigram),)
+      weights = tf.cast(batch["mask_weights"], tf.float32)
+      xent, correct = xent_and_correct(logits, batch["mask_ids"])
+      sums = {"loss": tf.reduce_sum(xent * weights), "count": tf.reduce_sum(weights),
+              "correct": tf.reduce_sum(correct * weights)}
+      positions = batch["mask_positions"]
+      if "document_ids" in batch:  # packed documents: a token's position in its own document
+        positions = tf.gather(rotary_embedding.document_positions(batch["document_ids"]),
+                              positions, batch_dims=1)
+      sums["bucket_loss"], sums["bucket_count"] = position_buckets.bucket_sums(
+          xent, weights, positions, self.edges)
+      if self.unigram is not None:
+        sums["unigram"] = tf.reduce_sum(-tf.gather(self.unigram, batch["mask_ids"]) * weights)
       if nsp:
-        sums += nsp_sums(nsp_logits, batch["next_sentence_labels"],
-                         batch["next_sentence_weights"])
+        sums["nsp_loss"], sums["nsp_count"], sums["nsp_correct"] = nsp_sums(
+            nsp_logits, batch["next_sentence_labels"], batch["next_sentence_weights"])
       return sums
     sums = self.strategy.run(replica, args=(batch,))
-    return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
+    return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+            for k, v in sums.items()}
 
   def __call__(self, dataset, max_batches: int = 0) -> dict:
     """Metrics over ``dataset`` (its first ``max_batches`` batches if > 0).
 
     Returns:
-      {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats, and
-      "unigram_perplexity" when the evaluator has a unigram table, "nsp_loss" and
-      "nsp_accuracy" for an NSP model on pair batches.
+      {"loss", "perplexity", "mlm_accuracy", "masked_tokens"} as Python floats;
+      "loss_by_position" and "masked_tokens_by_position" ({bucket name: float}, position
+      order) when the masked tokens fall in two buckets or more; "unigram_perplexity" when
+      the evaluator has a unigram table, "nsp_loss" and "nsp_accuracy" for an NSP model on
+      pair batches.
     Raises:
       ValueError: the dataset held no masked token.
     """
-    # loss, count, correct, unigram (and nsp loss, count, correct): float64 on the host
-    totals = None
+    totals: dict[str, np.ndarray] = {}  # float64 on the host
     for i, batch in enumerate(dataset):
       if max_batches and i >= max_batches:
         break
-      sums = [float(x.numpy()) for x in self._step(batch)]
-      totals = sums if totals is None else [t + x for t, x in zip(totals, sums, strict=True)]
-    totals = totals or [0.0] * 4
-    loss_sum, count, correct, unigram_sum = totals[:4]
+      for k, v in self._step(batch).items():
+        totals[k] = totals.get(k, 0.0) + np.asarray(v.numpy(), np.float64)
+    count = float(totals.get("count", 0.0))
     if count == 0:
       raise ValueError("evaluation saw no masked tokens: is the eval split empty?")
-    loss = loss_sum / count
+    loss = float(totals["loss"]) / count
     metrics = {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
-               "mlm_accuracy": correct / count, "masked_tokens": count}
-    if self.unigram is not None:
-      metrics["unigram_perplexity"] = math.exp(min(unigram_sum / count, 700.0))
-    if len(totals) > 4 and totals[5]:
-      metrics["nsp_loss"] = totals[4] / totals[5]
-      metrics["nsp_accuracy"] = totals[6] / totals[5]
+               "mlm_accuracy": float(totals["correct"]) / count, "masked_tokens": count}
+    metrics.update(position_buckets.report(totals["bucket_loss"], totals["bucket_count"],
+                                           self.edges))
+    if "unigram" in totals:
+      metrics["unigram_perplexity"] = math.exp(min(float(totals["unigram"]) / count, 700.0))
+    if float(totals.get("nsp_count", 0.0)):
+      metrics["nsp_loss"] = float(totals["nsp_loss"]) / float(totals["nsp_count"])
+      metrics["nsp_accuracy"] = float(totals["nsp_correct"]) / float(totals["nsp_count"])
     return metrics
 
 
@@ -119,6 +135,21 @@ def eval_line(prefix: str, metrics: dict) -> str:
   return line
 
 
+# The eval metrics that go to TensorBoard (training's `eval` run, evaluate's own), besides the
+# loss by position.
+_SUMMARY_SCALARS = ("loss", "perplexity", "mlm_accuracy", "unigram_perplexity", "nsp_loss",
+                    "nsp_accuracy")
+
+
+def summary_scalars(metrics: dict) -> dict:
+  """The scalars of `metrics` that go to TensorBoard ({metric name: float}; the loss of each
+  position bucket as `loss_by_position/<bucket>`: training/summaries.py's tags)."""
+  scalars = {k: metrics[k] for k in _SUMMARY_SCALARS if k in metrics}
+  for bucket, loss in metrics.get("loss_by_position", {}).items():
+    scalars[summaries_lib.BY_POSITION + bucket] = loss
+  return scalars
+
+
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
   training = ModelDir(model_dir).section("training")
@@ -130,8 +161,8 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
                         max_seq_len: int | None = None, eval_steps: int = 0,
                         seed: int | None = None,
                         masking: masking_lib.MaskingConfig | None = None,
-                        strategy: tf.distribute.Strategy | None = None,
-                        unigram: bool = True) -> dict:
+                        strategy: tf.distribute.Strategy | None = None, unigram: bool = True,
+                        position_edges=position_buckets.DEFAULT_EDGES) -> dict:
   """MLM loss, perplexity and masked-token accuracy of a checkpoint on a shard split.
 
   The masks are a pure function of the seed and each record's place (epoch 0), independent of
@@ -147,12 +178,11 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
     max_seq_len / seed / masking: default to the training run's (config.json "training"),
       else to the shards' max_seq_len, 0 and MaskingConfig().
     eval_steps: batches to evaluate (0: the whole split once).
-    unigram: also score the unigram baseline (see `_unigram_table`).
+    unigram / position_edges: the unigram baseline (`_unigram_table`); the position buckets.
   Returns:
-    {"loss", "perplexity", "mlm_accuracy", "masked_tokens", "checkpoint"}, and
-    "unigram_perplexity" of the same targets when a train split is found (beside the eval
-    split, else the run's recorded train data) to count the unigram table from; "nsp_loss"
-    and "nsp_accuracy" for a model with an NSP head on pair-packing shards.
+    `Evaluator`'s metrics and "checkpoint"; "unigram_perplexity" of the same targets when a
+    train split is found (beside the eval split, else the run's recorded train data) to count
+    the unigram table from.
   """
   strategy = strategy or tf.distribute.get_strategy()
   info = dataset_info.read(eval_data)
@@ -181,9 +211,22 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
                                   seed=seed, shuffle_buffer=0, input_context=ctx)
   dataset = strategy.distribute_datasets_from_function(eval_fn)
   unigram_lp = _unigram_table(model_dir, eval_data, info, config.vocab_size) if unigram else None
-  metrics = Evaluator(strategy, model, unigram_log_probs=unigram_lp)(dataset, eval_steps)
+  metrics = Evaluator(strategy, model, unigram_log_probs=unigram_lp,
+                      position_edges=position_edges)(dataset, eval_steps)
   metrics["checkpoint"] = prefix
   return metrics
+
+
+def write_summaries(model_dir: str, eval_data: str, split: str, metrics: dict) -> str:
+  """`evaluate_checkpoint`'s `metrics` to TensorBoard at the checkpoint's step: the run
+  `evaluate/<eval_data's name>[_<split>]` of `model_dir` (beside training's train and eval
+  runs, not mixed into them: other data, other masks). Returns the run's directory."""
+  name = files.basename(files.normalize(eval_data)) or "eval_data"
+  run = files.join("evaluate", name if split == "validation" else f"{name}_{split}")
+  tail = files.basename(metrics["checkpoint"]).rsplit("-", 1)[-1]
+  summaries = summaries_lib.Summaries(model_dir, runs=())
+  summaries.scalars(run, int(tail) if tail.isdigit() else 0, summary_scalars(metrics))
+  return files.join(model_dir, run)
 
 
 def _unigram_table(model_dir: str, eval_data: str, info: dict, vocab_size: int):

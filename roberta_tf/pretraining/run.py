@@ -138,7 +138,12 @@ def _init_from(cfg: TrainConfig, model, plan) -> None:
   source_config = model_dir_lib.read_config(cfg.model.init_from)
   if not growth.differences(source_config, model.config):
     model_dir_lib.restore(model, model_dir_lib.latest_checkpoint(cfg.model.init_from))
-    summaries_lib.log(f"initialized weights from {cfg.model.init_from}")
+    # A new phase of the same weights (a context extension): what it changes, said once.
+    phase = [f"{k} {getattr(source_config, k)} -> {getattr(model.config, k)}"
+             for k in ("max_seq_len", *registry.family_of(model.config).phase_fields)
+             if getattr(source_config, k) != getattr(model.config, k)]
+    summaries_lib.log(f"initialized weights from {cfg.model.init_from}"
+                      + (f" ({'; '.join(phase)})" if phase else ""))
     return
   source = model_dir_lib.load(cfg.model.init_from)
   grown = growth.copy_grown(source, model, plan, cfg.new_token_init, seed=cfg.runtime.seed)

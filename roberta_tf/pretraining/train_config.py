@@ -143,7 +143,9 @@ class TrainConfig(GroupedConfig):
       "pre_layer_norm=true (pre-LN layers, HF's roberta-prelayernorm), use_bias=false "
       "(Cramming's no linear biases), gated_ffn=true (GEGLU feed-forward), type_vocab_size=0 "
       "(fairseq's exact shape, without the preset's one learned token-type row: "
-      "docs/learning_parity.md). Not with --init_from (it keeps its architecture).",
+      "docs/learning_parity.md). With --init_from (which keeps its architecture) only the "
+      "fields no weight depends on: ModernBERT's global_rope_theta and local_rope_theta (a "
+      "context extension: global_rope_theta=160000, flags/modernbert_extend.flags).",
       repeated=True)
   runtime: TrainRuntime = nested(TrainRuntime)  # precision, distribution, seeds, determinism
   loop: LoopOptions = nested(LoopOptions)  # log, eval and checkpoint cadence; the bad-step stop

@@ -9,6 +9,8 @@ below give the tag. Pretraining:
   nsp/    loss, accuracy                      (the input-format ablation's pair runs only)
   optim/  learning_rate, grad_norm, skipped_steps, loss_scale, overflow_steps, total_loss
   perf/   tokens_per_sec, examples_per_sec, mfu, input_wait_fraction
+  mlm_by_position/  0-512, 512-1K, ...        (eval: the loss by position bucket, from metric
+                                              names `loss_by_position/<bucket>`)
 
 The unigram baseline is written as `mlm/perplexity` of a third run, `eval/unigram`
 (model_dir/eval/unigram), so it is drawn on the held-out perplexity's chart. Fine-tuning writes
@@ -68,6 +70,12 @@ PRETRAINING = {
                             "waited for the input pipeline."),
 }
 
+# Metric names `BY_POSITION` + a bucket (pretraining/position_buckets.py) -> mlm_by_position/...
+BY_POSITION = "loss_by_position/"
+_BY_POSITION_TAG = ("mlm_by_position/", "Masked-LM cross-entropy of the masked tokens at these "
+                    "positions of their rows (0: the first token): does the model use its far "
+                    "positions? (pretraining/position_buckets.py)")
+
 FINETUNING = {
     "loss": ("task/loss", "Mean training loss of the epoch (the task's cross-entropy, or mean "
              "squared error for regression)."),
@@ -86,6 +94,8 @@ def _tag(table: dict, split: str, name: str, values: dict) -> tuple[str, str, st
     return f"{split}/{UNIGRAM_RUN}", *table[name]
   if name in table:
     return split, *table[name]
+  if name.startswith(BY_POSITION) and table is PRETRAINING:
+    return split, _BY_POSITION_TAG[0] + name[len(BY_POSITION):], _BY_POSITION_TAG[1]
   return split, f"task/{name}", f"Dev-set {name} (roberta_tf/finetuning/metrics.py)."
 
 
@@ -96,15 +106,17 @@ class Summaries:
     model_dir: where the runs' directories go (train/, eval/, eval/unigram/).
     enabled: False on non-chief workers.
     tags: PRETRAINING or FINETUNING (metric name -> tag, description).
+    runs: the run directories made at once (others when first written).
   """
 
-  def __init__(self, model_dir: str, enabled: bool = True, tags: dict = PRETRAINING):
+  def __init__(self, model_dir: str, enabled: bool = True, tags: dict = PRETRAINING,
+               runs: tuple[str, ...] = ("train", "eval")):
     self.enabled = enabled
     self.model_dir = model_dir
     self.tags = tags
     self._writers = {}
     if enabled:
-      for split in ("train", "eval"):
+      for split in runs:
         self._writer(split)
 
   def _writer(self, run: str):
