@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from roberta_tf import models
 from roberta_tf.data import pipeline
 from roberta_tf.models import registry
-from roberta_tf.pretraining import position_buckets
+from roberta_tf.pretraining import mlm_evaluation, position_buckets
 from roberta_tf.pretraining.objective import model_inputs
 from tests.conftest import HF_TINY
 from tests.harness import FIXTURE_VOCAB_SIZE, call_module
@@ -88,3 +88,24 @@ def test_evaluate_reports_the_loss_by_position_computed_by_hand(train_shards, tm
            for tag in acc.Tags()["tensors"]}
   assert board["mlm_by_position/8-32"] == pytest.approx(expected[8], rel=1e-5)
   assert board["mlm/loss"] == pytest.approx(held_out["loss"], rel=1e-6)
+
+
+def test_packed_rows_bucket_by_the_position_in_each_document():
+  """A row of two documents (`document_ids`, separate_documents shards): a masked token counts
+  at its position in its own document, so the second document's tokens fall in the first
+  bucket again (with positions in the row they would not)."""
+  config = registry.preset("modernbert", "tiny", vocab_size=64, max_seq_len=16, pad_id=1,
+                           bos_id=0, eos_id=2, hidden_size=32, num_heads=2,
+                           intermediate_size=48, local_attention=4)
+  evaluator = mlm_evaluation.Evaluator(tf.distribute.get_strategy(),
+                                       registry.build_pretrainer(config), position_edges=(4,))
+  batch = {"input_ids": tf.constant([[0, 5, 6, 7, 8, 2, 0, 9, 10, 11, 2, 1]]),
+           "padding_mask": tf.constant([[1] * 11 + [0]]),
+           "document_ids": tf.constant([[0] * 6 + [1] * 6]),
+           "mask_positions": tf.constant([[2, 5, 7, 9]]),  # doc positions 2, 5, 1, 3
+           "mask_ids": tf.constant([[6, 2, 9, 11]]),
+           "mask_weights": tf.constant([[1.0, 1.0, 1.0, 1.0]])}
+  got = evaluator([batch])
+  assert got["masked_tokens_by_position"] == {"0-4": 3.0, "4+": 1.0}, got
+  del batch["document_ids"]  # one document: row positions 2, 5, 7, 9
+  assert evaluator([batch])["masked_tokens_by_position"] == {"0-4": 1.0, "4+": 3.0}
