@@ -97,7 +97,8 @@ def _train_specs(length: int, work: str) -> dict:
 def _plan(work: str) -> list[dict]:
   """Every point's spec, in run order: per round, per (precision, length), the sides rotated."""
   def rotated(sides, shift):
-    return sides[shift % len(sides):] + sides[:shift % len(sides)]
+    shift = shift % max(len(sides), 1)
+    return sides[shift:] + sides[:shift]
   train = {int(n): _train_specs(int(n), work) for n in FLAGS.train_lengths if n}
   plan = []
   for r in range(FLAGS.rounds):
