@@ -44,7 +44,8 @@ def _marker(key, run, path) -> str:
 
 
 def _cell(key, p: dict, per_token=False) -> str:
-  figure = (f"{p['cpu_s']:.1f} s{_marker(key, p['run'], 'cpu_seconds.0')} "
+  decimals = 2 if p["cpu_s"] < 10 else 1
+  figure = (f"{p['cpu_s']:.{decimals}f} s{_marker(key, p['run'], 'cpu_seconds.0')} "
             f"({p['wall_s']:.1f}), {p['mb']:,} MB{_marker(key, p['run'], 'peak_rss_mb')}")
   if per_token:
     tokens_per_s = key[3] / p["cpu_s"]
@@ -52,13 +53,13 @@ def _cell(key, p: dict, per_token=False) -> str:
   return figure
 
 
-def tables(records: list[dict]) -> str:
-  """The forward table per precision and the training table, markdown, then the targets."""
+def tables(records: list[dict], kinds=("forward", "train"), with_targets=True) -> str:
+  """The table of each kind and precision (float32 first), markdown, then the targets."""
   found = points(records)
   out = []
-  for kind in ("forward", "train"):
+  for kind in kinds:
     keys = sorted(k for k in found if k[0] == kind)
-    for precision in sorted({k[2] for k in keys}):
+    for precision in sorted({k[2] for k in keys}, reverse=True):
       lengths = sorted({k[3] for k in keys if k[2] == precision})
       sides = sorted({k[1] for k in keys if k[2] == precision})
       out.append(f"\n{kind}, {precision}: CPU seconds (wall in brackets), peak RSS; "
@@ -70,7 +71,7 @@ def tables(records: list[dict]) -> str:
                        kind == "train") if (kind, side, precision, n) in found else ""
                  for n in lengths]
         out.append(f"| {side} | " + " | ".join(cells) + " |")
-  return "\n".join(out + [""] + targets(found))
+  return "\n".join(out + ([""] + targets(found) if with_targets else []))
 
 
 def targets(found: dict) -> list[str]:
