@@ -101,17 +101,21 @@ def plot(records: list[dict], path: str) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   found = points(records)
   fig, (per_token, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+  sides = sorted({k[1] for k in found if k[0] == "forward"})
+  colors = {side: f"C{i}" for i, side in enumerate(sides)}  # a colour per side, a dash per dtype
   for side, precision in sorted({(k[1], k[2]) for k in found if k[0] == "forward"}):
     keys = sorted(k for k in found if k[:3] == ("forward", side, precision))
     lengths = [k[3] for k in keys]
     style = "-" if precision == "float32" else "--"
     label = f"{side} {precision}"
     per_token.plot(lengths, [found[k]["cpu_s"] / k[3] * 1e3 for k in keys], style, marker="o",
-                   label=label)
-    memory.plot(lengths, [found[k]["mb"] for k in keys], style, marker="o", label=label)
+                   color=colors[side], label=label)
+    memory.plot(lengths, [found[k]["mb"] for k in keys], style, marker="o", color=colors[side],
+                label=label)
   for ax, title in ((per_token, "CPU ms per token (forward, batch 1)"),
-                    (memory, "peak RSS of the process (MB)")):
+                    (memory, "peak RSS of the process (MB; float32 solid, bfloat16 dashed)")):
     ax.set_xscale("log", base=2)
+    ax.set_xticks([512, 1024, 2048, 4096, 8192], ["512", "1,024", "2,048", "4,096", "8,192"])
     ax.set_xlabel("tokens")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
