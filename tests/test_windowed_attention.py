@@ -38,7 +38,7 @@ def _values_and_grads(fn, q, k, v, mask, radius):
   weights = tf.cos(tf.range(tf.size(q), dtype=tf.float32))  # fixed, not all equal
   with tf.GradientTape() as tape:
     tape.watch([q, k, v])
-    out = fn(q, k, v, mask, radius)
+    out = tf.cast(fn(q, k, v, mask, radius), tf.float32)
     loss = tf.reduce_sum(out * real * tf.reshape(weights, tf.shape(q)))
   return [out * real] + tape.gradient(loss, [q, k, v])
 
@@ -64,6 +64,18 @@ def test_default_blocks_at_base_radius():
     want = attend_reference(q, k, v, mask, radius)
     real = mask.astype(bool)
     diff = np.abs((got - want).numpy().transpose(0, 2, 1, 3)[real]).max()
+    print(f"radius {radius}: max |diff| {diff:.2g}")
+    assert diff < 1e-5
+
+
+def test_one_text_over_8000_tokens():
+  """One 8,200-token text (the shipped blocks and chunks, radius 64 and global): every position
+  equals the full-matrix reference."""
+  q, k, v = (x[:1] for x in _inputs(8200, batch=2, heads=1, depth=8, seed=8)[:3])
+  mask = np.ones((1, 8200), np.int32)
+  for radius in (None, 64):
+    diff = float(np.abs(attend(q, k, v, mask, radius) - attend_reference(q, k, v, mask, radius))
+                 .max())
     print(f"radius {radius}: max |diff| {diff:.2g}")
     assert diff < 1e-5
 
@@ -100,6 +112,18 @@ def test_bfloat16_inputs(small_blocks):
     want = attend_reference(q, k, v, mask, radius)
     diff = np.abs(tf.cast(got - want, tf.float32).numpy().transpose(0, 2, 1, 3)[real]).max()
     assert diff < 2e-2, (radius, diff)
+
+
+def test_global_gradient_recomputed_in_bfloat16(small_blocks):
+  """The global layers' hand-written gradient (chunks recomputed) in mixed_bfloat16's compute
+  dtype: bfloat16 gradients, within bf16 rounding of the float32 reference's."""
+  q, k, v, mask = _inputs(13)
+  want = _values_and_grads(attend_reference, q, k, v, mask, None)
+  got = _values_and_grads(attend, *(tf.cast(x, tf.bfloat16) for x in (q, k, v)), mask, None)
+  assert [g.dtype for g in got[1:]] == [tf.bfloat16] * 3
+  for a, b in zip(got, want, strict=True):
+    scale = float(np.abs(b).max())
+    assert float(np.abs(tf.cast(a, tf.float32) - b).max()) < 3e-2 * scale
 
 
 def test_gradient_in_a_replica_with_dropout(small_blocks):

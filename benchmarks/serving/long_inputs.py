@@ -1,16 +1,27 @@
-r"""Benchmark: ModernBERT forward time and peak memory against input length (issue 61).
+r"""Benchmark: ModernBERT forward and training step against input length, ours vs transformers
+(issue 61).
 
-    python -m benchmarks.serving.long_inputs [--sides=ours_blocked,ours_full,hf_sdpa,hf_eager] \
-        [--lengths=512,1024,2048,4096,8192] [--repeats=2] [--threads=2]
+    python -m benchmarks.serving.long_inputs [--sides=ours_blocked,hf_sdpa,hf_eager] \
+        [--lengths=512,1024,2048,4096,8192] [--precisions=float32,bfloat16] \
+        [--train_sides=ours_blocked,hf_sdpa] [--train_lengths=1024,8192] [--rounds=1] \
+        [--repeats=1] [--threads=2] [--global_chunk=0] [--plot=docs/long_inputs.png]
+    python -m benchmarks.serving.long_inputs --report_only   # tables + plot from the records
 
-Every (side, length) point runs in a fresh process (benchmarks/serving/long_input_side.py,
-niced): a base-size encoder (random weights), batch 1, float32, one warm-up forward at 128
-tokens, then --repeats forwards at the length. A point's figures are its best forward in CPU
-seconds (all threads: on a shared machine wall time measures the neighbours; wall seconds are
-recorded too) and the process's peak RSS. Each finished point is appended to
-benchmarks/records/long_inputs.jsonl; at the end a table, and the issue's three targets at
-8,192 tokens: ours_blocked >= 1.8x hf_sdpa's speed; its peak-memory growth from 1,024 to 8,192
-<= 0.5x hf_sdpa's; its seconds per token at 8,192 <= 2.5x those at 1,024.
+Every point runs in a fresh, niced process (long_input_side.py: its peak RSS is the point's
+memory). Forward: base size, batch 1, random ids, each --precisions (bfloat16: ours in the
+export's bfloat16 policy, transformers under torch.autocast). Train (--train_lengths, float32,
+--train_preset): one update of modernbert_vs_hf's worker per side after a warm-up update (ours:
+the pretraining run's step; transformers: ModernBertForMaskedLM sdpa, sparse_prediction, AdamW)
+over batches of the real pipeline (30% masked), batch 1. Points are taken in paired rotating
+rounds: at each (precision, length) every side runs back to back, in an order rotating by round
+and length, so the sides of a pair meet the same neighbours on a shared machine.
+
+A point's figures: CPU seconds per forward / update (all threads; wall seconds recorded too),
+the process's peak RSS during it (VmHWM reset after a warm-up), the load average before it. Each
+finished point is appended to --record at once (kind, run, round, load_average, cpu). At the
+end (and with --report_only, from the records alone): the tables (long_inputs_report.py), the
+issue's targets at 8,192 tokens, and the plot of seconds per token and peak memory against
+length (long_inputs_report.plot).
 """
 
 import datetime
@@ -18,87 +29,115 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import types
 
 from absl import app, flags
 
-from benchmarks.common import commands
-from benchmarks.common.starting_checkpoint import git_head, host
+from benchmarks.common import commands, window_records
+from benchmarks.common.starting_checkpoint import git_head
+from benchmarks.serving import long_inputs_report
 from benchmarks.serving.long_input_side import SIDES
+from benchmarks.training.throughput import cpu_model
 
 RECORDS = os.path.join(commands.REPO, "benchmarks", "records", "long_inputs.jsonl")
+PLOT = os.path.join(commands.REPO, "docs", "long_inputs.png")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("sides", list(SIDES), f"Sides to run, of {', '.join(SIDES)}.")
-flags.DEFINE_list("lengths", ["512", "1024", "2048", "4096", "8192"], "Input lengths (tokens).")
-flags.DEFINE_integer("repeats", 2, "Timed forwards per point (the best counts).")
+flags.DEFINE_list("sides", ["ours_blocked", "hf_sdpa", "hf_eager"],
+                  f"Forward sides, of {', '.join(SIDES)}.")
+flags.DEFINE_list("lengths", ["512", "1024", "2048", "4096", "8192"], "Forward lengths.")
+flags.DEFINE_list("precisions", ["float32", "bfloat16"], "Forward precisions.")
+flags.DEFINE_list("train_sides", ["ours_blocked", "hf_sdpa"], "Training-step sides.")
+flags.DEFINE_list("train_lengths", ["1024", "8192"], "Training-step lengths ('' none).")
+flags.DEFINE_string("train_preset", "small", "ModernBERT preset of the training step.")
+flags.DEFINE_integer("rounds", 1, "Rounds (each point once per round).")
+flags.DEFINE_integer("repeats", 1, "Timed calls per point (the best counts).")
 flags.DEFINE_integer("threads", 2, "Intra-op threads of every side.")
+flags.DEFINE_integer("global_chunk", 0, "Our global layers' query chunk (0: the shipped one).")
 flags.DEFINE_string("record", RECORDS, "JSON-lines file the points are appended to ('' none).")
+flags.DEFINE_string("plot", PLOT, "PNG the plot is written to ('' none).")
+flags.DEFINE_bool("report_only", False, "Only the tables and plot, from --record.")
 
 
-def _point(side: str, length: int) -> dict:
-  argv = [sys.executable, "-m", "benchmarks.serving.long_input_side", side, str(length),
-          str(FLAGS.repeats), str(FLAGS.threads)]
+def _point(spec: dict) -> dict:
+  argv = ([] if os.nice(0) else ["nice"]) + [  # niced once (not again under a niced driver)
+      sys.executable, "-m", "benchmarks.serving.long_input_side", json.dumps(spec)]
   done = subprocess.run(argv, cwd=commands.REPO, capture_output=True, text=True, check=False)
   lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
   if done.returncode or not lines:
-    return {"side": side, "length": length, "error": done.stderr.strip().splitlines()[-1:]}
+    kept = {k: v for k, v in spec.items() if k not in ("worker_spec", "batches")}
+    return {**kept, "error": done.stderr.strip().splitlines()[-1:]}
   return json.loads(lines[-1])
 
 
-def _targets(points: dict) -> list[str]:
-  """The issue's three targets at 8,192 tokens, where their points ran."""
-  def get(side, length):
-    return points.get((side, length), {})
-  ours_8k, ours_1k = get("ours_blocked", 8192), get("ours_blocked", 1024)
-  hf_8k, hf_1k = get("hf_sdpa", 8192), get("hf_sdpa", 1024)
-  out = []
-  if "seconds" in ours_8k and "seconds" in hf_8k:
-    speed = min(hf_8k["cpu_seconds"]) / min(ours_8k["cpu_seconds"])
-    out.append(f"speed vs hf_sdpa at 8,192: {speed:.2f}x (target >= 1.8x): "
-               f"{'holds' if speed >= 1.8 else 'does not hold'}")
-  if all("seconds" in p for p in (ours_8k, ours_1k, hf_8k, hf_1k)):
-    ours = ours_8k["peak_rss_mb"] - ours_1k["peak_rss_mb"]
-    hf = hf_8k["peak_rss_mb"] - hf_1k["peak_rss_mb"]
-    out.append(f"peak RSS growth 1,024 -> 8,192: ours {ours} MB, hf_sdpa {hf} MB, "
-               f"ratio {ours / hf:.2f} (target <= 0.5): "
-               f"{'holds' if ours <= 0.5 * hf else 'does not hold'}")
-  if "seconds" in ours_8k and "seconds" in ours_1k:
-    ratio = (min(ours_8k["cpu_seconds"]) / 8192) / (min(ours_1k["cpu_seconds"]) / 1024)
-    out.append(f"ours seconds per token 8,192 / 1,024: {ratio:.2f}x (target <= 2.5x): "
-               f"{'holds' if ratio <= 2.5 else 'does not hold'}")
-  return out
+def _train_specs(length: int, work: str) -> dict:
+  """{side: worker_spec} for a training step at `length` over freshly dumped batches."""
+  from benchmarks.training import modernbert_vs_hf  # pylint: disable=import-outside-toplevel
+  from benchmarks.training.throughput import write_synthetic_shards  # pylint: disable=import-outside-toplevel
+  from roberta_tf.data import dataset_info  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.modernbert.modernbert_config import ModernBertConfig  # pylint: disable=import-outside-toplevel
+  from roberta_tf.models.modernbert.modernbert_hf_config import config_to_hf  # pylint: disable=import-outside-toplevel
+  args = types.SimpleNamespace(max_seq_len=length, batch_size=1, mask_prob=0.3, num_batches=2,
+                               vocab_size=50368, preset=FLAGS.train_preset)
+  data, batches = os.path.join(work, f"shards{length}"), os.path.join(work, f"b{length}.npz")
+  os.makedirs(data)
+  write_synthetic_shards(data, num_sequences=8, seq_len=length)
+  modernbert_vs_hf.dump_batches(args, data, batches)
+  config = modernbert_vs_hf.model_config(args, "alternating",
+                                         dataset_info.read(data)["special_ids"])
+  common = {"threads": FLAGS.threads, "batches": batches, "precision": "float32"}
+  ours = {**common, "model_config": config,
+          "train_config": modernbert_vs_hf.train_config_fields(args, data, "float32")}
+  hf = {**common, "hf_config": config_to_hf(ModernBertConfig.from_dict(config)),
+        "clip_norm": 0.0}
+  return {side: ours if side.startswith("ours") else hf for side in SIDES}
+
+
+def _plan(work: str) -> list[dict]:
+  """Every point's spec, in run order: per round, per (precision, length), the sides rotated."""
+  def rotated(sides, shift):
+    shift = shift % max(len(sides), 1)
+    return sides[shift:] + sides[:shift]
+  train = {int(n): _train_specs(int(n), work) for n in FLAGS.train_lengths if n}
+  plan = []
+  for r in range(FLAGS.rounds):
+    for i, (precision, length) in enumerate(
+        (p, int(n)) for p in FLAGS.precisions for n in FLAGS.lengths):
+      plan += [{"side": s, "kind": "forward", "length": length, "precision": precision,
+                "round": r} for s in rotated(FLAGS.sides, r + i)]
+    for i, (length, specs) in enumerate(train.items()):
+      plan += [{"side": s, "kind": "train", "length": length, "precision": "float32",
+                "round": r, "preset": FLAGS.train_preset, "worker_spec": specs[s]}
+               for s in rotated(FLAGS.train_sides, r + i)]
+  return plan
 
 
 def main(argv):
   del argv
-  unknown = set(FLAGS.sides) - set(SIDES)
+  unknown = set(FLAGS.sides + FLAGS.train_sides) - set(SIDES)
   if unknown:
-    sys.exit(f"error: --sides: {sorted(unknown)} not among {SIDES}")
-  lengths = [int(x) for x in FLAGS.lengths]
-  points = {}
-  for side in FLAGS.sides:
-    for length in lengths:
-      point = _point(side, length)
-      point.update(cpu=host(), git=git_head(), repeats=FLAGS.repeats,
-                   finished=datetime.datetime.now(datetime.UTC).isoformat(
-                       timespec="seconds"))
-      points[(side, length)] = point
-      print(json.dumps(point), flush=True)
-      if FLAGS.record:
-        with open(FLAGS.record, "a", encoding="utf-8") as f:
-          f.write(json.dumps(point, sort_keys=True) + "\n")
-  print(f"\n{host()}, batch 1, float32, base size, {FLAGS.threads} threads")
-  print("| side | " + " | ".join(f"{n:,}" for n in lengths) + " |")
-  print("|---|" + "---|" * len(lengths))
-  for side in FLAGS.sides:
-    cells = []
-    for length in lengths:
-      p = points[(side, length)]
-      cells.append(f"{min(p['cpu_seconds']):.1f} cpu s ({min(p['seconds']):.1f} wall), "
-                   f"{p['peak_rss_mb']:,} MB" if "seconds" in p else "failed")
-    print(f"| {side} | " + " | ".join(cells) + " |")
-  for line in _targets(points):
-    print(line)
+    sys.exit(f"error: --sides / --train_sides: {sorted(unknown)} not among {SIDES}")
+  if not FLAGS.report_only:
+    run = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    print(f"CPU: {cpu_model()}; load average at start {window_records.load_average()}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="long_inputs_") as work:
+      for spec in _plan(work):
+        load = window_records.load_average()
+        point = _point({**spec, "repeats": FLAGS.repeats, "threads": FLAGS.threads,
+                        "global_chunk": FLAGS.global_chunk})
+        point.update(run=run, cpu=cpu_model(), git=git_head(), load_average=load,
+                     finished=datetime.datetime.now(datetime.UTC).isoformat(
+                         timespec="seconds"))
+        print(json.dumps(point), flush=True)
+        window_records.append(FLAGS.record, point)
+    print(f"load average at end {window_records.load_average()}")
+  records = long_inputs_report.read(FLAGS.record)
+  print(long_inputs_report.tables(records))
+  if FLAGS.plot:
+    long_inputs_report.plot(records, FLAGS.plot)
+    print(f"plot: {FLAGS.plot}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ builds an L x L score matrix when L is long:
   (b a multiple of r); block n attends to the keys [n b - r, n b + b + r), b + 2r of them, with
   the band |i - j| <= r masked inside: O(L (b + 2r)) time and memory.
 - global layers: query-chunked attention. Chunks of `GLOBAL_CHUNK` queries attend to every key
-  in turn (a while loop, one chunk alive at a time): O(L^2) time, O(chunk x L) memory.
+  in turn (a while loop, one chunk alive at a time): O(L^2) time, O(chunk x L) memory, in the
+  gradient too (it recomputes each chunk's probabilities instead of keeping them).
 
 `attend_reference` is the full-matrix definition both are tested against (tests/
 test_windowed_attention.py). Padding L to whole blocks / chunks happens inside; outputs are
@@ -32,10 +33,12 @@ _MASKED = -1e9
 # base size (r = 64, 12 heads, L = 8,192, fp32, 2 Zen 4 cores) blocks of 64 ran a local layer's
 # attention in 0.08-0.13 s, 128 and 256 in 0.3-0.37 s (docs/long_inputs.md).
 LOCAL_BLOCK = 64
-# Queries per chunk of a global layer. Its scores are [B, A, GLOBAL_CHUNK, L] float32: 200 MB
-# for base at L = 8,192. Measured there: full matrix 1.64 s and +3.1 GB RSS; chunks of 128 / 256
-# / 512 / 1,024: 2.2 / 1.8 / 1.2 / 1.1 s, +0 / +50 / +150 / +350 MB over chunks of 128.
-GLOBAL_CHUNK = 512
+# Queries per chunk of a global layer. Its scores are [B, A, GLOBAL_CHUNK, L] float32: 100 MB
+# for base at L = 8,192. One global layer's attention there (benchmarks/serving/
+# attention_blocks.py, 2 shared Zen 5 cores): chunks of 128 / 256 / 512: 1.33 / 1.22 / 1.20 CPU s,
+# 1,109 / 1,149 / 1,261 MB peak RSS; the full matrix 1.09 s and 4,240 MB. 256 keeps 512's
+# speed within 2% for ~110 MB less.
+GLOBAL_CHUNK = 256
 
 
 def attend(q, k, v, padding_mask, radius=None, dropout=None, training=None, document_ids=None):
@@ -146,31 +149,105 @@ def _local_blocked(q, k, v, padding_mask, radius, dropout, training, document_id
 
 
 def _global_chunked(q, k, v, padding_mask, dropout, training, document_ids=None):
-  """Global attention, GLOBAL_CHUNK queries at a time (one chunk's scores alive at once)."""
+  """Global attention, GLOBAL_CHUNK queries at a time (one chunk's scores alive at once).
+
+  Without dropout on the probabilities (ModernBERT's default) the gradient is hand-written and
+  recomputes each chunk's probabilities (`_chunked_with_recompute`): an autodiff gradient of the
+  loop would keep every chunk's [c, L] probabilities, the whole L x L matrix per layer.
+  With `document_ids` a query attends only to keys of its own document."""
+  chunks, q_chunks, chunk_out = _chunk_queries(q)
+  chunk_bias = _chunk_bias(padding_mask, document_ids, chunks, tf.shape(q_chunks)[3])
+  if getattr(dropout, "rate", 0) == 0:
+    return _chunked_with_recompute(q, k, v, chunk_bias)
+  out = tf.map_fn(
+      lambda i: _chunk_probs_product(q_chunks[i], k, v, chunk_bias(i), dropout, training),
+      tf.range(chunks), parallel_iterations=1, fn_output_signature=v.dtype)
+  return chunk_out(out)
+
+
+def _chunk_bias(padding_mask, document_ids, chunks, chunk):
+  """i -> float32 additive mask of chunk i's queries: [B, 1, 1, L] (0 at real keys, _MASKED
+  at pads) without documents; [B, 1, c, L] with them (_MASKED at pads and at keys of another
+  document than the query's)."""
+  if document_ids is None:
+    bias = tf.where(_key_allowed(padding_mask), 0.0, _MASKED)[:, None, None, :]
+    return lambda i: bias
+  length = tf.shape(document_ids)[1]
+  q_documents = tf.reshape(tf.pad(document_ids, [[0, 0], [0, chunks * chunk - length]]),
+                           [tf.shape(document_ids)[0], chunks, chunk])  # [B, N, c]
+  key_documents = tf.where(_key_allowed(padding_mask), document_ids, -1)  # pads: no document
+
+  def bias(i):  # a cast and a product cost half the select of tf.where on this mask
+    # (a global layer at 8,192 tokens: +0.3 s, not +0.55)
+    other = tf.not_equal(q_documents[:, i, :, None], key_documents[:, None, :])
+    return tf.cast(other, tf.float32)[:, None] * _MASKED
+  return bias
+
+
+def _chunk_queries(q):
+  """(N, q as [N, B, A, c, D] (zero rows past L), the inverse for a [N, B, A, c, D] output)."""
   heads, depth = q.shape[1], q.shape[-1]
   batch, length = tf.shape(q)[0], tf.shape(q)[2]
   chunk = tf.minimum(GLOBAL_CHUNK, length)
   chunks = (length + chunk - 1) // chunk
-  q_chunks = tf.transpose(tf.reshape(
-      tf.pad(q, [[0, 0], [0, 0], [0, chunks * chunk - length], [0, 0]]),
-      [batch, heads, chunks, chunk, depth]), [2, 0, 1, 3, 4])  # [N, B, A, c, D]
-  allowed = _key_allowed(padding_mask)[:, None, None, :]
-  if document_ids is None:
-    out = tf.map_fn(
-        lambda q_chunk: _softmax_product(q_chunk, k, v, allowed, None, dropout, training),
-        q_chunks, parallel_iterations=1, fn_output_signature=v.dtype)  # [N, B, A, c, D]
-  else:  # each chunk's queries' documents [N, B, c] against every real key's (pads: -1)
-    q_documents = tf.transpose(tf.reshape(
-        tf.pad(document_ids, [[0, 0], [0, chunks * chunk - length]]), [batch, chunks, chunk]),
-        [1, 0, 2])
-    key_documents = tf.where(_key_allowed(padding_mask), document_ids, -1)
 
-    def chunk_mask(q_documents):  # float32 [B, 1, c, L]: a cast and a product cost half the
-      # select of tf.where on this mask (a global layer at 8,192 tokens: +0.3 s, not +0.55)
-      other = tf.not_equal(q_documents[:, None, :, None], key_documents[:, None, None, :])
-      return tf.cast(other, tf.float32) * _MASKED
-    out = tf.map_fn(
-        lambda x: _softmax_product(x[0], k, v, chunk_mask(x[1]), None, dropout, training),
-        (q_chunks, q_documents), parallel_iterations=1, fn_output_signature=v.dtype)
-  out = tf.reshape(tf.transpose(out, [1, 2, 0, 3, 4]), [batch, heads, chunks * chunk, depth])
-  return out[:, :, :length]
+  def to_chunks(x):
+    x = tf.pad(x, [[0, 0], [0, 0], [0, chunks * chunk - length], [0, 0]])
+    return tf.transpose(tf.reshape(x, [batch, heads, chunks, chunk, depth]), [2, 0, 1, 3, 4])
+
+  def from_chunks(x):
+    x = tf.reshape(tf.transpose(x, [1, 2, 0, 3, 4]), [batch, heads, chunks * chunk, depth])
+    return x[:, :, :length]
+  return chunks, to_chunks(q), from_chunks
+
+
+def _chunk_probs(q_chunk, k, bias):
+  """float32 softmax(q k^T / sqrt(D) + bias) [B, A, c, L] of one chunk (the scale folded into
+  q: exact when sqrt(D) is a power of two, as D = 64)."""
+  scale = 1.0 / math.sqrt(q_chunk.shape[-1])
+  scores = tf.cast(tf.matmul(q_chunk * tf.cast(scale, q_chunk.dtype), k, transpose_b=True),
+                   tf.float32)
+  return tf.nn.softmax(scores + bias, axis=-1)
+
+
+def _chunk_probs_product(q_chunk, k, v, bias, dropout=None, training=None):
+  probs = tf.cast(_chunk_probs(q_chunk, k, bias), v.dtype)
+  if dropout is not None:
+    probs = dropout(probs, training=training)
+  return tf.matmul(probs, v)
+
+
+def _chunked_with_recompute(q, k, v, chunk_bias):
+  """Query-chunked global attention whose gradient recomputes each chunk's probabilities p:
+  dv = sum p^T do; ds = p (dp - rowsum(dp p)) with dp = do v^T; dq = ds k / sqrt(D);
+  dk = sum ds^T q / sqrt(D). Memory O(c L) in the forward and in the gradient."""
+
+  @tf.custom_gradient
+  def chunked(q, k, v):
+    chunks, q_chunks, from_chunks = _chunk_queries(q)
+    out = tf.map_fn(lambda i: _chunk_probs_product(q_chunks[i], k, v, chunk_bias(i)),
+                    tf.range(chunks), parallel_iterations=1, fn_output_signature=v.dtype)
+
+    def grad(d_out):
+      _, d_chunks, _ = _chunk_queries(d_out)  # rows past L: zero, so they add nothing
+      scale = 1.0 / math.sqrt(q.shape[-1])
+
+      def body(i, dk, dv, dq_parts):
+        p = _chunk_probs(q_chunks[i], k, chunk_bias(i))  # [B, A, c, L] float32
+        d_chunk = d_chunks[i]
+        dv += tf.cast(tf.matmul(tf.cast(p, v.dtype), d_chunk, transpose_a=True), tf.float32)
+        dp = tf.cast(tf.matmul(d_chunk, v, transpose_b=True), tf.float32)
+        ds = p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True)) * scale
+        dq_parts = dq_parts.write(i, tf.matmul(tf.cast(ds, q.dtype), k))
+        dk += tf.cast(tf.matmul(tf.cast(ds, q.dtype), q_chunks[i], transpose_a=True),
+                      tf.float32)
+        return i + 1, dk, dv, dq_parts
+
+      zeros = tf.zeros(tf.shape(k), tf.float32)
+      _, dk, dv, dq_parts = tf.while_loop(
+          lambda i, *_: i < chunks, body,
+          (0, zeros, zeros, tf.TensorArray(q.dtype, size=chunks)), parallel_iterations=1)
+      return from_chunks(dq_parts.stack()), tf.cast(dk, k.dtype), tf.cast(dv, v.dtype)
+    return from_chunks(out), grad
+
+  return chunked(q, k, v)
