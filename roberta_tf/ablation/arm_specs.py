@@ -1,0 +1,79 @@
+"""Arms written as text: `LABEL: --flag=value ...`, the built-in arms of the `modern` study and
+the ones a user adds with `ablate --extra_arm`.
+
+    "ModernBERT small, 30%: --family=modernbert --mask_prob=0.3"
+    "RoBERTa tiny, 2x LR: --config=tiny --learning_rate=2e-3"
+
+Everything after the label is `roberta_tf.train` flags on top of the study's base recipe (for
+`modern`: flags/quickstart.flags). `--batch_size` and `--learning_rate` set the arm's batch and
+peak rate (its nominal steps follow the batch, so the warmup keeps its share and the run as many
+evals); the flags the runner sets itself (data, model dir, seed, budget) are refused.
+
+TensorFlow-free.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+# The flags every run gets from the runner: an arm that set them would not be the study's.
+RUNNER_FLAGS = ("model_dir", "train_data", "eval_data", "seed", "train_minutes", "train_steps",
+                "grad_accum_steps", "warmup_steps", "flagfile", "init_from", "overwrite")
+MASK_FLAG = "--mask_prob"  # the training mask rate (evaluation masks 15% for every arm)
+
+
+class ArmSpecError(ValueError):
+  """A malformed arm spec (the message names the spec and what is wrong)."""
+
+
+def parse(spec: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
+  """(label, {"batch_size"/"learning_rate": value given}, the other flags in order).
+
+  Raises:
+    ArmSpecError: no label, a token that is not `--name[=value]`, a flag the runner sets, or a
+      --batch_size / --learning_rate that is not a positive number.
+  """
+  label, colon, rest = spec.partition(":")
+  label = label.strip()
+  if not label or (not colon and spec.strip().startswith("--")):
+    raise ArmSpecError(f"arm {spec!r}: start with its label, 'LABEL: --flag=value ...'")
+  try:
+    tokens = shlex.split(rest)
+  except ValueError as e:
+    raise ArmSpecError(f"arm {label!r}: {e}") from None
+  sizes, flags = {}, []
+  for token in tokens:
+    name, _, value = token[2:].partition("=")
+    if not token.startswith("--") or not name:
+      raise ArmSpecError(f"arm {label!r}: {token!r} is not a --flag[=value]")
+    if name in RUNNER_FLAGS:
+      raise ArmSpecError(f"arm {label!r}: --{name} is set by the study for every arm")
+    if name in ("batch_size", "learning_rate"):
+      try:
+        number = int(value) if name == "batch_size" else float(value)
+      except ValueError:
+        number = 0
+      if number <= 0:
+        raise ArmSpecError(f"arm {label!r}: --{name}={value!r} must be a positive number")
+      sizes[name] = value
+    else:
+      flags.append(token)
+  return label, sizes, tuple(flags)
+
+
+# The `modern` study (issue 62): the quickstart recipe against the modern choices one at a time
+# and together, at equal wall clock. Each is quickstart.flags plus these flags.
+MODERN_ARMS = (
+    "quickstart (RoBERTa small, post-LN, 15%):",
+    f"RoBERTa small, 30% masking: {MASK_FLAG}=0.3",
+    "RoBERTa tiny (more steps): --config=tiny",
+    f"ModernBERT small, 30% masking: --family=modernbert {MASK_FLAG}=0.3",
+    f"ModernBERT small, 15% masking: --family=modernbert {MASK_FLAG}=0.15",
+    f"ModernBERT small, 30%, 2x peak LR: --family=modernbert {MASK_FLAG}=0.3 "
+    "--learning_rate=2e-3",
+    f"ModernBERT small, 30%, half the batch: --family=modernbert {MASK_FLAG}=0.3 "
+    "--batch_size=8",
+    f"ModernBERT small, 30%, twice the batch: --family=modernbert {MASK_FLAG}=0.3 "
+    "--batch_size=32 --learning_rate=2e-3",
+    f"ModernBERT tiny, 30% (more steps): --family=modernbert --config=tiny {MASK_FLAG}=0.3",
+)
