@@ -278,3 +278,18 @@ def test_a_run_record_keeps_the_figures_the_load_and_the_cpu(tmp_path):
       "study": "modern", "corpus": "kjv", "arm": "a", "beside": "q", "perplexity": 150.0,
       "load": [3.1, 5.0]}
   assert "CPUs" in lines[0]["cpu"] and lines[0]["finished"].endswith("Z")
+
+
+def test_a_work_dir_takes_new_arms_but_not_an_arm_redefined(tmp_path):
+  work = str(tmp_path)
+  arm = lambda name, lr: {"name": name, "learning_rate": lr, "packing": "full_sentences",
+                          "warmup_fraction": None}
+  runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("a", 2e-3)]})
+  (tmp_path / "runs" / "q").mkdir(parents=True)
+  runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("b", 3e-3)]})
+  assert [a["name"] for a in json.loads((tmp_path / "study.json").read_text())["arms"]] == [
+      "q", "a", "b"]
+  with pytest.raises(runner.RunnerError, match=r"other settings \(arms"):
+    runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("a", 1e-3)]})
+  with pytest.raises(runner.RunnerError, match=r"other settings \(study"):
+    runner.check_settings(work, {"study": "recipe", "arms": [arm("q", 1e-3)]})

@@ -229,7 +229,8 @@ def _has_runs(work_dir: str) -> bool:
 
 def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> None:
   """Records the study's settings in work_dir/study.json; refuses a work_dir that holds
-  another study's runs (seeds may change: a rerun with more seeds adds runs).
+  another study's runs (seeds and arms may change: a rerun with more seeds or other arms adds
+  runs; an arm of the same name must be defined the same).
 
   With `overwrite` an earlier study's outputs are deleted first. A start that failed before
   any run (say a bad --corpus) never blocks a corrected command: its prep is replaced.
@@ -245,8 +246,18 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
     for arm in before.get("arms", []):  # recorded before arms had a packing
       arm.setdefault("packing", "full_sentences")
       arm.setdefault("warmup_fraction", None)  # and before an arm could set its own warmup
-    differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+    # Arms may come and go (--arm, --extra_arm: each has its own runs dir) as seeds do; an arm
+    # name keeps its definition. study.json then holds every arm run there.
+    arms_before = {a["name"]: a for a in before.get("arms", [])}
+    arms_now = {a["name"]: a for a in settings.get("arms", [])}
+    clash = any(arms_before[n] != a for n, a in arms_now.items() if n in arms_before)
+    differ = sorted({k for k in set(before) | set(settings)
+                     if k != "arms" and before.get(k) != settings.get(k)} |
+                    ({"arms"} if clash else set()))
     if not differ:
+      if set(arms_now) - set(arms_before):
+        atomic_write.write_json(path, {**settings, "arms": list({**arms_before, **arms_now}
+                                                               .values())})
       return
     if _has_runs(work_dir):
       raise RunnerError(f"{work_dir} holds a study run with other settings ({', '.join(differ)}:"
