@@ -293,3 +293,28 @@ def test_a_work_dir_takes_new_arms_but_not_an_arm_redefined(tmp_path):
     runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("a", 1e-3)]})
   with pytest.raises(runner.RunnerError, match=r"other settings \(study"):
     runner.check_settings(work, {"study": "recipe", "arms": [arm("q", 1e-3)]})
+
+
+def test_paired_runs_put_each_arm_beside_its_own_reference_run(tmp_path, capsys):
+  """--paired's jobs and dirs, read back from finished runs (no training here): per seed, the
+  reference once beside each other arm, in its own dir."""
+  study = studies.select(studies.build("modern", 400, 32, 1e-3, minutes=1,
+                                       extra_arms=("a: --config=tiny", "b: --config=medium")),
+                         ["quickstart (RoBERTa small, post-LN, 15%)", "a", "b"])
+  ref = study.arms[0]
+  for seed in (0, 1):
+    for arm in study.arms[1:]:
+      for slug, run, beside in ((ref.slug, f"seed{seed}.beside.{arm.slug}", arm.name),
+                                (arm.slug, f"seed{seed}", ref.name)):
+        (tmp_path / "runs" / slug / run).mkdir(parents=True)
+        (tmp_path / "runs" / slug / run / "result.json").write_text(json.dumps(
+            {"arm": ref.name if slug == ref.slug else arm.name, "seed": seed,
+             "beside": beside}), encoding="utf-8")
+  results = runner._run_pairs(study.arms, [0, 1], str(tmp_path), {}, StudySettings(),
+                              {"full_sentences": 1.0})
+  assert [(r["seed"], r["beside"]) for r in results] == [
+      (0, "a"), (0, ref.name), (0, "b"), (0, ref.name), (1, "a"), (1, ref.name), (1, "b"),
+      (1, ref.name)]
+  assert capsys.readouterr().out.count("(done before)") == 8
+  with pytest.raises(runner.RunnerError, match="--paired needs two arms"):
+    runner._run_pairs(study.arms[:1], [0], str(tmp_path), {}, StudySettings(), {})

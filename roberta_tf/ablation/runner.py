@@ -331,7 +331,7 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySett
   done = lambda i: files.exists(files.join(run_dirs[i], "result.json"))
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
   fresh = [i for i in range(len(jobs)) if not done(i)]
-  for i, (arm, seed) in enumerate(jobs):
+  for i, (arm, seed, *_) in enumerate(jobs):
     if not done(i):
       continue
     print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed} (done before)", flush=True)
