@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import uuid
 
 import pytest
@@ -271,13 +272,16 @@ def test_a_run_record_keeps_the_figures_the_load_and_the_cpu(tmp_path):
             "train_steps": 300}
   path = tmp_path / "records" / "modern.jsonl"
   run_records.append(str(path), result, study="modern", corpus="kjv")
-  run_records.append(str(path), {**result, "seed": 2}, study="modern", corpus="kjv")
+  run_records.append(str(path), {**result, "seed": 2}, study="modern",
+                     corpus=os.path.join(str(tmp_path), "kjv.txt"))  # its name, not the path
   lines = [json.loads(line) for line in path.read_text().splitlines()]
   assert [r["seed"] for r in lines] == [1, 2] and "curve" not in lines[0]
   assert {k: lines[0][k] for k in ("study", "corpus", "arm", "beside", "perplexity", "load")} == {
       "study": "modern", "corpus": "kjv", "arm": "a", "beside": "q", "perplexity": 150.0,
       "load": [3.1, 5.0]}
-  assert "CPUs" in lines[0]["cpu"] and lines[0]["finished"].endswith("Z")
+  assert lines[1]["corpus"] == "kjv.txt" and re.search(r"family \d+ model \d+, \d+ CPUs",
+                                                         lines[0]["cpu"])
+  assert lines[0]["finished"].endswith("Z")
 
 
 def test_a_work_dir_takes_new_arms_but_not_an_arm_redefined(tmp_path):

@@ -39,14 +39,16 @@ def cpu_name() -> str:
         fields.setdefault(key.strip(), value.strip())
   except OSError:
     pass
-  name = fields.get("model name") or (f"family {fields.get('cpu family', '?')} model "
-                                      f"{fields.get('model', '?')}")
-  return f"{name}, {os.cpu_count()} CPUs"
+  family = f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+  name = fields.get("model name")
+  return f"{name + ' ' if name else ''}{family}, {os.cpu_count()} CPUs"
 
 
 def record(result: dict, study: str, corpus: str) -> dict:
   """The record of one run's result (runner.run_arm's dict)."""
   kept = {k: result[k] for k in _KEPT if k in result}
+  if os.sep in corpus and "://" not in corpus:  # a local file: its name, not this machine's path
+    corpus = os.path.basename(corpus.rstrip(os.sep))  # local-only: a local path
   return {"study": study, "corpus": corpus, **kept, "cpu": cpu_name(),
           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
