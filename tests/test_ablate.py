@@ -259,10 +259,10 @@ def test_paired_table_has_each_arms_ratio_to_the_reference_beside_it():
   rows = [row("q", 0, 200.0, "a"), row("a", 0, 160.0, "q"), row("q", 0, 100.0, "b"),
           row("b", 0, 110.0, "q"), row("q", 1, 300.0, "a"), row("a", 1, 270.0, "q")]
   md = report.table("modern", rows)
-  assert "| arm | held-out MLM ppl | / reference beside it | downstream - |" in md
-  assert "| a | 215.0 ± 55.0 | 0.850 ± 0.050 | - |" in md  # 0.8 and 0.9
-  assert "| b | 110.0 | 1.100 | - |" in md
-  assert "| q | 200.0 ± 100.0 | - | - |" in md and "| 0, 0, 1 (3 runs) |" in md
+  assert "| arm | held-out MLM ppl | / reference beside it | tokens |" in md  # no downstream
+  assert "| a | 215.0 ± 55.0 | 0.850 ± 0.050 | 4,096 |" in md  # 0.8 and 0.9
+  assert "| b | 110.0 | 1.100 | 4,096 |" in md
+  assert "| q | 200.0 ± 100.0 | - | 4,096 |" in md and "| 0, 0, 1 (3 runs) |" in md
   assert "| / reference" not in report.table("modern", [r for r in rows if r["arm"] != "q"])
 
 

@@ -69,6 +69,7 @@ MODERN_ARMS = (
     f"RoBERTa small, bf16: {BF16}",
     f"RoBERTa small, 30% masking: {MASK_FLAG}=0.3",
     "RoBERTa tiny (more steps): --config=tiny",
+    f"RoBERTa tiny, 30%, bf16: --config=tiny {MASK_FLAG}=0.3 {BF16}",
     f"ModernBERT small, 30%: --family=modernbert {MASK_FLAG}=0.3",
     f"ModernBERT small, 30%, bf16: --family=modernbert {MASK_FLAG}=0.3 {BF16}",
     f"ModernBERT small, 15%, bf16: --family=modernbert {MASK_FLAG}=0.15 {BF16}",

@@ -32,13 +32,15 @@ def table(study: str, results: list[dict]) -> str:
   real = all("real_tokens" in r for r in results)  # results written before it lack it
   blimp = all("blimp" in r for r in results) and bool(results)
   ratios = _beside_ratios(by_arm)
+  # --task_epochs=0: no downstream column.
+  problem = any(r["problem_value"] is not None for r in results) or not results
   lines = [f"## Study: {study}", "",
            "| arm | held-out MLM ppl |" + (" / reference beside it |" if ratios else "")
-           + f" downstream {metric} |" + (" BLiMP |" if blimp else "")
+           + (f" downstream {metric} |" if problem else "") + (" BLiMP |" if blimp else "")
            + " tokens |" + (" real tokens |" if real else "")
            + " batch | steps | peak LR | seeds |",
-           "|---|---|---|" + ("---|" if ratios else "") + ("---|" if blimp else "") + "---|"
-           + ("---|" if real else "") + "---|---|---|---|"]
+           "|---|---|" + ("---|" if ratios else "") + ("---|" if problem else "")
+           + ("---|" if blimp else "") + "---|" + ("---|" if real else "") + "---|---|---|---|"]
   nsp = {arm: [r["nsp_accuracy"] for r in rows if "nsp_accuracy" in r]
          for arm, rows in by_arm.items()}
   for arm, rows in by_arm.items():
@@ -46,7 +48,7 @@ def table(study: str, results: list[dict]) -> str:
     lines.append(
         f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
         + (f"{_mean_spread(ratios.get(arm, []))} | " if ratios else "")
-        + f"{_mean_spread([r['problem_value'] for r in rows])} | "
+        + (f"{_mean_spread([r['problem_value'] for r in rows])} | " if problem else "")
         + (f"{_mean_spread([r['blimp'] for r in rows])} | " if blimp else "")
         + f"{r0['tokens']:,} | "
         + (f"{r0['real_tokens']:,} | " if real else "")

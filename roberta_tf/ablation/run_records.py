@@ -16,7 +16,7 @@ import os
 import time
 
 # result.json keys a record keeps (the others, like the curve, stay in the work dir).
-_KEPT = ("arm", "seed", "beside", "flags", "batch_size", "learning_rate", "train_steps",
+_KEPT = ("arm", "seed", "beside", "flags", "batch_size", "learning_rate", "train_steps", "tokens",
          "real_tokens", "perplexity", "mlm_accuracy", "blimp", "blimp_pairs", "problem_metric",
          "problem_value", "load", "minutes")
 
