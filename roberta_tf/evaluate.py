@@ -42,9 +42,9 @@ class EvaluateSettings:
       None, "Seed of the (fixed) eval masks (default: the training run's --seed from "
       "config.json, as its evals used; else 0).")
   standard_masking: bool = option(
-      False, "Mask the held-out set as RoBERTa does (15% of tokens, 80/10/10), whatever the run "
-      "trained with: compares runs of different --mask_prob (default: the training run's "
-      "masking, as its evals).")
+      False, "Mask the held-out set as RoBERTa does (15% of single tokens, 80/10/10, dynamic), "
+      "whatever the run trained with (default: as the run's own evals, 15% of tokens with its "
+      "--mask_token_prob, --random_token_prob, --whole_word_masking and --masking).")
   json: bool = option(False, "Print the metrics as JSON.")
   unigram: bool = option(
       True, "Also score the unigram baseline, counted from the train split beside --eval_data "

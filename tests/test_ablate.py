@@ -194,7 +194,7 @@ def test_recipe_study_arms_run_at_equal_wall_clock():
     assert "--dropout=0.0" in flags  # as the quickstart flagfile
   budget = study.arms[-1]
   assert {"--model_option=pre_layer_norm=true", "--model_option=use_bias=false",
-          "--model_option=gated_ffn=true", "--mask_prob=0.4"} <= set(
+          "--model_option=gated_ffn=true", "--mask_rate=0.4"} <= set(
       budget.flags) and budget.learning_rate == 2e-3
   with pytest.raises(studies.StudyError, match="--minutes > 0"):
     studies.build("recipe", 400, 32, 1e-3)

@@ -130,7 +130,8 @@ def test_modernbert_trains_from_scratch_on_any_vocabulary(trained):
   doc = json.load(open(os.path.join(model_dir, "config.json"), encoding="utf-8"))
   assert doc["model"]["family"] == "modernbert" and doc["model"]["hidden_size"] == 64
   assert doc["model"]["pad_id"] == 1  # the shards' special ids (dataset_info), not HF's
-  assert doc["training"]["mask_prob"] == 0.3  # the family's rate
+  assert doc["training"]["mask_rate"] == 0.3  # the family's rate
+  assert doc["data"]["eval_mask_rate"] == 0.15  # every family's evaluation
   losses = [_train_loss(model_dir, step) for step in range(1, STEPS + 1)]
   assert all(np.isfinite(losses)) and np.mean(losses[-2:]) < np.mean(losses[:2]) - 0.05, losses
 

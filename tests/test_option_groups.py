@@ -49,7 +49,8 @@ TRAIN_FLAGS = {
     "learning_rate": ("float", 0.0006),
     "log_every": ("integer", 100),
     "family": ("enum", "roberta", ("roberta", "modernbert")),  # added since: model families
-    "mask_prob": ("float", 0.0),  # 0 since: the family's rate (roberta 0.15, modernbert 0.3)
+    # mask_prob, 0 since: the family's rate (roberta 0.15, modernbert 0.3); --mask_rate since
+    "mask_rate": ("float", 0.0),
     "mask_token_prob": ("float", 0.8),
     "masking": ("enum", "dynamic", ("dynamic", "static")),
     "max_bad_steps": ("integer", 20),
@@ -74,6 +75,14 @@ TRAIN_FLAGS = {
     "train_data": ("string", None),
     "train_steps": ("integer", 1000),
     "train_minutes": ("float", 0.0),  # added since: the time budget
+    # added since: warmup-stable-decay and its decay branches (docs/schedules.md)
+    "schedule": ("enum", "linear", ("linear", "wsd")),
+    "decay_steps": ("integer", 0),
+    "decay_fraction": ("float", 0.0),
+    "decay_shape": ("enum", "linear", ("linear", "1-sqrt")),
+    "decay_floor": ("float", 0.0),
+    "decay_from": ("string", ""),
+    "optimizer": ("enum", "adamw", ("adamw", "stable_adamw")),  # added since: StableAdamW
     "warmup_steps": ("integer", 100),
     "weight_decay": ("float", 0.01),
     "whole_word_masking": ("bool", False),
@@ -534,8 +543,9 @@ def test_each_config_keeps_its_own_checks():
     _train(warmup_steps=200, train_steps=100).validate()
 
 
+# (cfg.optimizer is the group itself; its --optimizer option is cfg.optimizer.optimizer.)
 _GROUP_OPTIONS = {f.name: group for group, cls in option_groups.GROUPS.items()
-                  for f in dataclasses.fields(cls)}
+                  for f in dataclasses.fields(cls) if f.name not in option_groups.GROUPS}
 # A read of a group option on a config: cfg.clip_norm, self.cfg.seed (not cfg.x = ...), also
 # of a config read back from a model dir (trained, before).
 _FLAT_READ = re.compile(r"\b(\w*cfg|train_config|finetune_config|trained|before)\.(" + "|".join(
@@ -604,16 +614,20 @@ def test_flat_names_route_to_their_groups():
   cfg = _train(clip_norm=1.0, seed=7, train_steps=500, max_seq_len=128)
   assert (cfg.optimizer.clip_norm, cfg.runtime.seed, cfg.train_steps) == (1.0, 7, 500)
   assert cfg.data == option_groups.DataOptions(max_seq_len=128)
-  changed = cfg.replace(learning_rate=1e-4, precision="auto", mask_prob=0.2, checkpoint_every=5)
+  changed = cfg.replace(learning_rate=1e-4, precision="auto", mask_rate=0.2, checkpoint_every=5)
   assert (changed.optimizer.learning_rate, changed.optimizer.clip_norm) == (1e-4, 1.0)
   assert (changed.runtime.precision, changed.runtime.seed) == ("auto", 7)
-  assert (changed.mask_prob, changed.loop.checkpoint_every, changed.data) == (0.2, 5, cfg.data)
+  assert (changed.mask_rate, changed.loop.checkpoint_every, changed.data) == (0.2, 5, cfg.data)
   assert type(changed.runtime) is type(cfg.runtime)  # TrainRuntime: --precision=auto allowed
   changed.validate()
   assert cfg.optimizer.learning_rate == 6e-4  # a copy: the original is unchanged
   # A whole group by its field's name, with options of it on top.
   whole = cfg.replace(optimizer=option_groups.OptimizerOptions(weight_decay=0.5), clip_norm=2.0)
   assert (whole.optimizer.weight_decay, whole.optimizer.clip_norm) == (0.5, 2.0)
+  # --optimizer, an option of the group of that name: a string is the option, not the group.
+  stable = cfg.replace(optimizer="stable_adamw")
+  assert (stable.optimizer.optimizer, stable.optimizer.clip_norm) == ("stable_adamw", 1.0)
+  assert TrainConfig.from_dict(stable.to_dict()) == stable
   assert TrainConfig.from_dict(cfg.to_dict()) == cfg
   finetune = _finetune(labels=("a", "b"), clip_norm=1.0)
   assert FinetuneConfig.from_dict(finetune.to_dict()).to_dict() == finetune.to_dict()

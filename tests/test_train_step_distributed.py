@@ -3,7 +3,8 @@
 Three runs of 4 steps with the same global batch (8 sequences) must end with the same model and
 optimizer state (<= 1e-5, fp32): 1 replica x 4 accumulation steps; MirroredStrategy over 4
 logical CPU devices x 1; MirroredStrategy over 2 devices x 2 accumulation steps; and 2
-MultiWorkerMirroredStrategy workers (localhost) x 2 accumulation steps. A mirrored run resumed
+MultiWorkerMirroredStrategy workers (localhost) x 2 accumulation steps. StableAdamW likewise
+(1 x 4 and 2 devices x 2). A mirrored run resumed
 from its step-2 checkpoint must end where the uninterrupted one did (the data position counts
 sequences of the global stream, the same for every split: it is compared too).
 
@@ -45,7 +46,7 @@ tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
 out, specs, base = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-for name, strategy, accum, resume_from in specs:
+for name, strategy, accum, resume_from, *extra in specs:
   model_dir = os.path.join(out, name)
   if resume_from:  # a model dir holding only resume_from's step-2 checkpoint
     os.makedirs(model_dir)
@@ -57,7 +58,8 @@ for name, strategy, accum, resume_from in specs:
   strategy = (tf.distribute.MirroredStrategy() if strategy == "mirrored"
               else tf.distribute.get_strategy())
   result = pretraining.pretrain(
-      TrainConfig.from_dict(dict(model_dir=model_dir, grad_accum_steps=accum, **base)),
+      TrainConfig.from_dict(dict(model_dir=model_dir, grad_accum_steps=accum, **base,
+                                 **(extra[0] if extra else {}))),
       strategy=strategy)
   print("RESULT", name, json.dumps({"loss": result.final_train["last_step_loss"],
                                     "replicas": strategy.num_replicas_in_sync}), flush=True)
@@ -101,8 +103,10 @@ def runs(train_shards, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("distributed"))
   base = dict(_flags_to_config(COMMON_FLAGS), train_data=train_shards)
   script_runs = {
-      4: [["accum4", "default", 4, None], ["mirrored4", "mirrored", 1, None]],
-      2: [["mirrored2", "mirrored", 2, None], ["mirrored2_resumed", "mirrored", 2, "mirrored2"]],
+      4: [["accum4", "default", 4, None], ["mirrored4", "mirrored", 1, None],
+          ["accum4_stable", "default", 4, None, {"optimizer": "stable_adamw"}]],
+      2: [["mirrored2", "mirrored", 2, None], ["mirrored2_resumed", "mirrored", 2, "mirrored2"],
+          ["mirrored2_stable", "mirrored", 2, None, {"optimizer": "stable_adamw"}]],
   }
   procs = {}
   for devices, specs in script_runs.items():
@@ -155,6 +159,18 @@ def test_mirrored_2_devices_with_accumulation_and_resume(runs):
   assert not os.path.exists(os.path.join(out, "mirrored2_resumed", "ckpt-1.index"))
   _assert_same_state(_checkpoint_values(os.path.join(out, "mirrored2")),
                      _checkpoint_values(os.path.join(out, "mirrored2_resumed")), atol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_stable_adamw_mirrored_with_accumulation_equals_one_replica(runs):
+  """StableAdamW's per-tensor clipping sees the all-reduced gradient: 2 devices x 2 equal
+  1 x 4, and differ from AdamW's run."""
+  out, results, _ = runs
+  assert results["mirrored2_stable"]["replicas"] == 2
+  stable = _checkpoint_values(os.path.join(out, "accum4_stable"))
+  _assert_same_state(stable, _checkpoint_values(os.path.join(out, "mirrored2_stable")))
+  adamw = _checkpoint_values(os.path.join(out, "accum4"))
+  assert any(not np.allclose(stable[k], adamw[k], rtol=0, atol=1e-5) for k in stable)
 
 
 @pytest.mark.timeout(300)

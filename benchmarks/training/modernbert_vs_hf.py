@@ -8,7 +8,7 @@ sdpa), same dims, batches, optimizer and precision; tokens/s in one run on this 
         [--serving] [--serving_batch=32] [--serving_rounds=5]
 
 Batches: --num_batches batches of the real pipeline (`pipeline.build_dataset`, our dynamic
-masking at --mask_prob, default 0.3 as ModernBERT's recipe) over throughput.py's synthetic shards
+masking at --mask_rate, default 0.3 as ModernBERT's recipe) over throughput.py's synthetic shards
 (random ids, every sequence a full --max_seq_len), dumped once; every side cycles through them.
 The model is the ModernBERT preset with --vocab_size (default ModernBERT's 50368: the head's
 cost is that of the real vocabulary; the ids only span the shards' 8,000) and the shards' special
@@ -101,11 +101,11 @@ def train_config_fields(args, data: str, precision: str) -> dict:
   return {"model_dir": "", "train_data": data, "config": "tiny", "max_seq_len": args.max_seq_len,
           "batch_size": args.batch_size, "train_steps": 10**6, "warmup_steps": 1,
           "learning_rate": 1e-4, "precision": precision, "shuffle_buffer": 1000, "seed": 0,
-          "dropout": 0.0, "mask_prob": args.mask_prob}
+          "dropout": 0.0, "mask_rate": args.mask_rate}
 
 
 def dump_batches(args, data: str, path: str) -> None:
-  """--num_batches batches of the real pipeline (our masking at --mask_prob) in `path`."""
+  """--num_batches batches of the real pipeline (our masking at --mask_rate) in `path`."""
   import numpy as np  # pylint: disable=import-outside-toplevel
 
   from roberta_tf.data import dataset_info, pipeline  # pylint: disable=import-outside-toplevel
@@ -183,9 +183,10 @@ def compare(args, data: str, batches: str, work: str, precision: str, attention:
   specs = {"ours": {**common, "model_config": config,
                     "train_config": train_config_fields(args, data, precision)},
            "hf": hf_spec, "hf_sparse": hf_spec}
+  # "mask_prob": the records' key for the mask rate since their first run (train's --mask_prob).
   key = {"preset": args.preset, "precision": precision, "attention": attention,
          "batch_size": args.batch_size, "max_seq_len": args.max_seq_len,
-         "vocab_size": args.vocab_size, "mask_prob": args.mask_prob, "window": args.window,
+         "vocab_size": args.vocab_size, "mask_prob": args.mask_rate, "window": args.window,
          "threads": args.threads}
 
   def record(r, side, seconds, rate, loss):
@@ -261,7 +262,7 @@ def main(argv):
         f"commit {extra['commit']}; load average at start "
         f"{window_records.load_average()}", flush=True)
   print(f"ModernBERT {args.preset}, B={args.batch_size} S={args.max_seq_len} V={args.vocab_size} "
-        f"mask_prob {args.mask_prob}, {args.num_batches} batches cycled; {args.threads} threads a "
+        f"mask rate {args.mask_rate}, {args.num_batches} batches cycled; {args.threads} threads a "
         f"side; tokens/s = median of {args.rounds} rotating {args.window}-step windows after "
         f"{args.warmup_steps} warm-up steps; ratios = medians of paired window ratios", flush=True)
   work = tempfile.mkdtemp(prefix="modernbert_vs_hf_")
@@ -291,7 +292,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("vocab_size", 50368, "The model's vocabulary (ModernBERT's by default).")
   flags.DEFINE_integer("batch_size", 2, "Sequences per step (B).")
   flags.DEFINE_integer("max_seq_len", 1024, "S: every sequence is this long.")
-  flags.DEFINE_float("mask_prob", 0.3, "Share of tokens predicted (ModernBERT's 30%).")
+  flags.DEFINE_float("mask_rate", 0.3, "Share of tokens predicted (ModernBERT's 30%).")
   flags.DEFINE_string("precisions", "float32,mixed_bfloat16", "Comma list.")
   flags.DEFINE_string("attention", "alternating,global_only", "Comma list of layer patterns: "
                       "alternating (the preset's local/global), global_only (every layer global).")

@@ -135,7 +135,7 @@ def dump_batches(args, data: str, path: str) -> None:
   cfg = TrainConfig.from_dict(
       train_config_fields(args, data, args.presets.split(",")[0], "float32"))
   model_config = model_config_for(cfg, dataset_info.read(data))
-  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_rate 0: the family's rate
   ds = pipeline.build_dataset(data, "train", training=True,
                               per_replica_batch_size=args.batch_size,
                               max_seq_len=args.max_seq_len, masking=cfg.masking_config(),
@@ -210,7 +210,7 @@ def compare(args, data: str, batches: str, work: str, preset: str, precision: st
   fields = train_config_fields(args, data, preset, precision)
   cfg = TrainConfig.from_dict(fields)
   model_config = model_config_for(cfg, dataset_info.read(data))
-  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
+  cfg = cfg.for_family(registry.family_of(model_config))  # --mask_rate 0: the family's rate
   common = {"threads": args.threads, "batches": batches, "precision": precision}
   given_peak = args.peak_flops_bf16 if precision == "mixed_bfloat16" else args.peak_flops_fp32
   hf_spec = {**common, "model_config": model_config.to_dict(), "clip_norm": cfg.optimizer.clip_norm}

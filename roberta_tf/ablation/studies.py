@@ -114,13 +114,13 @@ RECIPE_ARMS = (
     ("pre-LN, 2x peak LR", ("--model_option=pre_layer_norm=true",), 2.0),
     ("no linear biases", ("--model_option=use_bias=false",), 1.0),
     ("GEGLU feed-forward", ("--model_option=gated_ffn=true",), 1.0),
-    ("40% masking", ("--mask_prob=0.4",), 1.0),
+    ("40% masking", ("--mask_rate=0.4",), 1.0),
     # Cramming's batch ramp starts small: at a budget of minutes, twice the updates of half
     # the size (the 4th item: the batch's multiplier).
     ("half the batch (2x the updates)", (), 1.0, 0.5),
     ("all of them (budget)", ("--model_option=pre_layer_norm=true",
                               "--model_option=use_bias=false",
-                              "--model_option=gated_ffn=true", "--mask_prob=0.4"), 2.0),
+                              "--model_option=gated_ffn=true", "--mask_rate=0.4"), 2.0),
 )
 
 

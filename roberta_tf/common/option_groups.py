@@ -74,6 +74,11 @@ class OptimizerOptions:
   """OPTIMIZER: AdamW (optimizer.adamw), the schedule's peak and warmup (--warmup_steps:
   pretraining's, --warmup_ratio: fine-tuning's; each task builds its schedule from its own), and
   the update's clipping and accumulation (the train step's StepConfig)."""
+  optimizer: str = option(
+      "adamw", "adamw: AdamW (RoBERTa's). stable_adamw: AdamW with per-tensor update clipping "
+      "(ModernBERT's StableAdamW: each tensor's rate divided by max(1, RMS of g / sqrt(v_hat)); "
+      "docs/schedules.md). Both skip weight decay on biases and norms.",
+      choices=("adamw", "stable_adamw"))
   learning_rate: float = option(
       6e-4, "Peak learning rate, reached after --warmup_steps (RoBERTa base: 6e-4 at 8K "
       "batch; large: 4e-4).", check=POSITIVE)

@@ -148,9 +148,12 @@ def _arguments(cls, values: dict[str, Any], current=None) -> dict[str, Any]:
   unknown = sorted(set(values) - set(route) - set(groups))
   if unknown:
     raise ValueError(f"{cls.__name__} has no option {', '.join(unknown)}")
-  arguments = {k: v for k, v in values.items() if route.get(k) is None}
+  # A group's field name may also be an option's (train's --optimizer in the "optimizer"
+  # group): a group instance given under it is the whole group, any other value the option.
+  whole = {k for k, v in values.items() if k in groups and dataclasses.is_dataclass(v)}
+  arguments = {k: v for k, v in values.items() if k in whole or route.get(k) is None}
   for name, f in groups.items():
-    mine = {k: v for k, v in values.items() if route.get(k) == name}
+    mine = {k: v for k, v in values.items() if route.get(k) == name and k not in whole}
     base = arguments.get(name, getattr(current, name, None))
     if base is not None and mine:
       arguments[name] = dataclasses.replace(base, **mine)

@@ -196,7 +196,7 @@ class FinetuneConfig(GroupedConfig):
       (), "A sweep, e.g. 1e-5,2e-5,3e-5 (with --batch_sizes and --seeds: a run per batch size "
       "x rate x seed; the best median kept). Overrides --learning_rate.")
   # Fine-tuning's schedule is --warmup_ratio (pretraining's is --warmup_steps).
-  optimizer: FinetuneOptimizer = nested(FinetuneOptimizer, omit=("warmup_steps",))
+  optimizer: FinetuneOptimizer = nested(FinetuneOptimizer, omit=("warmup_steps", "optimizer"))
   metric: str = option(
       "", "Dev metric for early stopping and the sweep (default: accuracy / pearson / accuracy "
       "/ f1 by task).")

@@ -122,7 +122,7 @@ def eval_line(prefix: str, metrics: dict) -> str:
 def training_config(model_dir: str) -> TrainConfig | None:
   """The TrainConfig recorded in model_dir/config.json by training, or None (e.g. an import)."""
   training = ModelDir(model_dir).section("training")
-  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
+  return None if training is None else TrainConfig.from_record(training)
 
 
 def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | None = None,
@@ -165,8 +165,7 @@ def evaluate_checkpoint(model_dir: str, eval_data: str, *, checkpoint: str | Non
   if trained is not None:
     max_seq_len = max_seq_len or trained.data.max_seq_len
     seed = trained.runtime.seed if seed is None else seed
-    masking = masking or trained.masking_config(
-        registry.family_of(models.read_config(model_dir)).eval_mask_rate)
+    masking = masking or trained.masking_config(registry.EVAL_MASK_RATE)
   max_seq_len = max_seq_len or info["max_seq_len"]
   seed = seed or 0
   config = models.read_config(model_dir)

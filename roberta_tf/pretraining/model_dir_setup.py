@@ -17,7 +17,6 @@ from roberta_tf.pretraining import inputs
 from roberta_tf.pretraining.train_config import TrainConfig, write_config_json
 from roberta_tf.training import checkpointing
 from roberta_tf.training import summaries as summaries_lib
-from roberta_tf.training.schedule import WarmupLinearDecay
 
 # What --overwrite deletes from a model dir: its checkpoints and TensorBoard logs (config.json
 # and the vocab files are written again by the run).
@@ -58,10 +57,9 @@ def recorded_training(model_dir: str) -> TrainConfig | None:
   """The TrainConfig config.json's "training" section records, or None (no such section: an
   import, a fine-tuned dir, no config.json yet)."""
   training = model_dir_lib.ModelDir(model_dir).section("training")
-  # A record may hold an option removed since: dropped, as it always was.
-  return None if training is None else TrainConfig.from_dict(training, ignore_unknown=True)
+  return None if training is None else TrainConfig.from_record(training)
 
-def _changed(before: TrainConfig, cfg: TrainConfig, names: tuple[str, ...]) -> list[str]:
+def changed(before: TrainConfig, cfg: TrainConfig, names: tuple[str, ...]) -> list[str]:
   """"--name: old -> new" of each option in `names` whose value differs between the configs."""
   old, new = before.to_dict(), cfg.to_dict()
   return [f"--{k}: {old[k]!r} -> {new[k]!r}" for k in names if old[k] != new[k]]
@@ -139,9 +137,10 @@ def _checkpoint_shape(prefix: str, root: str, tail: tuple[str, ...]) -> list[int
 
 # Settings that shape the update at a step besides the data: a resume that changes them goes on
 # from the checkpoint's step under the new values (see check_schedule_change).
-_SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
-                      "weight_decay",
-                      "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
+SCHEDULE_SETTINGS = ("learning_rate", "warmup_steps", "train_steps", "train_minutes",
+                     "schedule", "decay_steps", "decay_fraction", "decay_shape", "decay_floor",
+                     "optimizer", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+                     "clip_norm")
 
 def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   """On a resume whose schedule or optimizer flags differ from the checkpoint's run: one line
@@ -159,29 +158,27 @@ def check_schedule_change(cfg: TrainConfig, log=None) -> None:
   if before is None:
     return
   step = max(steps)
-  changed = _changed(before, cfg, _SCHEDULE_SETTINGS)
+  differs = changed(before, cfg, SCHEDULE_SETTINGS)
   if cfg.train_steps < step and not cfg.train_minutes:
     raise ValueError(
         f"--model_dir={cfg.model.model_dir!r} holds a checkpoint at step {step}, past "
         f"--train_steps={cfg.train_steps} (the run was started with {before.train_steps}): "
         f"nothing to train; pass a --train_steps above {step} to continue it, or --overwrite to "
         "start over")
-  if not changed or log is None:
+  if not differs or log is None:
     return
   where = ""
   if not (cfg.train_minutes or before.train_minutes):  # a budget's rate depends on the clock
-    old, new = (float(WarmupLinearDecay(c.optimizer.learning_rate, c.optimizer.warmup_steps,
-                                        c.train_steps)(step))
-                for c in (before, cfg))
+    old, new = (float(c.learning_rate_schedule()(step)) for c in (before, cfg))
     where = f", where the learning rate is {new:.3g} (the old schedule's: {old:.3g})"
-  log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(changed)}): "
+  log(f"warning: resuming at step {step} with a changed schedule ({'; '.join(differs)}): "
       f"continuing on the new schedule from step {step}{where}; the optimizer's moments are "
       "kept")
 
 # Settings that fix which sequences (and masks) each step reads; see warn_if_data_order_changed.
-_DATA_ORDER_SETTINGS = ("train_data", "batch_size", "max_seq_len", "seed",
-                        "shuffle_buffer", "mask_prob", "max_predictions_per_seq", "masking",
-                        "whole_word_masking", "dupe_factor")
+DATA_ORDER_SETTINGS = ("train_data", "batch_size", "max_seq_len", "seed",
+                       "shuffle_buffer", "mask_rate", "max_predictions_per_seq", "masking",
+                       "whole_word_masking", "dupe_factor")
 
 def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   """Logs a warning when a resume changes what the data position means.
@@ -195,22 +192,25 @@ def warn_if_data_order_changed(cfg: TrainConfig) -> None:
   before = recorded_training(cfg.model.model_dir)
   if before is None:
     return
-  changed = _changed(before, cfg, _DATA_ORDER_SETTINGS)
-  if changed:
-    summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(changed)
+  differs = changed(before, cfg, DATA_ORDER_SETTINGS)
+  if differs:
+    summaries_lib.log("warning: resuming with changed data settings (" + "; ".join(differs)
                       + "): the data stream will not continue exactly where it stopped")
 
 def prepare_model_dir(cfg: TrainConfig, info: dict, model_config: models.RobertaConfig,
                       replicas: int) -> None:
   """On the chief, before the first step: warn about changed data settings on resume, write
-  config.json (model + training + data), copy vocab.json/merges.txt beside the checkpoints."""
+  config.json (model + training + data, with the evaluation's mask rate), copy
+  vocab.json/merges.txt beside the checkpoints."""
   warn_if_data_order_changed(cfg)
   # "training" records the run's input lanes as resolved (a resume's are the recorded ones).
   cfg = cfg.replace(input_lanes=inputs.input_lanes(cfg, info))
   write_config_json(cfg.model.model_dir, model_config.to_dict(), cfg,
                     extra={"data": {"train": cfg.train_data, "eval": cfg.eval_data,
                                     "vocab": info["vocab"], "special_ids": info["special_ids"],
-                                    "replicas": replicas}})
+                                    "replicas": replicas,
+                                    # training's rate is "training"'s mask_rate
+                                    "eval_mask_rate": registry.EVAL_MASK_RATE}})
   vocab_dir = vocab_info.find_vocab_dir(cfg.train_data, info)
   # A resume reaches here only on shards of the model dir's own vocabulary (vocab_checks).
   model_dir = model_dir_lib.ModelDir(cfg.model.model_dir)

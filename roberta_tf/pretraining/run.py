@@ -29,7 +29,13 @@ from roberta_tf.models import checkpoint_files, growth, registry
 from roberta_tf.models import model_dir as model_dir_lib
 from roberta_tf.models.roberta import position_growth
 from roberta_tf.models.roberta.encoder import EMBEDDINGS_NAME
-from roberta_tf.pretraining import inputs, model_dir_setup, precision_choice, vocab_checks
+from roberta_tf.pretraining import (
+  decay_branch,
+  inputs,
+  model_dir_setup,
+  precision_choice,
+  vocab_checks,
+)
 from roberta_tf.pretraining.events import PretrainingEvents
 from roberta_tf.pretraining.task import PretrainingTask, model_config_and_growth
 from roberta_tf.pretraining.train_config import TrainConfig
@@ -75,6 +81,7 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
       hold no complete checkpoint, or a save failed (disk full); names the files.
   """
   cfg.validate()
+  cfg = decay_branch.resolve(cfg, summaries_lib.log)  # --decay_from: the branch's settings
   # The strategy first: multi-worker must configure collectives before TF initializes.
   runtime = cfg.runtime
   strategy = strategy or strategy_lib.make_strategy(runtime.strategy, runtime.tpu,
@@ -88,7 +95,10 @@ def pretrain(cfg: TrainConfig, strategy: tf.distribute.Strategy | None = None) -
     info = dataset_info.read(cfg.train_data)
     # --init_from's vocabulary growth, planned once (task.py), for the weight copy (_init_from).
     model_config, growth_plan = model_config_and_growth(cfg, info)
-    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_prob 0: the family's rate
+    if cfg.decay_from and growth_plan is not None:
+      raise ValueError(f"--decay_from={cfg.decay_from}: a decay branch trains on its source "
+                       f"run's vocabulary; --train_data={cfg.train_data} has another")
+    cfg = cfg.for_family(registry.family_of(model_config))  # --mask_rate 0: the family's rate
     vocab_checks.check_resume(cfg, info)  # before anything is written in the model dir
     vocab_checks.check_eval_data(cfg, info, model_config)  # likewise
     cfg = precision_choice.resolve(cfg, strategy, model_config, summaries_lib.log)
@@ -210,6 +220,12 @@ def _run(cfg, strategy, chief, info, task, train_step, ckpt, growth_plan) -> Pre
       resumed = ckpt.restore_latest(chief_dir=cfg.model.model_dir, log=summaries_lib.log)
   if resumed:
     summaries_lib.log(f"resumed from {resumed} at step {int(train_step.step.numpy())}")
+  elif cfg.decay_from:  # a decay branch: the source checkpoint's whole training state
+    checkpointing.restore_checkpoint({"model": model, "optimizer": train_step.optimizer,
+                                      **train_step.checkpoint_items()}, cfg.decay_from)
+    summaries_lib.log(f"decay branch from {cfg.decay_from} at step "
+                      f"{int(train_step.step.numpy())}: {cfg.decay_steps} updates of "
+                      f"--decay_shape={cfg.decay_shape} decay to step {cfg.train_steps}")
   elif cfg.model.init_from:
     _init_from(cfg, model, growth_plan)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from keras.optimizers.schedules import LearningRateSchedule
 
 from roberta_tf import models
 from roberta_tf.data import packings
@@ -19,7 +20,7 @@ from roberta_tf.pretraining.train_config import TrainConfig
 from roberta_tf.tokenization.vocab_growth import VocabGrowth
 from roberta_tf.training import model_config as model_config_lib
 from roberta_tf.training import optimizer as optimizer_lib
-from roberta_tf.training.schedule import BudgetSchedule, WarmupLinearDecay
+from roberta_tf.training import stable_adamw
 from roberta_tf.training.train_step import StepConfig
 
 
@@ -110,29 +111,29 @@ class PretrainingTask:
 
   def __init__(self, cfg: TrainConfig, strategy: tf.distribute.Strategy,
                model_config: models.RobertaConfig):
-    # --mask_prob 0 is the family's rate (train_config.py's for_family).
+    # --mask_rate 0 is the family's rate (train_config.py's for_family).
     cfg = cfg.for_family(registry.family_of(model_config))
     self.cfg, self.strategy, self.model_config = cfg, strategy, model_config
     self.per_replica = inputs.per_replica_batch(cfg, strategy)  # refuses an unsplittable batch
     # The learning-rate schedule build_optimizer made (run.py hands a BudgetSchedule's fraction
     # to the loop, which sets it); None before.
-    self.schedule: WarmupLinearDecay | BudgetSchedule | None = None
+    self.schedule: LearningRateSchedule | None = None
 
   def build_model(self):
     return models.build_pretrainer(self.model_config, dtype=self.cfg.runtime.precision)
 
   def build_optimizer(self, model):
-    """AdamW (--adam_*, --weight_decay) over --warmup_steps then linear decay to 0 at
-    --train_steps, or over the elapsed share of --train_minutes (the warmup's share:
-    --warmup_steps / --train_steps)."""
-    cfg, options = self.cfg, self.cfg.optimizer
-    self.schedule = (
-        BudgetSchedule(options.learning_rate, options.warmup_steps / cfg.train_steps)
-        if cfg.train_minutes > 0 else
-        WarmupLinearDecay(options.learning_rate, options.warmup_steps, cfg.train_steps))
-    # Not adamw(fused=True) under mixed precision either: XLA-fusing each variable's update
-    # measured no faster on CPU (docs/performance_training.md).
-    return optimizer_lib.adamw(options, self.schedule, model.trainable_variables)
+    """AdamW, or StableAdamW (--optimizer; --adam_*, --weight_decay), on the run's schedule
+    (--schedule: after --warmup_steps linear decay to 0 at --train_steps, or
+    warmup-stable-decay), or over the elapsed share of --train_minutes (the warmup's share:
+    --warmup_steps / --train_steps): TrainConfig.learning_rate_schedule."""
+    options = self.cfg.optimizer
+    self.schedule = self.cfg.learning_rate_schedule()
+    build = (stable_adamw.stable_adamw if options.optimizer == "stable_adamw" else
+             optimizer_lib.adamw)
+    # Not fused=True under mixed precision either: XLA-fusing each variable's update measured
+    # no faster on CPU (docs/performance_training.md).
+    return build(options, self.schedule, model.trainable_variables)
 
   def step_config(self) -> StepConfig:
     cfg = self.cfg

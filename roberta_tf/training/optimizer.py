@@ -97,6 +97,11 @@ class AdamW(keras.optimizers.Optimizer):
             "weight_decay": self.weight_decay, "beta_1": self.beta_1, "beta_2": self.beta_2,
             "epsilon": self.epsilon, "fused": self.fused}
 
+  def update_function(self):
+    """The in-place update of one variable that `apply` runs (`fused_adamw`'s signature):
+    AdamW's, XLA-compiled with `fused`. StableAdamW (stable_adamw.py) clips it per tensor."""
+    return _fused_adamw_xla if self.fused else fused_adamw
+
   def apply(self, grads, trainable_variables=None):
     """One update of `trainable_variables` (built for on the first call) by `grads`, taken as
     they are (already all-reduced when distributed); a None gradient leaves its variable and
@@ -143,7 +148,7 @@ def _update_all(distribution, opt: AdamW, updates):
   scalars = (ops.cast(opt.learning_rate, dtype), ops.cast(opt.weight_decay or 0.0, dtype),
              1 - ops.power(ops.cast(opt.beta_1, dtype), step),
              1 - ops.power(ops.cast(opt.beta_2, dtype), step))
-  update = _fused_adamw_xla if opt.fused else fused_adamw
+  update = opt.update_function()
   hyper = {"beta_1": opt.beta_1, "beta_2": opt.beta_2, "epsilon": opt.epsilon}
   for grad, var, m, v, decay in updates:
     decay = decay and opt.weight_decay is not None
