@@ -1,7 +1,7 @@
 """Arms written as text: `LABEL: --flag=value ...`, the built-in arms of the `modern` study and
 the ones a user adds with `ablate --extra_arm`.
 
-    "ModernBERT small, 30%: --family=modernbert --mask_prob=0.3"
+    "ModernBERT small, 30%: --family=modernbert --mask_rate=0.3"
     "RoBERTa tiny, 2x LR: --config=tiny --learning_rate=2e-3"
 
 Everything after the label is `roberta_tf.train` flags on top of the study's base recipe (for
@@ -19,7 +19,7 @@ import shlex
 # The flags every run gets from the runner: an arm that set them would not be the study's.
 RUNNER_FLAGS = ("model_dir", "train_data", "eval_data", "seed", "train_minutes", "train_steps",
                 "grad_accum_steps", "warmup_steps", "flagfile", "init_from", "overwrite")
-MASK_FLAG = "--mask_prob"  # the training mask rate (evaluation masks 15% for every arm)
+MASK_FLAG = "--mask_rate"  # the training mask rate (evaluation masks 15% for every arm)
 
 
 class ArmSpecError(ValueError):
@@ -64,6 +64,8 @@ def parse(spec: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
 # The `modern` study (issue 62): the quickstart recipe against the modern choices one at a time
 # and together, at equal wall clock. Each is quickstart.flags plus these flags.
 BF16 = "--precision=mixed_bfloat16"  # 1.4x the quickstart's steps on an AVX512-BF16 CPU
+_MB_TINY = f"--family=modernbert --config=tiny {MASK_FLAG}=0.3 {BF16}"
+_WSD = "--schedule=wsd --decay_fraction=0.2 --decay_shape=1-sqrt"
 MODERN_ARMS = (
     "quickstart (RoBERTa small, post-LN, 15%):",
     f"RoBERTa small, bf16: {BF16}",
@@ -78,4 +80,12 @@ MODERN_ARMS = (
     "--learning_rate=2e-3",
     f"ModernBERT small, 30%, bf16, half the batch: --family=modernbert {MASK_FLAG}=0.3 {BF16} "
     "--batch_size=8",
+    # The training half of the modern recipe (docs/schedules.md), on ModernBERT tiny: ModernBERT's
+    # warmup-stable-decay with a 1-sqrt decay over the budget's last 20%, its StableAdamW, and
+    # a higher peak rate (pre-norm trains stably at one).
+    f"ModernBERT tiny, 30%, bf16, 2x peak LR: {_MB_TINY} --learning_rate=2e-3",
+    f"ModernBERT tiny, 30%, bf16, wsd: {_MB_TINY} {_WSD}",
+    f"ModernBERT tiny, 30%, bf16, StableAdamW: {_MB_TINY} --optimizer=stable_adamw",
+    f"ModernBERT tiny, 30%, bf16, wsd, StableAdamW, 2x peak LR: {_MB_TINY} {_WSD} "
+    "--optimizer=stable_adamw --learning_rate=2e-3",
 )
