@@ -3,6 +3,8 @@
   python -m roberta_tf.ablate --study=masking --work_dir=runs/ablate_masking
   python -m roberta_tf.ablate --study=input_format --work_dir=runs/ablate_input_format
   python -m roberta_tf.ablate --study=batch_size --corpus=my_corpus.jsonl --work_dir=DIR
+  python -m roberta_tf.ablate --study=modern --minutes=12 --paired --seeds=0,1,2 \
+      --extra_arm='mine: --family=modernbert --config=tiny' --work_dir=DIR
 
 Every arm of a study pretrains with the same token budget and seeds on the same corpus (shards
 of its packing: input_format's arms differ in that, at equal real tokens per update), is
@@ -43,7 +45,8 @@ def main(argv):
   # Errors (StudyError, RunnerError, CorpusError: they name the flag, file or command) are one
   # line from cli.
   study = studies.select(studies.build(plan.study, plan.steps, plan.base_batch, plan.base_lr,
-                                       minutes=plan.minutes), list(plan.arm))
+                                       minutes=plan.minutes, extra_arms=plan.extra_arm),
+                         list(plan.arm))
   for path in (settings.task_train, settings.task_dev):
     if not files.isfile(path):
       raise ValueError(f"downstream problem file {path} does not exist "
@@ -54,7 +57,8 @@ def main(argv):
   # One study a work dir: a second command there is refused (the first is unaffected).
   with directory_lock.DirectoryLock(work_dir, "--work_dir", holder="ablation"):
     runner.run_study(plan.study, study, plan.corpus, work_dir, list(plan.seeds), settings,
-                     overwrite=plan.overwrite, parallel=plan.parallel)
+                     overwrite=plan.overwrite, parallel=plan.parallel, paired=plan.paired,
+                     records=plan.records)
   return 0
 
 

@@ -5,11 +5,12 @@ import dataclasses
 import json
 import math
 import os
+import re
 import uuid
 
 import pytest
 
-from roberta_tf.ablation import report, runner, studies
+from roberta_tf.ablation import arm_specs, report, run_records, runner, studies
 from roberta_tf.ablation.settings import StudySettings
 from roberta_tf.common import files, options
 from tests.conftest import REPO, TESTDATA
@@ -197,3 +198,127 @@ def test_recipe_study_arms_run_at_equal_wall_clock():
       budget.flags) and budget.learning_rate == 2e-3
   with pytest.raises(studies.StudyError, match="--minutes > 0"):
     studies.build("recipe", 400, 32, 1e-3)
+
+
+def test_arm_specs_parse_label_sizes_and_flags():
+  label, sizes, flags = arm_specs.parse(
+      "MB tiny, 2x: --family=modernbert --config=tiny --batch_size=8 --learning_rate=2e-3 "
+      "'--model_option=local_attention=64'")
+  assert label == "MB tiny, 2x" and sizes == {"batch_size": "8", "learning_rate": "2e-3"}
+  assert flags == ("--family=modernbert", "--config=tiny", "--model_option=local_attention=64")
+  assert arm_specs.parse("reference:") == ("reference", {}, ())
+  for spec, message in (
+      ("--family=modernbert", "start with its label"),
+      (": --config=tiny", "start with its label"),
+      ("a: config=tiny", r"'config=tiny' is not a --flag"),
+      ("a: --seed=3", "--seed is set by the study"),
+      ("a: --train_minutes=60", "--train_minutes is set by the study"),
+      ("a: --batch_size=0", r"--batch_size='0' must be a positive number"),
+      ("a: --learning_rate=fast", r"--learning_rate='fast' must be a positive number"),
+      ("a: '--config=tiny", "No closing quotation")):
+    with pytest.raises(arm_specs.ArmSpecError, match=message):
+      arm_specs.parse(spec)
+
+
+def test_modern_study_is_quickstart_against_its_arms_at_equal_wall_clock():
+  study = studies.build("modern", steps=400, base_batch=32, base_lr=1e-3, minutes=12,
+                        extra_arms=("mine: --config=tiny --batch_size=8 --learning_rate=3e-3",))
+  ref, mine = study.arms[0], study.arms[-1]
+  assert ref.name.startswith("quickstart") and len(study.arms) == len(arm_specs.MODERN_ARMS) + 1
+  # The quickstart's batch 16, peak 1e-3, a 20% warmup of its 2,000 nominal steps, whatever
+  # --base_batch and --warmup_fraction say.
+  assert ref.train_flags(0.25)[:5] == ["--batch_size=16", "--grad_accum_steps=1",
+                                       "--train_steps=2000", "--learning_rate=0.001",
+                                       "--warmup_steps=400"]
+  assert mine.train_flags(0.25) == [
+      "--batch_size=8", "--grad_accum_steps=1", "--train_steps=4000", "--learning_rate=0.003",
+      "--warmup_steps=800", "--eval_every=500", "--train_minutes=12", "--dropout=0.0",
+      "--config=tiny"]
+  families = {a.name: ("--family=modernbert" in a.flags) for a in study.arms}
+  assert families[ref.name] is False and sum(families.values()) >= 4
+  assert {f"{arm_specs.MASK_FLAG}=0.3", f"{arm_specs.MASK_FLAG}=0.15"} <= {
+      f for a in study.arms for f in a.flags}
+  recipe = studies.build("recipe", 400, 32, 1e-3, minutes=3, extra_arms=("x: --config=tiny",))
+  assert recipe.arms[-1].train_flags(0.25)[:3] == ["--batch_size=32", "--grad_accum_steps=1",
+                                                   "--train_steps=400"]
+  with pytest.raises(studies.StudyError, match=r"--extra_arm: two arms named 'mine'"):
+    studies.build("modern", 400, 32, 1e-3, minutes=1, extra_arms=("mine:", "mine: --config=x"))
+  with pytest.raises(studies.StudyError, match=r"--extra_arm: arm 'a': --seed is set"):
+    studies.build("modern", 400, 32, 1e-3, minutes=1, extra_arms=("a: --seed=1",))
+  with pytest.raises(studies.StudyError, match=r"not --study=masking"):
+    studies.build("masking", 400, 32, 1e-3, extra_arms=("a:",))
+  with pytest.raises(studies.StudyError, match=r"--study=modern compares arms at equal wall"):
+    studies.build("modern", 400, 32, 1e-3)
+
+
+def test_paired_table_has_each_arms_ratio_to_the_reference_beside_it():
+  def row(arm, seed, ppl, beside):
+    return {"arm": arm, "seed": seed, "perplexity": ppl, "problem_value": None,
+            "problem_metric": "-", "tokens": 4096, "batch_size": 16, "train_steps": 2,
+            "learning_rate": 1e-3, "curve": [], "beside": beside}
+  rows = [row("q", 0, 200.0, "a"), row("a", 0, 160.0, "q"), row("q", 0, 100.0, "b"),
+          row("b", 0, 110.0, "q"), row("q", 1, 300.0, "a"), row("a", 1, 270.0, "q")]
+  md = report.table("modern", rows)
+  assert "| arm | held-out MLM ppl | / reference beside it | tokens |" in md  # no downstream
+  assert "| a | 215.0 ± 55.0 | 0.850 ± 0.050 | 4,096 |" in md  # 0.8 and 0.9
+  assert "| b | 110.0 | 1.100 | 4,096 |" in md
+  assert "| q | 200.0 ± 100.0 | - | 4,096 |" in md and "| 0, 0, 1 (3 runs) |" in md
+  assert "| / reference" not in report.table("modern", [r for r in rows if r["arm"] != "q"])
+
+
+def test_a_run_record_keeps_the_figures_the_load_and_the_cpu(tmp_path):
+  result = {"arm": "a", "seed": 1, "beside": "q", "flags": ["--train_minutes=4"],
+            "perplexity": 150.0, "blimp": 0.52, "load": [3.1, 5.0], "curve": [[0, 9.0]],
+            "train_steps": 300}
+  path = tmp_path / "records" / "modern.jsonl"
+  run_records.append(str(path), result, study="modern", corpus="kjv")
+  run_records.append(str(path), {**result, "seed": 2}, study="modern",
+                     corpus=os.path.join(str(tmp_path), "kjv.txt"))  # its name, not the path
+  lines = [json.loads(line) for line in path.read_text().splitlines()]
+  assert [r["seed"] for r in lines] == [1, 2] and "curve" not in lines[0]
+  assert {k: lines[0][k] for k in ("study", "corpus", "arm", "beside", "perplexity", "load")} == {
+      "study": "modern", "corpus": "kjv", "arm": "a", "beside": "q", "perplexity": 150.0,
+      "load": [3.1, 5.0]}
+  assert lines[1]["corpus"] == "kjv.txt" and re.search(r"family \d+ model \d+, \d+ CPUs",
+                                                         lines[0]["cpu"])
+  assert lines[0]["finished"].endswith("Z")
+
+
+def test_a_work_dir_takes_new_arms_but_not_an_arm_redefined(tmp_path):
+  work = str(tmp_path)
+  arm = lambda name, lr: {"name": name, "learning_rate": lr, "packing": "full_sentences",
+                          "warmup_fraction": None}
+  runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("a", 2e-3)]})
+  (tmp_path / "runs" / "q").mkdir(parents=True)
+  runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("b", 3e-3)]})
+  assert [a["name"] for a in json.loads((tmp_path / "study.json").read_text())["arms"]] == [
+      "q", "a", "b"]
+  with pytest.raises(runner.RunnerError, match=r"other settings \(arms"):
+    runner.check_settings(work, {"study": "modern", "arms": [arm("q", 1e-3), arm("a", 1e-3)]})
+  with pytest.raises(runner.RunnerError, match=r"other settings \(study"):
+    runner.check_settings(work, {"study": "recipe", "arms": [arm("q", 1e-3)]})
+
+
+def test_paired_runs_put_each_arm_beside_its_own_reference_run(tmp_path, capsys):
+  """--paired's jobs and dirs, read back from finished runs (no training here): per seed, the
+  reference once beside each other arm, in its own dir."""
+  study = studies.select(studies.build("modern", 400, 32, 1e-3, minutes=1,
+                                       extra_arms=("a: --config=tiny", "b: --config=medium")),
+                         ["quickstart (RoBERTa small, post-LN, 15%)", "a", "b"])
+  ref = study.arms[0]
+  for seed in (0, 1):
+    for arm in study.arms[1:]:
+      for slug, run, beside in ((ref.slug, f"seed{seed}.beside.{arm.slug}", arm.name),
+                                (arm.slug, f"seed{seed}", ref.name)):
+        (tmp_path / "runs" / slug / run).mkdir(parents=True)
+        (tmp_path / "runs" / slug / run / "result.json").write_text(json.dumps(
+            {"arm": ref.name if slug == ref.slug else arm.name, "seed": seed,
+             "beside": beside}), encoding="utf-8")
+  results = runner._run_pairs(study.arms, [0, 1], str(tmp_path), {}, StudySettings(),
+                              {"full_sentences": 1.0})
+  assert [(r["seed"], r["beside"]) for r in results] == [
+      (0, "a"), (0, ref.name), (0, "b"), (0, ref.name), (1, "a"), (1, ref.name), (1, "b"),
+      (1, ref.name)]
+  assert capsys.readouterr().out.count("(done before)") == 8
+  with pytest.raises(runner.RunnerError, match="--paired needs two arms"):
+    runner._run_pairs(study.arms[:1], [0], str(tmp_path), {}, StudySettings(), {})

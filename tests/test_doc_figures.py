@@ -212,3 +212,22 @@ def test_the_recipe_ablation_table_is_what_its_record_gives():
   rows = [line for line in report.table("recipe", results).splitlines() if line.startswith("|")]
   page = _read("docs/budget_recipe.md").splitlines()
   assert len(rows) == 10 and not [row for row in rows if row not in page], rows
+
+
+def test_the_modern_study_tables_are_what_their_records_give():
+  """docs/budget_recipe.md's modern-study tables are ablate's report of the kjv records of one
+  budget, each run beside the table's reference (the quickstart; at 4 minutes also ModernBERT
+  tiny, beside which the training half's arms ran), the reference's rows first."""
+  from roberta_tf.ablation import report  # pylint: disable=import-outside-toplevel
+  quickstart, tiny = "quickstart (RoBERTa small, post-LN, 15%)", "ModernBERT tiny, 30%, bf16"
+  records = read_records("modern_budget.jsonl")
+  page = _read("docs/budget_recipe.md").splitlines()
+  for minutes, reference, without in ((12, quickstart, None), (4, quickstart, None),
+                                      (4, tiny, quickstart)):
+    runs = sorted((r for r in records if f"--train_minutes={minutes}" in r["flags"]
+                   and r["corpus"] == "kjv.txt"
+                   and reference in (r["arm"], r.get("beside"))
+                   and without not in (r["arm"], r.get("beside"))),
+                  key=lambda r: r["arm"] != reference)
+    rows = [line for line in report.table("modern", runs).splitlines() if line.startswith("|")]
+    assert len(rows) > 3 and not [row for row in rows if row not in page], (minutes, rows)

@@ -14,7 +14,9 @@ import statistics
 from roberta_tf.common import atomic_write, files
 
 
-def _mean_spread(values: list[float]) -> str:
+def _mean_spread(values: list[float | None]) -> str:
+  if not values or None in values:  # no downstream problem (--task_epochs=0)
+    return "-"
   if len(values) == 1:
     return f"{values[0]:.3f}" if values[0] < 10 else f"{values[0]:.1f}"
   mean, spread = statistics.fmean(values), (max(values) - min(values)) / 2
@@ -29,31 +31,57 @@ def table(study: str, results: list[dict]) -> str:
   metric = results[0]["problem_metric"] if results else "metric"
   real = all("real_tokens" in r for r in results)  # results written before it lack it
   blimp = all("blimp" in r for r in results) and bool(results)
+  ratios = _beside_ratios(by_arm)
+  # --task_epochs=0: no downstream column.
+  problem = any(r["problem_value"] is not None for r in results) or not results
   lines = [f"## Study: {study}", "",
-           f"| arm | held-out MLM ppl | downstream {metric} |" + (" BLiMP |" if blimp else "")
+           "| arm | held-out MLM ppl |" + (" / reference beside it |" if ratios else "")
+           + (f" downstream {metric} |" if problem else "") + (" BLiMP |" if blimp else "")
            + " tokens |" + (" real tokens |" if real else "")
            + " batch | steps | peak LR | seeds |",
-           "|---|---|---|" + ("---|" if blimp else "") + "---|" + ("---|" if real else "")
-           + "---|---|---|---|"]
+           "|---|---|" + ("---|" if ratios else "") + ("---|" if problem else "")
+           + ("---|" if blimp else "") + "---|" + ("---|" if real else "") + "---|---|---|---|"]
   nsp = {arm: [r["nsp_accuracy"] for r in rows if "nsp_accuracy" in r]
          for arm, rows in by_arm.items()}
   for arm, rows in by_arm.items():
     r0 = rows[0]
     lines.append(
         f"| {arm} | {_mean_spread([r['perplexity'] for r in rows])} | "
-        f"{_mean_spread([r['problem_value'] for r in rows])} | "
+        + (f"{_mean_spread(ratios.get(arm, []))} | " if ratios else "")
+        + (f"{_mean_spread([r['problem_value'] for r in rows])} | " if problem else "")
         + (f"{_mean_spread([r['blimp'] for r in rows])} | " if blimp else "")
         + f"{r0['tokens']:,} | "
         + (f"{r0['real_tokens']:,} | " if real else "")
         + f"{r0['batch_size']} | {r0['train_steps']} | {r0['learning_rate']:g} | "
-        f"{', '.join(str(r['seed']) for r in rows)} |")
+        f"{', '.join(str(r['seed']) for r in rows)}"
+        + (f" ({len(rows)} runs)" if len(rows) > len({r['seed'] for r in rows}) else "") + " |")
   if any(nsp.values()):
     lines += ["", "NSP accuracy on each pair arm's own held-out pairs (chance 0.5): " + ", ".join(
         f"{arm} {_mean_spread(v)}" for arm, v in nsp.items() if v) + "."]
+  if ratios:
+    lines += ["", f"Paired (--paired): each arm trained beside a run of {next(iter(by_arm))}, "
+              "the two at once; the ratio is its perplexity over that run's, mean ± half the "
+              "range over seeds. The reference's row pools all its runs."]
   lines += ["", "Mean ± half the range over the seeds. Perplexity: the shared held-out split "
             "with fixed masks (lower is better). Tokens: sequence slots trained on (batch x "
             "steps x 128)" + ("; real tokens: those that are not padding." if real else ".")]
   return "\n".join(lines) + "\n"
+
+
+def _beside_ratios(by_arm: dict[str, list[dict]]) -> dict[str, list[float]]:
+  """{arm: [its perplexity / that of the reference run beside it, per seed]} for the arms run
+  beside the first arm (--paired); {} when none was."""
+  if not by_arm:
+    return {}
+  reference = next(iter(by_arm))
+  ref = {(r["seed"], r.get("beside")): r["perplexity"] for r in by_arm[reference]}
+  ratios = {}
+  for arm, rows in by_arm.items():
+    pairs = [r["perplexity"] / ref[(r["seed"], arm)] for r in rows
+             if r.get("beside") == reference and (r["seed"], arm) in ref]
+    if pairs:
+      ratios[arm] = pairs
+  return ratios
 
 
 def plot(study: str, results: list[dict], path: str) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from concurrent import futures
 
 from data_prep import corpus as corpus_lib
-from roberta_tf.ablation import report, studies
+from roberta_tf.ablation import report, run_records, studies
 from roberta_tf.ablation.settings import StudySettings
 from roberta_tf.common import atomic_write, files
 from roberta_tf.data import packings
@@ -117,12 +117,12 @@ def tokens_per_sequence(shard_dir: str) -> float:
 
 
 def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, settings: StudySettings,
-            real_per_sequence: float) -> dict:
+            real_per_sequence: float, beside: str = "") -> dict:
   """Pretrains, evaluates and fine-tunes one arm with one seed; returns (and saves) its result.
 
   ``shards``: `prepare`'s dirs; the arm trains on its packing's and is evaluated (during
   training too) on the shared held-out set. ``real_per_sequence``: `tokens_per_sequence` of
-  its training shards."""
+  its training shards. ``beside``: the arm of the run trained at the same time (--paired)."""
   result_path = files.join(run_dir, "result.json")
   if files.exists(result_path):  # one written before task_* became problem_* reads the same
     return {_OLD_KEYS.get(k, k): v for k, v in files.read_json(result_path).items()}
@@ -130,12 +130,14 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, settings: S
   start = time.time()
   model = files.join(run_dir, "model")
   train_data, eval_data = shards[arm.packing], shards["eval"]
+  load_before = run_records.load_average()
   log = _run(["roberta_tf.train", f"--model_dir={model}", f"--train_data={train_data}",
               f"--eval_data={eval_data}", f"--config={settings.config}", f"--max_seq_len={SEQ_LEN}",
               f"--seed={seed}", "--dropout=0.1", "--checkpoint_every=100000",
               "--eval_steps=20", "--log_every=50",
               *arm.train_flags(settings.warmup_fraction), *settings.train_flags],
              files.join(run_dir, "train.log"))
+  load = [load_before, run_records.load_average()]
   real_per_step = arm.batch_size * real_per_sequence
   # A wall-clock arm (--train_minutes) ends when its budget is spent: count the steps it took.
   steps = [int(m.group(1)) for m in map(_STEP_LINE.search, log.splitlines()) if m]
@@ -144,14 +146,16 @@ def run_arm(arm: studies.Arm, seed: int, shards: dict, run_dir: str, settings: S
   curve = [[round(int(m.group(1)) * real_per_step), float(m.group(2))]
            for m in map(_EVAL_LINE.search, log.splitlines()) if m]
   metrics, extra = _evaluate_arm(arm, model, train_data, eval_data, settings)
-  scores = _finetune_arm(model, seed, run_dir, settings)
+  scores = (_finetune_arm(model, seed, run_dir, settings) if settings.task_epochs
+            else {"metric": "-", "-": None})  # --task_epochs=0: no downstream problem
   result = {"arm": arm.name, "seed": seed, "batch_size": arm.batch_size,
             "train_steps": trained, "learning_rate": arm.learning_rate,
             "tokens": arm.batch_size * trained * SEQ_LEN,  # sequence slots
             "real_tokens": round(trained * real_per_step), "packing": arm.packing,
             "perplexity": metrics["perplexity"], "mlm_accuracy": metrics["mlm_accuracy"],
             "problem_metric": scores["metric"], "problem_value": scores[scores["metric"]],
-            "curve": curve, **extra,
+            "curve": curve, **extra, "flags": list(arm.flags), "load": load,
+            **({"beside": beside} if beside else {}),
             "minutes": round((time.time() - start) / 60, 2)}
   atomic_write.write_json(result_path, result)
   return result
@@ -225,7 +229,8 @@ def _has_runs(work_dir: str) -> bool:
 
 def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> None:
   """Records the study's settings in work_dir/study.json; refuses a work_dir that holds
-  another study's runs (seeds may change: a rerun with more seeds adds runs).
+  another study's runs (seeds and arms may change: a rerun with more seeds or other arms adds
+  runs; an arm of the same name must be defined the same).
 
   With `overwrite` an earlier study's outputs are deleted first. A start that failed before
   any run (say a bad --corpus) never blocks a corrected command: its prep is replaced.
@@ -240,8 +245,19 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
     before = files.read_json(path)
     for arm in before.get("arms", []):  # recorded before arms had a packing
       arm.setdefault("packing", "full_sentences")
-    differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+      arm.setdefault("warmup_fraction", None)  # and before an arm could set its own warmup
+    # Arms may come and go (--arm, --extra_arm: each has its own runs dir) as seeds do; an arm
+    # name keeps its definition. study.json then holds every arm run there.
+    arms_before = {a["name"]: a for a in before.get("arms", [])}
+    arms_now = {a["name"]: a for a in settings.get("arms", [])}
+    clash = any(arms_before[n] != a for n, a in arms_now.items() if n in arms_before)
+    differ = sorted({k for k in set(before) | set(settings)
+                     if k != "arms" and before.get(k) != settings.get(k)} |
+                    ({"arms"} if clash else set()))
     if not differ:
+      if set(arms_now) - set(arms_before):
+        atomic_write.write_json(path, {**settings, "arms": list({**arms_before, **arms_now}
+                                                               .values())})
       return
     if _has_runs(work_dir):
       raise RunnerError(f"{work_dir} holds a study run with other settings ({', '.join(differ)}:"
@@ -256,13 +272,15 @@ def check_settings(work_dir: str, settings: dict, overwrite: bool = False) -> No
 
 def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
               seeds: Sequence[int], settings: StudySettings, overwrite: bool = False,
-              parallel: int = 1) -> list[dict]:
+              parallel: int = 1, paired: bool = False, records: str = "") -> list[dict]:
   """Every arm x seed, with progress and ETA; writes results.json/.md and the plot.
 
   `parallel` runs that many arm x seed jobs at once (each a chain of processes), in job order;
   at equal wall clock (the recipe study) every arm then trains beside another one, as the
-  recipes of benchmarks/quality/budget_recipe.py do. The corpus is checked before anything is
-  written (a bad --corpus leaves no study.json).
+  recipes of benchmarks/quality/budget_recipe.py do. `paired`: every arm after the first runs
+  beside a run of the first (runs/<first>/seed<k>.beside.<arm>), pair after pair. `records`:
+  a JSON-lines file that gets each finished run (run_records.append). The corpus is checked
+  before anything is written (a bad --corpus leaves no study.json).
   """
   corpus_lib.resolve_inputs(corpus)  # raises CorpusError naming what matches nothing
   if files.exists(work_dir) and not files.isdir(work_dir):
@@ -274,21 +292,46 @@ def run_study(name: str, study: studies.Study, corpus: str, work_dir: str,
   shards = prepare(corpus, work_dir, study, settings.vocab_size)
   per_sequence = {p: tokens_per_sequence(d) for p, d in shards.items() if p != "eval"}
   study = studies.equalize_tokens(study, per_sequence)
-  jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
-  run_dirs = [files.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
-  results = _run_jobs(jobs, run_dirs, shards, settings, per_sequence, parallel)
+  on_result = (lambda r: run_records.append(records, r, study=name, corpus=corpus)
+               ) if records else None
+  if paired:
+    results = _run_pairs(study.arms, seeds, work_dir, shards, settings, per_sequence, on_result)
+  else:
+    jobs = [(arm, seed) for seed in seeds for arm in study.arms]  # seed-major: all arms early
+    run_dirs = [files.join(work_dir, "runs", arm.slug, f"seed{seed}") for arm, seed in jobs]
+    results = _run_jobs(jobs, run_dirs, shards, settings, per_sequence, parallel,
+                        on_result=on_result)
   report.write(name, results, work_dir)
   return results
 
 
+def _run_pairs(arms: Sequence[studies.Arm], seeds: Sequence[int], work_dir: str, shards: dict,
+               settings: StudySettings, per_sequence: dict[str, float],
+               on_result=None) -> list[dict]:
+  """--paired: per seed, each arm after the first beside a run of the first, both started
+  together; the next pair starts when both are done (evaluated too)."""
+  if len(arms) < 2:
+    raise RunnerError("--paired needs two arms at least (the first is the reference)")
+  results, ref = [], arms[0]
+  for seed in seeds:
+    for arm in arms[1:]:
+      jobs = [(ref, seed, arm.name), (arm, seed, ref.name)]
+      run_dirs = [files.join(work_dir, "runs", ref.slug, f"seed{seed}.beside.{arm.slug}"),
+                  files.join(work_dir, "runs", arm.slug, f"seed{seed}")]
+      results += _run_jobs(jobs, run_dirs, shards, settings, per_sequence, 2,
+                           on_result=on_result)
+  return results
+
+
 def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySettings,
-              per_sequence: dict[str, float], parallel: int) -> list[dict]:
-  """Runs the (arm, seed) jobs not done before, `parallel` at once, printing each result with
-  an ETA; returns every job's result, in job order."""
+              per_sequence: dict[str, float], parallel: int, on_result=None) -> list[dict]:
+  """Runs the (arm, seed[, beside]) jobs not done before, `parallel` at once, printing each
+  result with an ETA (and handing it to `on_result`); returns every job's result, in job
+  order."""
   done = lambda i: files.exists(files.join(run_dirs[i], "result.json"))
   cost = lambda arm: arm.batch_size * arm.train_steps  # sequences read: what the time scales with
   fresh = [i for i in range(len(jobs)) if not done(i)]
-  for i, (arm, seed) in enumerate(jobs):
+  for i, (arm, seed, *_) in enumerate(jobs):
     if not done(i):
       continue
     print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed} (done before)", flush=True)
@@ -296,11 +339,13 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySett
   spent, cost_done, start_all = [], 0, time.time()
 
   def one(i: int) -> dict:
-    arm, seed = jobs[i]
+    arm, seed, *beside = jobs[i]
     if i in fresh:
-      print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}", flush=True)
+      print(f"[{i + 1}/{len(jobs)}] {arm.name}, seed {seed}"
+            + (f" (beside {beside[0]})" if beside else ""), flush=True)
     start = time.time()
-    result = run_arm(arm, seed, shards, run_dirs[i], settings, per_sequence[arm.packing])
+    result = run_arm(arm, seed, shards, run_dirs[i], settings, per_sequence[arm.packing],
+                     *beside)
     return result, time.time() - start
 
   with futures.ThreadPoolExecutor(max(1, parallel)) as pool:
@@ -314,6 +359,8 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySett
         raise
       if i not in fresh:
         continue
+      if on_result:
+        on_result(results[i])
       spent.append(seconds)
       cost_done += cost(jobs[i][0])
       left = [jobs[j][0] for j in fresh if not done(j)]
@@ -322,7 +369,8 @@ def _run_jobs(jobs: list, run_dirs: list[str], shards: dict, settings: StudySett
       # study's sentence-pair arm reads ~5x the others' sequences), over the runs at once.
       eta = sum(spent) / cost_done * sum(cost(a) for a in left) / max(1, parallel)
       print(f"  {r['arm']}, seed {r['seed']}: held-out perplexity {r['perplexity']:.1f}, "
-            f"{r['problem_metric']} {r['problem_value']:.3f}, {seconds / 60:.1f} min; "
+            + (f"{r['problem_metric']} {r['problem_value']:.3f}, "
+               if r["problem_value"] is not None else "") + f"{seconds / 60:.1f} min; "
             f"{len(left)} runs left, ETA {eta / 60:.0f} min "
             f"({(time.time() - start_all) / 60:.0f} min so far)",
             flush=True)

@@ -28,7 +28,7 @@ from roberta_tf.common.options import FRACTION, NON_NEGATIVE, POSITIVE, Range, o
 PROBLEM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),  # local-only: the package
                            "data", "docs_sections")
 
-STUDIES = ("masking", "input_format", "batch_size", "recipe")
+STUDIES = ("masking", "input_format", "batch_size", "recipe", "modern")
 # The base arm's size where a study's differs from the flags' defaults (steps: 400).
 # input_format: 400 updates at batch 16 get the small model off the unigram plateau; 200 at 32
 # did not, nor did 400 at 12 for one arm (its sentence-pair arm reads ~5x the sequences, padded
@@ -55,7 +55,9 @@ class StudySettings:
                          path=True)
   task_text_field: str = option("text", "Downstream text field.")
   task_label_field: str = option("label", "Downstream label field.")
-  task_epochs: int = option(3, "Fine-tuning epochs.", check=POSITIVE)
+  task_epochs: int = option(
+      3, "Fine-tuning epochs; 0: no downstream problem (its column shows '-').",
+      check=NON_NEGATIVE)
   task_learning_rate: float = option(
       1e-4, "Fine-tuning peak learning rate.",
       check=POSITIVE)
@@ -74,7 +76,9 @@ class StudyPlan:
   study: str = option(
       help="The ablation: masking (Table 1), input_format (Table 2: SEGMENT-PAIR / "
       "SENTENCE-PAIR with NSP, FULL-SENTENCES, DOC-SENTENCES), batch_size (Table 3), "
-      "recipe (the budget recipe's choices one at a time, at equal wall clock: --minutes).",
+      "recipe (the budget recipe's choices one at a time, at equal wall clock: --minutes), "
+      "modern (flags/quickstart.flags against the modern recipe's choices: the ModernBERT "
+      "family, mask rate, learning rate, batch, model size; at equal wall clock).",
       choices=STUDIES)
   work_dir: str = option(
       help="Where vocab, shards, runs and results go (reused: finished runs are kept).",
@@ -85,6 +89,20 @@ class StudyPlan:
   arm: tuple[str, ...] = option(
       (), "Run only this arm of the study (its name in results.md; repeat the flag for "
       "several; default: every arm).", repeated=True)
+  extra_arm: tuple[str, ...] = option(
+      (), "--study=recipe|modern: an arm of your own, 'LABEL: --flag=value ...' (train flags on "
+      "the study's base recipe; --batch_size and --learning_rate set its batch and peak LR); "
+      "repeat the flag for several.", repeated=True)
+  paired: bool = option(
+      False, "Run every arm beside its own run of the first arm (the reference), the two "
+      "started together and both finished before the next pair: at equal wall clock on a "
+      "shared machine both see the same load. The table gains each arm's perplexity over the "
+      "reference's beside it. Use --parallel=1 (the pairs are the parallelism).")
+  records: str = option(
+      "", "Also append one JSON line per finished run to this file (e.g. "
+      "benchmarks/records/modern_budget.jsonl): the study, corpus, arm and its train flags, "
+      "seed, the arm it ran beside, steps, perplexity, BLiMP, the load average, the CPU.",
+      path=True)
   seeds: tuple[int, ...] = option(
       (0,), "Seeds: every arm runs once per seed; the table shows mean ± half the range over "
       "them (one seed keeps each default study within ~30 min on 2 CPU cores; rerunning with "

@@ -16,6 +16,11 @@ corpus, shards (of its packing) and seeds, and is evaluated on the same fixed-ma
   peak rate) and all of them together, each at the SAME WALL CLOCK (`train --train_minutes`:
   the warmup and decay follow the budget's elapsed share, the warmup's share is
   --warmup_fraction), not the same tokens: a cheaper step reads more data in the budget.
+- modern (issue 62): flags/quickstart.flags (RoBERTa small, post-LN, 15% masking, batch 16,
+  peak LR 1e-3, a 20% warmup) against the modern choices (arm_specs.MODERN_ARMS: the ModernBERT
+  family, the mask rate, the learning rate, the batch, the model's size, ...), at the SAME WALL
+  CLOCK as recipe; `ablate --extra_arm='LABEL: --flag=value ...'` adds arms to it (or to
+  recipe).
 - input_format (paper Table 2): SEGMENT-PAIR + NSP, SENTENCE-PAIR + NSP, FULL-SENTENCES and
   DOC-SENTENCES, each on shards of its own packing (data_prep/packing.py, pair_packing.py) from
   the same corpus subset. As in the paper, arms whose sequences are shorter get a bigger batch so
@@ -29,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from roberta_tf.ablation import arm_specs
 from roberta_tf.data import packings
 
 MICRO_BATCH = 32  # sequences per forward/backward: bigger batches accumulate
@@ -52,6 +58,7 @@ class Arm:
   learning_rate: float
   flags: tuple[str, ...] = ()
   packing: str = packings.FULL_SENTENCES
+  warmup_fraction: float | None = None
 
   @property
   def slug(self) -> str:
@@ -66,7 +73,11 @@ class Arm:
     return next(d for d in range(least, self.batch_size + 1) if self.batch_size % d == 0)
 
   def train_flags(self, warmup_fraction: float) -> list[str]:
+    """`roberta_tf.train` flags; the arm's own warmup_fraction, when set, wins over the
+    study's."""
     accum = self.grad_accum_steps
+    if self.warmup_fraction is not None:
+      warmup_fraction = self.warmup_fraction
     return [f"--batch_size={self.batch_size}", f"--grad_accum_steps={accum}",
             f"--train_steps={self.train_steps}", f"--learning_rate={self.learning_rate}",
             f"--warmup_steps={max(1, round(self.train_steps * warmup_fraction))}",
@@ -117,30 +128,79 @@ def _batch_scale(extra: list) -> float:
   return extra[0] if extra else 1.0
 
 
-def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float = 0.0) -> Study:
+# The modern study's base: flags/quickstart.flags' batch, peak LR, nominal steps and warmup share
+# (--config=small is the runner's default --config).
+QUICKSTART = {"batch_size": 16, "learning_rate": 1e-3, "train_steps": 2000, "warmup": 0.2}
+TIMED_STUDIES = ("recipe", "modern")
+
+
+def timed_arm(spec: str, minutes: float, batch: int, steps: int, lr: float,
+              warmup_fraction: float | None = None) -> Arm:
+  """The arm an arm spec (arm_specs.parse) describes on a base of `batch`, nominal `steps` and
+  peak `lr`, trained `minutes` of wall clock without dropout; its --batch_size scales the nominal
+  steps inversely (the same warmup share, as many evals)."""
+  label, sizes, flags = arm_specs.parse(spec)
+  arm_batch = int(sizes.get("batch_size", batch))
+  return Arm(label, arm_batch, max(1, round(steps * batch / arm_batch)),
+             float(sizes.get("learning_rate", lr)),
+             (f"--train_minutes={minutes:g}", "--dropout=0.0", *flags),
+             warmup_fraction=warmup_fraction)
+
+
+def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float = 0.0,
+          extra_arms: tuple[str, ...] = ()) -> Study:
   """The study `name` with `steps` optimizer updates for its smallest-batch arm.
 
   Args:
-    name: masking | batch_size | input_format | recipe.
+    name: masking | batch_size | input_format | recipe | modern.
     steps: updates of the base arm (the token budget is base_batch x steps for every arm);
       recipe: only sets the warmup's share and the eval cadence (the clock ends each run).
     base_batch: batch of the base arm.
     base_lr: peak learning rate of the base arm.
-    minutes: recipe: each arm's wall-clock budget (train --train_minutes).
+    minutes: recipe, modern: each arm's wall-clock budget (train --train_minutes).
+    extra_arms: recipe, modern: arms added after the study's own, as arm specs
+      (arm_specs.parse) on the study's base.
   Raises:
-    StudyError: unknown study, or recipe without minutes.
+    StudyError: unknown study, recipe or modern without minutes, extra arms of another study,
+      a malformed extra arm or two arms of one name.
   """
-  if name == "recipe":
+  if name in TIMED_STUDIES:
     if minutes <= 0:
-      raise StudyError("--study=recipe compares arms at equal wall clock: give --minutes > 0")
+      raise StudyError(f"--study={name} compares arms at equal wall clock: give --minutes > 0")
+    try:
+      study = _timed_study(name, steps, base_batch, base_lr, minutes, extra_arms)
+    except arm_specs.ArmSpecError as e:
+      raise StudyError(f"--extra_arm: {e}") from None
+    names = [a.name for a in study.arms]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+      raise StudyError(f"--extra_arm: two arms named {twice[0]!r}")
+    return study
+  if extra_arms:
+    raise StudyError(f"--extra_arm: only the equal-time studies ({', '.join(TIMED_STUDIES)}) "
+                     f"take extra arms, not --study={name}")
+  return _token_study(name, steps, base_batch, base_lr)
+
+
+def _timed_study(name: str, steps: int, base_batch: int, base_lr: float, minutes: float,
+                 extra_arms: tuple[str, ...]) -> Study:
+  if name == "modern":  # the quickstart's recipe is the base, whatever --base_batch says
+    q = QUICKSTART
     return Study(arms=tuple(
+        timed_arm(spec, minutes, q["batch_size"], q["train_steps"], q["learning_rate"],
+                  q["warmup"]) for spec in (*arm_specs.MODERN_ARMS, *extra_arms)), corpus_mb=0)
+  extra = tuple(timed_arm(spec, minutes, base_batch, steps, base_lr) for spec in extra_arms)
+  return Study(arms=tuple(
         # No dropout in every arm, as in flags/quickstart.flags (the faithful arm is the
         # demo's recipe) and in Cramming's: at a budget of minutes nothing overfits.
         # A smaller batch's nominal steps grow with it: the same warmup share, as many evals.
         Arm(label, max(1, round(base_batch * _batch_scale(batch))),
             round(steps / _batch_scale(batch)), base_lr * scale,
             (f"--train_minutes={minutes:g}", "--dropout=0.0", *flags))
-        for label, flags, scale, *batch in RECIPE_ARMS), corpus_mb=0)
+        for label, flags, scale, *batch in RECIPE_ARMS) + extra, corpus_mb=0)
+
+
+def _token_study(name: str, steps: int, base_batch: int, base_lr: float) -> Study:
   if name == "masking":
     return Study(arms=(
         Arm("dynamic", base_batch, steps, base_lr, ("--masking=dynamic",)),
@@ -161,8 +221,8 @@ def build(name: str, steps: int, base_batch: int, base_lr: float, minutes: float
         ("SENTENCE-PAIR + NSP", packings.SENTENCE_PAIR)))
     return Study(arms=arms, corpus_mb=_mb_for_epochs(steps * base_batch, epochs=4),
                  equal_tokens=True)
-  raise StudyError(f"--study={name}: unknown; choose masking, batch_size, input_format or "
-                   "recipe")
+  raise StudyError(f"--study={name}: unknown; choose masking, batch_size, input_format, recipe "
+                   "or modern")
 
 
 def _mb_for_epochs(sequences: int, epochs: int, seq_len: int = 128,
