@@ -1,6 +1,6 @@
 """ModernBERT (roberta_tf/models/modernbert/): parity with transformers' ModernBertForMaskedLM on
 the committed fixture (tests/testdata/modernbert_tiny, made by its make_model_fixture.py; HF
-eager, float32): a padded batch whose texts span several local windows and one 4,100-token
+eager, float32): a padded batch whose texts span several local windows and one 8,100-token
 text; HF import -> export -> re-import; transformers loading our export (where installed);
 mixed_bfloat16."""
 

@@ -7,7 +7,7 @@ and expected.npz: HF eager float32 outputs on
 - a padded batch of random ids (lengths 40, 27, 13 with [CLS] ... [SEP], [PAD] after), whose
   texts span several local windows: `batch_*`, logits and last_hidden_state at every real
   position (row-major order of attention_mask == 1);
-- one sequence of 4,100 tokens: `long_input_ids`, logits and last_hidden_state at
+- one sequence of 8,100 tokens: `long_input_ids`, logits and last_hidden_state at
   `long_positions` (a sample), and at every position the logits' logsumexp and the projections
   logits @ r_v and last_hidden_state @ r_h on fixed random vectors (`long_*_checks`).
 task_heads.npz: random heads (head.dense, head.norm, classifier; 3 labels, QA's 2) of
@@ -41,7 +41,7 @@ from transformers import (ModernBertConfig, ModernBertForMaskedLM, ModernBertFor
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, UNK, CLS, SEP, PAD, MASK = 1024, 1019, 1020, 1021, 1022, 1023
 LENGTHS = (40, 27, 13)
-LONG = 4100
+LONG = 8100
 
 
 def build_model():
