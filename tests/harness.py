@@ -35,6 +35,7 @@ import contextlib
 import io
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -165,3 +166,14 @@ def tiny_config(**overrides) -> models.RobertaConfig:
   if "max_positions" in overrides:
     values.pop("max_seq_len")
   return models.preset("tiny", **{**values, **overrides})
+
+
+def crashed_copy(model_dir: str, copy_dir: str, step: int) -> None:
+  """`copy_dir` as `model_dir` would be had its run crashed right after checkpoint `step`:
+  that checkpoint, its config.json and vocabulary, and a `checkpoint` file naming it."""
+  os.makedirs(copy_dir)
+  for name in os.listdir(model_dir):
+    if name.startswith(f"ckpt-{step}.") or name in ("config.json", "vocab.json", "merges.txt"):
+      shutil.copy(os.path.join(model_dir, name), copy_dir)
+  with open(os.path.join(copy_dir, "checkpoint"), "w", encoding="utf-8") as f:
+    f.write(f'model_checkpoint_path: "ckpt-{step}"\n')

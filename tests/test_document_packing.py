@@ -6,7 +6,6 @@ model refuses such shards. FULL-SENTENCES' own blocks: tests/test_packing.py."""
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
 from tests.conftest import HF_TINY
 from tests.domain_text import domain_lines
-from tests.harness import call_module
+from tests.harness import call_module, crashed_copy
 from tests.test_train_resume import _checkpoint, _train_loss
 
 BOS, PAD, EOS = 0, 1, 2
@@ -165,12 +164,7 @@ def test_a_packed_modernbert_run_resumes_exactly(doc_shards, tmp_path):
         model_option=("hidden_size=32", "intermediate_size=48", "num_heads=2",
                       "local_attention=8")))
   assert pretraining.pretrain(config(a)).step == STEPS  # evaluates on the packed eval split
-  os.makedirs(b)
-  for name in os.listdir(a):
-    if name.startswith("ckpt-3.") or name in ("config.json", "vocab.json", "merges.txt"):
-      shutil.copy(os.path.join(a, name), b)
-  with open(os.path.join(b, "checkpoint"), "w", encoding="utf-8") as f:
-    f.write('model_checkpoint_path: "ckpt-3"\n')
+  crashed_copy(a, b, 3)
   assert pretraining.pretrain(config(b)).step == STEPS
   for step in range(4, STEPS + 1):
     assert abs(_train_loss(a, step) - _train_loss(b, step)) <= 1e-5, step

@@ -7,7 +7,6 @@ with --to_hf (HF's logits equal ours where transformers is installed)."""
 import importlib.util
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from roberta_tf.models.roberta.config import ConfigError
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
 from tests.conftest import TESTDATA
-from tests.harness import call_module, module_env, run_script, tiny_config
+from tests.harness import call_module, crashed_copy, module_env, run_script, tiny_config
 from tests.test_train_resume import _checkpoint, _train_loss
 
 FIXTURE = os.path.join(TESTDATA, "modernbert_tiny")
@@ -139,12 +138,7 @@ def test_modernbert_trains_from_scratch_on_any_vocabulary(trained):
 def test_modernbert_resumes_exactly(trained, train_shards, tmp_path):
   a, _ = trained
   b = str(tmp_path / "b")
-  os.makedirs(b)
-  for name in os.listdir(a):
-    if name.startswith("ckpt-3.") or name in ("config.json", "vocab.json", "merges.txt"):
-      shutil.copy(os.path.join(a, name), b)
-  with open(os.path.join(b, "checkpoint"), "w", encoding="utf-8") as f:
-    f.write('model_checkpoint_path: "ckpt-3"\n')
+  crashed_copy(a, b, 3)
   assert pretraining.pretrain(_config(train_shards, b)).step == STEPS
   for step in range(4, STEPS + 1):
     assert abs(_train_loss(a, step) - _train_loss(b, step)) <= 1e-5, step

@@ -9,7 +9,6 @@ resume position (96), so B starts inside a window.
 """
 
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ import tensorflow as tf
 
 from roberta_tf.pretraining import run as pretraining
 from roberta_tf.pretraining.train_config import TrainConfig
+from tests.harness import crashed_copy
 from tests.test_train_resume import _checkpoint, _train_loss
 
 pytestmark = pytest.mark.slow  # see pyproject.toml's markers
@@ -35,12 +35,7 @@ def _config(train_shards, model_dir, accum):
 def test_checkpoint_at_accumulation_1_resumes_at_accumulation_2(train_shards, tmp_path):
   a, b = str(tmp_path / "a"), str(tmp_path / "b")
   pretraining.pretrain(_config(train_shards, a, accum=1))
-  os.makedirs(b)
-  for name in os.listdir(a):
-    if name.startswith("ckpt-3.") or name in ("config.json", "vocab.json", "merges.txt"):
-      shutil.copy(os.path.join(a, name), b)
-  with open(os.path.join(b, "checkpoint"), "w", encoding="utf-8") as f:
-    f.write('model_checkpoint_path: "ckpt-3"\n')
+  crashed_copy(a, b, 3)
   assert tf.train.load_variable(os.path.join(b, "ckpt-3"),
                                 "data_position/.ATTRIBUTES/VARIABLE_VALUE") == 3 * 32
 

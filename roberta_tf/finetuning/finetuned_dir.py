@@ -28,7 +28,7 @@ import os
 import tensorflow as tf
 
 from roberta_tf import models
-from roberta_tf.common import directory_lock, files
+from roberta_tf.common import atomic_write, directory_lock, files
 from roberta_tf.finetuning import glue, heads
 from roberta_tf.finetuning.problem_info import ProblemInfo
 from roberta_tf.models import model_dir as model_dir_lib
@@ -122,6 +122,28 @@ def save_checkpoint(directory: str, model: heads.FinetuneModel, number: int) -> 
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory,
                                        max_to_keep=1, checkpoint_name="ckpt")
   return manager.save(checkpoint_number=number)
+
+
+def write_new(out_dir: str, model: heads.FinetuneModel, model_config, info: ProblemInfo,
+              copy_vocab, overwrite: bool = False) -> str:
+  """A new fine-tuned model dir of `model` (config.json with "task", one checkpoint `ckpt-0`, the
+  files `copy_vocab(tmp_dir)` writes), assembled under a temporary name and renamed when
+  complete; returns the checkpoint prefix.
+
+  Raises:
+    ModelDirError: out_dir is not a directory, or not empty (without overwrite).
+  """
+  out_dir = files.normalize(out_dir)
+  if files.exists(out_dir) and not files.isdir(out_dir):
+    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not a directory")
+  if files.isdir(out_dir) and files.listdir(out_dir) and not overwrite:
+    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not empty; refusing to "
+                                      "overwrite it")
+  with atomic_write.atomic_dir(out_dir) as tmp:
+    write_config(tmp, model_config, info)
+    prefix = save_checkpoint(tmp, model, 0)
+    copy_vocab(tmp)
+  return files.join(out_dir, files.basename(prefix))
 
 
 def restore(model: heads.FinetuneModel, prefix: str) -> None:

@@ -103,15 +103,8 @@ def import_hf(hf_dir: str, out_dir: str, tokenizer_files: dict[str, str],
   model = finetuned_dir.new_model(config, info, dtype="float32")
   model.encoder.set_weights(task_model.encoder.get_weights())
   model.head.set_weights(task_model.head.get_weights())
-  out_dir = files.normalize(out_dir)
-  if files.exists(out_dir) and not files.isdir(out_dir):
-    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not a directory")
-  if files.isdir(out_dir) and files.listdir(out_dir) and not overwrite:
-    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not empty; refusing to "
-                                      "overwrite it")
-  with atomic_write.atomic_dir(out_dir) as tmp:
-    finetuned_dir.write_config(tmp, config, info)
-    prefix = finetuned_dir.save_checkpoint(tmp, model, 0)
+
+  def copy_vocab(tmp):
     for name, src in tokenizer_files.items():
       atomic_write.copy_file(src, files.join(tmp, name))
-  return files.join(out_dir, files.basename(prefix))
+  return finetuned_dir.write_new(out_dir, model, config, info, copy_vocab, overwrite)

@@ -193,14 +193,5 @@ def import_hf(hf_dir: str, out_dir: str, hf_config: dict, tensors: dict,
   prefix. The dir is assembled under a temporary name and renamed when complete."""
   source = files.join(hf_dir, hf_weights.WEIGHTS_FILE)
   model, model_config, info = load_hf(hf_config, tensors, source)
-  out_dir = files.normalize(out_dir)
-  if files.exists(out_dir) and not files.isdir(out_dir):
-    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not a directory")
-  if files.isdir(out_dir) and files.listdir(out_dir) and not overwrite:
-    raise model_dir_lib.ModelDirError(f"{out_dir!r} exists and is not empty; refusing to "
-                                      "overwrite it")
-  with atomic_write.atomic_dir(out_dir) as tmp:
-    finetuned_dir.write_config(tmp, model_config, info)
-    prefix = finetuned_dir.save_checkpoint(tmp, model, 0)
-    vocab_files.copy_vocab_files(hf_dir, tmp)
-  return files.join(out_dir, files.basename(prefix))
+  return finetuned_dir.write_new(out_dir, model, model_config, info,
+                                 lambda tmp: vocab_files.copy_vocab_files(hf_dir, tmp), overwrite)
